@@ -1,0 +1,1 @@
+"""Binlog events: framing, headers, event bodies, row images, transactions."""

@@ -1,0 +1,1 @@
+"""The binlake daemon: trio I/O driving the protocol state machines, sessions, landing."""

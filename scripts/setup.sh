@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# Installs what binlake needs on a Debian machine (run as root): the host MariaDB server and
+# client (the sandbox server of the demo and the test bed), a Java runtime for Spark, and a
+# Python virtual environment in .venv with binlake and its extras.
+#
+#   scripts/setup.sh            runtime + Spark (what `binlake demo` needs)
+#   scripts/setup.sh --test     also the test tools and the servers of the test bed
+set -euo pipefail
+cd "$(dirname "$0")/.."
+want_test=0
+[ "${1:-}" = "--test" ] && want_test=1
+
+apt_packages=()
+command -v mariadbd >/dev/null 2>&1 || [ -x /usr/sbin/mariadbd ] || apt_packages+=(mariadb-server mariadb-client)
+command -v java >/dev/null 2>&1 || apt_packages+=(default-jre-headless)
+command -v python3 >/dev/null 2>&1 || apt_packages+=(python3)
+python3 -c 'import venv, ensurepip' >/dev/null 2>&1 || apt_packages+=(python3-venv python3-pip)
+if [ "$want_test" = 1 ]; then
+  command -v debootstrap >/dev/null 2>&1 || apt_packages+=(debootstrap)
+  command -v openssl >/dev/null 2>&1 || apt_packages+=(openssl)
+fi
+if [ "${#apt_packages[@]}" -gt 0 ]; then
+  echo "setup: installing Debian packages: ${apt_packages[*]}"
+  apt-get update -q
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "${apt_packages[@]}"
+fi
+
+if [ ! -x .venv/bin/python ]; then
+  echo "setup: creating .venv"
+  # --system-site-packages lets a machine that already has pyspark/pyarrow reuse them.
+  python3 -m venv --system-site-packages .venv
+fi
+extras="spark"
+[ "$want_test" = 1 ] && extras="test"
+echo "setup: installing binlake[$extras] into .venv"
+.venv/bin/python -m pip install -q --disable-pip-version-check -e ".[$extras]"

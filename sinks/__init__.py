@@ -1,0 +1,1 @@
+"""Landing decoded transactions: Parquet files (pyarrow) and the Spark-side readers."""

@@ -1,0 +1,1 @@
+"""Crash-safe Parquet change logs, one per table, schema-versioned."""
