@@ -1,0 +1,762 @@
+"""The daemon's configuration: one typed tree, three sources, one error type.
+
+Settings come from, in increasing precedence:
+
+1. a TOML file (``--config PATH``, ``$BINLAKE_CONFIG``, or ``/etc/binlake/binlake.toml`` if it
+   exists),
+2. ``BINLAKE_<SECTION>_<KEY>`` environment variables (``BINLAKE_SERVER_HOST``),
+3. command-line flags (``--host``, ``--set server.host=...``).
+
+Every key is a field of one of the frozen dataclasses below; its ``metadata`` carries the help
+text, so the dataclass fields are the single place where keys, types, defaults and meanings are
+written down. :func:`reference_markdown` renders them as the README's configuration table.
+
+Secrets (the server password) are held in :class:`Secret`, whose ``repr``/``str`` never show the
+value, so a config can be logged or printed in a traceback safely. They come from the environment
+or from a ``*_file`` path and are refused on the command line, where ``ps`` would show them.
+
+Anything wrong becomes a single :class:`ConfigError` that names the key and where its value came
+from (the file, the environment variable or the flag), plus a hint on how to fix it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import fnmatch
+import os
+import re
+import tomllib
+import types
+import typing
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+__all__ = [
+    "ConfigError",
+    "Secret",
+    "ServerConfig",
+    "ReplicaConfig",
+    "StartConfig",
+    "SemiSyncConfig",
+    "FilterConfig",
+    "LakeConfig",
+    "ReconnectConfig",
+    "MetricsConfig",
+    "LogConfig",
+    "Config",
+    "DEFAULT_CONFIG_PATH",
+    "ENV_PREFIX",
+    "load_config",
+    "env_name",
+    "reference_markdown",
+]
+
+DEFAULT_CONFIG_PATH = "/etc/binlake/binlake.toml"
+ENV_PREFIX = "BINLAKE_"
+#: Environment variables with the prefix that are not config keys.
+RESERVED_ENV = frozenset({"BINLAKE_CONFIG"})
+
+
+class ConfigError(Exception):
+    """The configuration is invalid: names the key, where its value came from, and the fix."""
+
+    def __init__(self, message: str, *, key: str | None = None, origin: str | None = None,
+                 hint: str | None = None) -> None:
+        text = message
+        if key is not None:
+            text = f"{key}: {text}"
+        if origin is not None:
+            text = f"{text} (from {origin})"
+        super().__init__(text)
+        self.key = key
+        self.origin = origin
+        self.hint = hint
+
+
+@typing.final
+class Secret:
+    """A string that never shows itself in ``repr``, ``str`` or f-strings.
+
+    Call :meth:`reveal` at the one place that needs the value (the authentication exchange).
+    """
+
+    __slots__ = ("_value",)
+
+    def __init__(self, value: str) -> None:
+        self._value = value
+
+    def reveal(self) -> str:
+        return self._value
+
+    def __repr__(self) -> str:
+        return "Secret('***')"
+
+    __str__ = __repr__
+
+    def __format__(self, spec: str) -> str:
+        return "***"
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Secret) and other._value == self._value
+
+    def __hash__(self) -> int:
+        return hash(("Secret", self._value))
+
+
+def _key(help: str, *, choices: Sequence[str] = (), unit: str = "", secret: bool = False,
+         name: str = "", required: bool = False) -> dict[str, Any]:
+    """Field metadata: the help text and the validation hints for one config key."""
+    return {"help": help, "choices": tuple(choices), "unit": unit, "secret": secret,
+            "name": name, "required": required}
+
+
+TLS_MODES = ("disabled", "preferred", "required", "verify-ca", "verify-identity")
+START_FROM = ("latest", "earliest", "gtid", "file")
+SEMI_SYNC_MODES = ("off", "ack-after-land", "ack-on-receive")
+COMPRESSIONS = ("zstd", "snappy", "gzip", "lz4", "none")
+LOG_FORMATS = ("human", "json")
+LOG_LEVELS = ("debug", "info", "warning", "error")
+
+
+# --- the sections ------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class ServerConfig:
+    """The primary server binlake replicates from, and how to reach and trust it."""
+
+    host: str = field(default="127.0.0.1", metadata=_key("Server host name or IP address."))
+    port: int = field(default=3306, metadata=_key("Server TCP port."))
+    socket: str | None = field(default=None, metadata=_key(
+        "Unix socket path; when set, host and port are not used."))
+    user: str = field(default="binlake", metadata=_key(
+        "Replication user (needs REPLICATION SLAVE and REPLICATION CLIENT/BINLOG MONITOR)."))
+    password: Secret | None = field(default=None, metadata=_key(
+        "Password of the user. Give it by environment or password_file, never as a flag.",
+        secret=True))
+    password_file: str | None = field(default=None, metadata=_key(
+        "File holding the password (one trailing newline is ignored)."))
+    tls_mode: str = field(default="preferred", metadata=_key(
+        "TLS: disabled, preferred (if the server offers it), required, verify-ca "
+        "(certificate chain checked against tls_ca), verify-identity (and the host name).",
+        choices=TLS_MODES))
+    tls_ca: str | None = field(default=None, metadata=_key(
+        "CA bundle (PEM) for verify-ca/verify-identity; the system store when unset."))
+    tls_cert: str | None = field(default=None, metadata=_key(
+        "Client certificate (PEM) for servers that require X509."))
+    tls_key: str | None = field(default=None, metadata=_key(
+        "Private key (PEM file) of the client certificate."))
+    server_public_key_file: str | None = field(default=None, metadata=_key(
+        "Server RSA public key (PEM) for caching_sha2_password/sha256_password without TLS."))
+    get_server_public_key: bool = field(default=False, metadata=_key(
+        "Ask the server for its RSA public key when needed (trusts the network path)."))
+    connect_timeout: float = field(default=10.0, metadata=_key(
+        "Seconds to connect, negotiate TLS and authenticate.", unit="seconds"))
+    read_timeout: float = field(default=30.0, metadata=_key(
+        "Seconds a query (not the binlog stream) may take to answer.", unit="seconds"))
+
+
+@dataclass(frozen=True, slots=True)
+class ReplicaConfig:
+    """How binlake presents itself to the server as a replica."""
+
+    server_id: int = field(default=0, metadata=_key(
+        "Replica server_id, unique among the server's replicas and the server itself (1..2^32-1).",
+        required=True))
+    report_host: str | None = field(default=None, metadata=_key(
+        "Host name shown in SHOW REPLICA HOSTS."))
+    report_port: int = field(default=0, metadata=_key("Port shown in SHOW REPLICA HOSTS."))
+    heartbeat_period: float = field(default=5.0, metadata=_key(
+        "Seconds between server heartbeats when idle; no data for twice this is a stall.",
+        unit="seconds"))
+
+
+@dataclass(frozen=True, slots=True)
+class StartConfig:
+    """Where to start streaming; used only when the lake has no checkpoint yet."""
+
+    from_: str = field(default="latest", metadata=_key(
+        "latest (the server's current end), earliest (oldest binlog kept), gtid, or file.",
+        choices=START_FROM, name="from"))
+    gtid: str | None = field(default=None, metadata=_key(
+        "GTID position to start after when from = gtid (MariaDB 0-1-100 or a MySQL GTID set)."))
+    file: str | None = field(default=None, metadata=_key(
+        "Binlog file name to start in when from = file."))
+    pos: int = field(default=4, metadata=_key("Position in file to start at when from = file."))
+    gtid_strict_mode: bool = field(default=False, metadata=_key(
+        "MariaDB: ask the server to enforce GTID strict mode for this replica."))
+    gtid_ignore_duplicates: bool = field(default=False, metadata=_key(
+        "MariaDB: skip events of a domain already applied (multi-source setups)."))
+
+
+@dataclass(frozen=True, slots=True)
+class SemiSyncConfig:
+    """Semi-synchronous replication: whether and when binlake acknowledges transactions."""
+
+    mode: str = field(default="off", metadata=_key(
+        "off; ack-after-land (ACK once the transaction is durably in the lake); ack-on-receive "
+        "(ACK on arrival, like a stock replica).", choices=SEMI_SYNC_MODES))
+
+
+@dataclass(frozen=True, slots=True)
+class FilterConfig:
+    """Which changes land. Patterns are ``database.table`` globs (``shop.*``, ``*.audit_*``)."""
+
+    include: tuple[str, ...] = field(default=(), metadata=_key(
+        "Tables to land; empty means all. A bare name means the whole database."))
+    exclude: tuple[str, ...] = field(default=(), metadata=_key(
+        "Tables never to land; wins over include."))
+    skip_server_ids: tuple[int, ...] = field(default=(), metadata=_key(
+        "Skip transactions that originated on these server ids (loop prevention)."))
+    skip_gtid_domains: tuple[int, ...] = field(default=(), metadata=_key(
+        "Skip transactions of these GTID domain ids (MariaDB)."))
+
+    def accepts(self, database: str, table: str) -> bool:
+        """Whether changes to ``database.table`` land. Case-sensitive, like Linux table names."""
+        name = f"{database}.{table}"
+        if self.exclude and _compiled_patterns(self.exclude).match(name):
+            return False
+        return not self.include or _compiled_patterns(self.include).match(name) is not None
+
+
+_pattern_cache: dict[tuple[str, ...], re.Pattern[str]] = {}
+
+
+def _compiled_patterns(patterns: tuple[str, ...]) -> re.Pattern[str]:
+    """One regex for a tuple of ``db.table`` globs; a bare ``db`` means ``db.*``."""
+    compiled = _pattern_cache.get(patterns)
+    if compiled is None:
+        parts = [fnmatch.translate(p if "." in p else f"{p}.*") for p in patterns]
+        compiled = re.compile("|".join(f"(?:{p})" for p in parts))
+        _pattern_cache[patterns] = compiled
+    return compiled
+
+
+@dataclass(frozen=True, slots=True)
+class LakeConfig:
+    """Where and how changes land as Parquet."""
+
+    path: str = field(default="/var/lib/binlake", metadata=_key(
+        "Directory of the lake (created if missing)."))
+    flush_bytes: int = field(default=64 * 1024 * 1024, metadata=_key(
+        "Land a table's buffered rows once they take this many bytes (suffixes KiB, MiB, GiB).",
+        unit="bytes"))
+    flush_rows: int = field(default=1_000_000, metadata=_key(
+        "Land a table's buffered rows once there are this many."))
+    flush_interval: float = field(default=60.0, metadata=_key(
+        "Land whatever is buffered at least this often, in seconds.", unit="seconds"))
+    compression: str = field(default="zstd", metadata=_key(
+        "Parquet compression codec.", choices=COMPRESSIONS))
+
+
+@dataclass(frozen=True, slots=True)
+class ReconnectConfig:
+    """Retrying after network errors, stalls and server restarts (exponential, full jitter)."""
+
+    initial_delay: float = field(default=0.5, metadata=_key(
+        "Upper bound of the first retry delay, in seconds.", unit="seconds"))
+    max_delay: float = field(default=60.0, metadata=_key(
+        "Cap of the retry delay, in seconds.", unit="seconds"))
+    multiplier: float = field(default=2.0, metadata=_key(
+        "Growth of the delay bound per failed attempt."))
+    max_attempts: int = field(default=0, metadata=_key(
+        "Give up after this many consecutive failures; 0 retries forever."))
+    healthy_after: float = field(default=30.0, metadata=_key(
+        "A connection that streamed this long resets the delay to initial_delay.", unit="seconds"))
+
+
+@dataclass(frozen=True, slots=True)
+class MetricsConfig:
+    """The HTTP endpoint with /metrics (Prometheus), /healthz and /readyz."""
+
+    address: str = field(default="127.0.0.1:9108", metadata=_key(
+        "host:port to listen on ([::1]:9108 for IPv6); empty disables the endpoint."))
+    ready_max_lag: float = field(default=300.0, metadata=_key(
+        "/readyz fails when connected but more than this many seconds behind.", unit="seconds"))
+
+    @property
+    def host(self) -> str:
+        return _split_address(self.address)[0]
+
+    @property
+    def port(self) -> int:
+        return _split_address(self.address)[1]
+
+
+def _split_address(address: str) -> tuple[str, int]:
+    """``host:port`` or ``[v6]:port`` → (host, port); raises ValueError."""
+    host, sep, port_text = address.rpartition(":")
+    if not sep or not port_text.isdigit():
+        raise ValueError("expected host:port")
+    if host.startswith("[") and host.endswith("]"):
+        host = host[1:-1]
+    port = int(port_text)
+    if not 0 <= port <= 65535:
+        raise ValueError("port out of range")
+    return host or "0.0.0.0", port
+
+
+@dataclass(frozen=True, slots=True)
+class LogConfig:
+    """Logging: where to, how, and how much."""
+
+    format: str = field(default="human", metadata=_key(
+        "human (one readable line per record) or json (one JSON object per line).",
+        choices=LOG_FORMATS))
+    level: str = field(default="info", metadata=_key("Minimum level logged.", choices=LOG_LEVELS))
+    file: str | None = field(default=None, metadata=_key(
+        "Append to this file instead of stderr; reopened on SIGHUP (logrotate)."))
+
+
+@dataclass(frozen=True, slots=True)
+class Config:
+    """The whole configuration. ``repr`` is safe to log: secrets show as ``***``."""
+
+    replica: ReplicaConfig
+    server: ServerConfig = ServerConfig()
+    start: StartConfig = StartConfig()
+    semi_sync: SemiSyncConfig = SemiSyncConfig()
+    filter: FilterConfig = FilterConfig()
+    lake: LakeConfig = LakeConfig()
+    reconnect: ReconnectConfig = ReconnectConfig()
+    metrics: MetricsConfig = MetricsConfig()
+    log: LogConfig = LogConfig()
+    #: The TOML file that was read, if any.
+    source_file: str | None = None
+
+    def secrets(self) -> list[str]:
+        """The revealed secret values, for the log redaction filter."""
+        password = self.server.password
+        return [password.reveal()] if password is not None and password.reveal() else []
+
+
+_SECTIONS: dict[str, type[Any]] = {
+    "server": ServerConfig,
+    "replica": ReplicaConfig,
+    "start": StartConfig,
+    "semi_sync": SemiSyncConfig,
+    "filter": FilterConfig,
+    "lake": LakeConfig,
+    "reconnect": ReconnectConfig,
+    "metrics": MetricsConfig,
+    "log": LogConfig,
+}
+
+
+# --- key catalogue -----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class _KeySpec:
+    section: str
+    name: str  # the key as written in TOML / env / --set
+    attr: str  # the dataclass attribute
+    kind: str  # str, int, float, bool, secret, str_list, int_list
+    optional: bool
+    default: Any
+    help: str
+    choices: tuple[str, ...]
+    unit: str
+    secret: bool
+    required: bool
+
+    @property
+    def dotted(self) -> str:
+        return f"{self.section}.{self.name}"
+
+    @property
+    def env(self) -> str:
+        return env_name(self.section, self.name)
+
+
+def env_name(section: str, key: str) -> str:
+    """The environment variable of a key: ``BINLAKE_SERVER_HOST``."""
+    return f"{ENV_PREFIX}{section}_{key}".upper()
+
+
+def _kind_of(hint: Any) -> tuple[str, bool]:
+    optional = False
+    if isinstance(hint, types.UnionType) or typing.get_origin(hint) is typing.Union:
+        args = [a for a in typing.get_args(hint) if a is not type(None)]
+        optional = len(args) < len(typing.get_args(hint))
+        (hint,) = args
+    if hint is Secret:
+        return "secret", optional
+    if typing.get_origin(hint) is tuple:
+        return ("int_list" if typing.get_args(hint)[0] is int else "str_list"), optional
+    return {str: "str", int: "int", float: "float", bool: "bool"}[hint], optional
+
+
+def _catalogue() -> dict[str, _KeySpec]:
+    specs: dict[str, _KeySpec] = {}
+    for section, cls in _SECTIONS.items():
+        hints = typing.get_type_hints(cls, globalns=globals())
+        for f in dataclasses.fields(cls):
+            kind, optional = _kind_of(hints[f.name])
+            meta = f.metadata
+            spec = _KeySpec(
+                section=section, name=meta["name"] or f.name, attr=f.name, kind=kind,
+                optional=optional, default=f.default, help=meta["help"], choices=meta["choices"],
+                unit=meta["unit"], secret=meta["secret"], required=meta["required"])
+            specs[spec.dotted] = spec
+    return specs
+
+
+KEYS: Mapping[str, _KeySpec] = _catalogue()
+_ENV_KEYS = {spec.env: spec for spec in KEYS.values()}
+
+
+# --- value conversion --------------------------------------------------------------------------
+
+_TRUE = frozenset({"1", "true", "yes", "on"})
+_FALSE = frozenset({"0", "false", "no", "off"})
+_SIZE_SUFFIXES = {"": 1, "b": 1, "k": 1000, "kb": 1000, "kib": 1024, "m": 1000**2, "mb": 1000**2,
+                  "mib": 1024**2, "g": 1000**3, "gb": 1000**3, "gib": 1024**3}
+_DURATION_SUFFIXES = {"": 1.0, "s": 1.0, "ms": 0.001, "m": 60.0, "min": 60.0, "h": 3600.0}
+_NUMBER_WITH_UNIT = re.compile(r"\s*([0-9]+(?:\.[0-9]*)?|\.[0-9]+)\s*([a-zA-Z]*)\s*")
+
+
+class _BadValue(Exception):
+    """Internal: a value that does not convert; becomes a ConfigError with key and origin."""
+
+
+def _convert(spec: _KeySpec, value: Any, from_text: bool) -> Any:
+    """TOML-typed or (from env/flags) text value → the field's Python value."""
+    if from_text and spec.optional and value == "":
+        return None
+    kind = spec.kind
+    if kind in ("str", "secret"):
+        if not isinstance(value, str):
+            raise _BadValue(f"expected a string, got {_describe(value)}")
+        if spec.choices and value not in spec.choices:
+            raise _BadValue(f"expected one of {', '.join(spec.choices)}; got {value!r}")
+        return Secret(value) if kind == "secret" else value
+    if kind == "bool":
+        if isinstance(value, bool):
+            return value
+        if from_text and isinstance(value, str) and value.strip().lower() in _TRUE | _FALSE:
+            return value.strip().lower() in _TRUE
+        raise _BadValue(f"expected true or false, got {_describe(value)}")
+    if kind == "int":
+        return _to_int(spec, value, from_text)
+    if kind == "float":
+        return _to_float(spec, value, from_text)
+    # lists
+    if from_text and isinstance(value, str):
+        items: list[Any] = [item.strip() for item in value.split(",") if item.strip()]
+    elif isinstance(value, list):
+        items = value
+    else:
+        raise _BadValue(f"expected a list, got {_describe(value)}")
+    if kind == "int_list":
+        return tuple(_to_int(spec, item, from_text) for item in items)
+    if not all(isinstance(item, str) and item for item in items):
+        raise _BadValue("expected a list of non-empty strings")
+    return tuple(items)
+
+
+def _to_int(spec: _KeySpec, value: Any, from_text: bool) -> int:
+    if isinstance(value, int) and not isinstance(value, bool):
+        return value
+    if isinstance(value, str) and (from_text or spec.unit == "bytes"):
+        text = value.strip()
+        if spec.unit == "bytes":
+            match = _NUMBER_WITH_UNIT.fullmatch(text)
+            if match and match.group(2).lower() in _SIZE_SUFFIXES:
+                return int(float(match.group(1)) * _SIZE_SUFFIXES[match.group(2).lower()])
+            raise _BadValue(f"expected a size like 67108864 or 64MiB, got {value!r}")
+        try:
+            return int(text, 10)
+        except ValueError:
+            pass
+    raise _BadValue(f"expected an integer, got {_describe(value)}")
+
+
+def _to_float(spec: _KeySpec, value: Any, from_text: bool) -> float:
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        return float(value)
+    if isinstance(value, str):
+        match = _NUMBER_WITH_UNIT.fullmatch(value)
+        if match:
+            suffix = match.group(2).lower()
+            if spec.unit == "seconds" and suffix in _DURATION_SUFFIXES:
+                return float(match.group(1)) * _DURATION_SUFFIXES[suffix]
+            if not suffix and from_text:
+                return float(match.group(1))
+    if spec.unit == "seconds":
+        raise _BadValue(f"expected seconds like 5, 0.5 or 500ms, got {_describe(value)}")
+    raise _BadValue(f"expected a number, got {_describe(value)}")
+
+
+def _describe(value: Any) -> str:
+    if isinstance(value, str):
+        return repr(value)
+    return f"{type(value).__name__} {value!r}" if not isinstance(value, dict) else "a table"
+
+
+# --- loading -----------------------------------------------------------------------------------
+
+Origin = str  # "file /etc/binlake/binlake.toml", "env BINLAKE_SERVER_HOST", "flag --host"
+
+
+def load_config(
+    path: str | os.PathLike[str] | None = None,
+    *,
+    env: Mapping[str, str] | None = None,
+    flags: Iterable[tuple[str, Any, str]] = (),
+) -> Config:
+    """Build the configuration from a TOML file, the environment and flags, in that precedence.
+
+    Args:
+      path: the TOML file. ``None`` means ``$BINLAKE_CONFIG``, else ``/etc/binlake/binlake.toml``
+        if it exists, else no file. A path given explicitly (argument or env) must exist.
+      env: the environment (``os.environ`` when ``None``).
+      flags: ``(dotted key, value, flag name)`` triples from the command line, applied last.
+        Values may be text (converted like environment values) or already typed.
+
+    Raises:
+      ConfigError: naming the key and the source of the bad value.
+    """
+    environ = os.environ if env is None else env
+    values: dict[str, tuple[Any, Origin]] = {}
+
+    file_path: str | None
+    if path is not None:
+        file_path = os.fspath(path)
+    elif environ.get("BINLAKE_CONFIG"):
+        file_path = environ["BINLAKE_CONFIG"]
+    else:
+        file_path = DEFAULT_CONFIG_PATH if os.path.exists(DEFAULT_CONFIG_PATH) else None
+    if file_path is not None:
+        _read_file(file_path, values)
+
+    for name, text in environ.items():
+        if not name.startswith(ENV_PREFIX) or name in RESERVED_ENV:
+            continue
+        spec = _ENV_KEYS.get(name)
+        if spec is None:
+            if any(name.startswith(env_name(section, "")) for section in _SECTIONS):
+                raise ConfigError(f"unknown setting {name}", origin="environment",
+                                  hint=_did_you_mean(name, _ENV_KEYS))
+            continue  # BINLAKE_* variables of other tools/tests are not ours to judge
+        values[spec.dotted] = (_checked(spec, text, True, f"env {name}"), f"env {name}")
+
+    for dotted, value, flag in flags:
+        spec = KEYS.get(dotted)
+        if spec is None:
+            raise ConfigError(f"unknown setting {dotted!r}", origin=f"flag {flag}",
+                              hint=_did_you_mean(dotted, KEYS))
+        if spec.secret:
+            raise ConfigError(
+                "secrets are not accepted on the command line (other users can read it)",
+                key=dotted, origin=f"flag {flag}",
+                hint=f"set {spec.env} or {spec.section}.{spec.name}_file instead")
+        origin = f"flag {flag}"
+        values[dotted] = (_checked(spec, value, isinstance(value, str), origin), origin)
+
+    return _build(values, file_path)
+
+
+def _read_file(file_path: str, values: dict[str, tuple[Any, Origin]]) -> None:
+    origin = f"file {file_path}"
+    try:
+        with open(file_path, "rb") as f:
+            document = tomllib.load(f)
+    except FileNotFoundError:
+        raise ConfigError(f"config file {file_path} does not exist",
+                          hint="pass an existing file with --config or $BINLAKE_CONFIG") from None
+    except OSError as exc:
+        raise ConfigError(f"cannot read config file {file_path}: {exc.strerror}") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"config file {file_path} is not valid TOML: {exc}") from None
+    for section, table in document.items():
+        if section not in _SECTIONS:
+            raise ConfigError(f"unknown section [{section}]", origin=origin,
+                              hint=f"sections are {', '.join(_SECTIONS)}")
+        if not isinstance(table, dict):
+            raise ConfigError(f"{section} must be a table ([{section}])", origin=origin)
+        for name, raw in table.items():
+            dotted = f"{section}.{name}"
+            spec = KEYS.get(dotted)
+            if spec is None:
+                raise ConfigError(f"unknown setting {dotted!r}", origin=origin,
+                                  hint=_did_you_mean(dotted, KEYS))
+            values[dotted] = (_checked(spec, raw, False, origin), origin)
+
+
+def _checked(spec: _KeySpec, raw: Any, from_text: bool, origin: Origin) -> Any:
+    try:
+        return _convert(spec, raw, from_text)
+    except _BadValue as exc:
+        # never echo what was given for a secret
+        message = "invalid value" if spec.secret else str(exc)
+        raise ConfigError(message, key=spec.dotted, origin=origin) from None
+
+
+def _did_you_mean(name: str, known: Iterable[str]) -> str | None:
+    import difflib
+
+    close = difflib.get_close_matches(name, list(known), n=1, cutoff=0.6)
+    return f"did you mean {close[0]}?" if close else None
+
+
+def _build(values: Mapping[str, tuple[Any, Origin]], file_path: str | None) -> Config:
+    def origin_of(dotted: str) -> str:
+        return values[dotted][1] if dotted in values else "the default"
+
+    password_file_key = "server.password_file"
+    if "server.password" in values and values.get(password_file_key, (None,))[0] is not None:
+        raise ConfigError(
+            "both server.password and server.password_file are set",
+            key=password_file_key, origin=origin_of(password_file_key),
+            hint=f"keep one of them (password from {origin_of('server.password')})")
+    password_file = values.get(password_file_key, (None,))[0]
+    resolved = dict(values)
+    if password_file is not None:
+        resolved["server.password"] = (_read_secret_file(password_file, password_file_key,
+                                                          origin_of(password_file_key)),
+                                       origin_of(password_file_key))
+
+    sections: dict[str, Any] = {}
+    for section, cls in _SECTIONS.items():
+        kwargs = {spec.attr: resolved[dotted][0]
+                  for dotted, spec in KEYS.items()
+                  if spec.section == section and dotted in resolved}
+        sections[section] = cls(**kwargs)
+    config = Config(**sections, source_file=file_path)
+    _validate(config, origin_of)
+    return config
+
+
+def _read_secret_file(path: str, key: str, origin: Origin) -> Secret:
+    try:
+        with open(path, encoding="utf-8") as f:
+            text = f.read()
+    except OSError as exc:
+        raise ConfigError(f"cannot read {path}: {exc.strerror}", key=key, origin=origin) from None
+    except UnicodeDecodeError:
+        raise ConfigError(f"{path} is not UTF-8 text", key=key, origin=origin) from None
+    if text.endswith("\r\n"):
+        text = text[:-2]
+    elif text.endswith("\n"):
+        text = text[:-1]
+    return Secret(text)
+
+
+def _validate(config: Config, origin_of: typing.Callable[[str], str]) -> None:
+    """Cross-field and range checks, after every source has been applied."""
+
+    def fail(dotted: str, message: str, hint: str | None = None) -> typing.NoReturn:
+        raise ConfigError(message, key=dotted, origin=origin_of(dotted), hint=hint)
+
+    server, replica, start = config.server, config.replica, config.start
+    if replica.server_id == 0:
+        raise ConfigError(
+            "is required: every replica needs a server_id of its own", key="replica.server_id",
+            hint=f"set [replica] server_id = N in the config file or {env_name('replica', 'server_id')}"
+                 ", choosing N unused by the server and its other replicas")
+    if not 1 <= replica.server_id <= 0xFFFFFFFF:
+        fail("replica.server_id", f"must be between 1 and 4294967295, got {replica.server_id}")
+    if not 1 <= server.port <= 65535:
+        fail("server.port", f"must be between 1 and 65535, got {server.port}")
+    if not 0 <= replica.report_port <= 65535:
+        fail("replica.report_port", f"must be between 0 and 65535, got {replica.report_port}")
+    if not server.host and server.socket is None:
+        fail("server.host", "is empty and no server.socket is set")
+    if not server.user:
+        fail("server.user", "must not be empty")
+    if (server.tls_cert is None) != (server.tls_key is None):
+        fail("server.tls_key" if server.tls_key is None else "server.tls_cert",
+             "tls_cert and tls_key go together", hint="set both or neither")
+    for dotted, value in (("server.connect_timeout", server.connect_timeout),
+                          ("server.read_timeout", server.read_timeout),
+                          ("replica.heartbeat_period", replica.heartbeat_period),
+                          ("lake.flush_interval", config.lake.flush_interval),
+                          ("reconnect.initial_delay", config.reconnect.initial_delay),
+                          ("reconnect.max_delay", config.reconnect.max_delay)):
+        if not value > 0:
+            fail(dotted, f"must be greater than 0, got {value}")
+    if replica.heartbeat_period > 4294967:
+        fail("replica.heartbeat_period", "must be at most 4294967 seconds")
+
+    if start.from_ == "gtid" and not start.gtid:
+        fail("start.gtid", "is required when start.from = gtid")
+    if start.from_ == "file" and not start.file:
+        fail("start.file", "is required when start.from = file")
+    if start.pos < 4:
+        fail("start.pos", f"must be at least 4 (the first event), got {start.pos}")
+
+    for dotted, ids, limit in (("filter.skip_server_ids", config.filter.skip_server_ids,
+                                0xFFFFFFFF),
+                               ("filter.skip_gtid_domains", config.filter.skip_gtid_domains,
+                                0xFFFFFFFF)):
+        for value in ids:
+            if not 0 <= value <= limit:
+                fail(dotted, f"{value} is out of range 0..{limit}")
+    for dotted, patterns in (("filter.include", config.filter.include),
+                             ("filter.exclude", config.filter.exclude)):
+        for pattern in patterns:
+            if pattern.count(".") > 1:
+                fail(dotted, f"pattern {pattern!r} must be database or database.table",
+                     hint="use globs like shop.* or *.audit_log")
+
+    lake = config.lake
+    if not lake.path:
+        fail("lake.path", "must not be empty")
+    if lake.flush_bytes < 1024:
+        fail("lake.flush_bytes", f"must be at least 1024, got {lake.flush_bytes}")
+    if lake.flush_rows < 1:
+        fail("lake.flush_rows", f"must be at least 1, got {lake.flush_rows}")
+
+    reconnect = config.reconnect
+    if reconnect.max_delay < reconnect.initial_delay:
+        fail("reconnect.max_delay", "must not be smaller than reconnect.initial_delay")
+    if reconnect.multiplier < 1:
+        fail("reconnect.multiplier", f"must be at least 1, got {reconnect.multiplier}")
+    if reconnect.max_attempts < 0:
+        fail("reconnect.max_attempts", "must be 0 (forever) or more")
+    if reconnect.healthy_after < 0:
+        fail("reconnect.healthy_after", "must not be negative")
+
+    metrics = config.metrics
+    if metrics.address:
+        try:
+            _split_address(metrics.address)
+        except ValueError:
+            fail("metrics.address", f"{metrics.address!r} is not host:port",
+                 hint="e.g. 127.0.0.1:9108, 0.0.0.0:9108 or [::1]:9108; empty disables it")
+    if metrics.ready_max_lag <= 0:
+        fail("metrics.ready_max_lag", "must be greater than 0")
+
+
+# --- documentation -----------------------------------------------------------------------------
+
+
+def _format_default(spec: _KeySpec) -> str:
+    if spec.required:
+        return "*required*"
+    value = spec.default
+    if value is None:
+        return "unset"
+    if isinstance(value, bool):
+        return f"`{str(value).lower()}`"
+    if isinstance(value, tuple):
+        return "`[]`" if not value else "`[" + ", ".join(map(repr, value)) + "]`"
+    if isinstance(value, str):
+        return f'`"{value}"`'
+    if spec.unit == "bytes" and value % (1024 * 1024) == 0:
+        return f"`{value}` ({value // (1024 * 1024)} MiB)"
+    return f"`{value}`"
+
+
+def reference_markdown() -> str:
+    """The configuration reference as a Markdown table, generated from the dataclass fields."""
+    lines = [
+        "| key | environment | default | meaning |",
+        "| --- | --- | --- | --- |",
+    ]
+    for spec in KEYS.values():
+        meaning = spec.help.replace("|", "\\|")
+        lines.append(f"| `{spec.dotted}` | `{spec.env}` | {_format_default(spec)} | {meaning} |")
+    return "\n".join(lines) + "\n"
