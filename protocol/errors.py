@@ -57,6 +57,10 @@ class AccessDenied(ServerError):
     """Authentication refused by the server (1045 and friends)."""
 
 
+class MissingPrivilege(ServerError):
+    """Logged in, but the user lacks a privilege the command needs (1227, 1142, 1044, ...)."""
+
+
 # --- authentication, decided on the client side ------------------------------------------------
 
 
