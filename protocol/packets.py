@@ -1,0 +1,289 @@
+"""Packet framing of the client/server protocol, and the length-encoded primitives.
+
+Every message is carried in packets of ``int<3> length | int<1> sequence id | payload``. A
+payload of 0xFFFFFF bytes or more is split into chunks of exactly 0xFFFFFF bytes with
+consecutive sequence ids; a chunk shorter than 0xFFFFFF ends the message, so a payload whose
+size is a multiple of 0xFFFFFF ends with an empty chunk.
+
+The sequence id is shared by both directions of one exchange: the client sends a command with
+id 0, the server answers with 1, 2, ... and the client's reply during authentication continues
+the count. :class:`PacketCodec` keeps that one counter for both directions; the replication
+stream resets it where the protocol does (a new command, a semi-sync ACK).
+
+The same reader carries the binlog stream, whose events reach 1 GiB. Received bytes are kept in
+one ``bytearray`` with a read offset; chunk headers are scanned in place, remembering how far the
+scan got, so a message split over many ``receive_data`` calls costs O(n) and is copied out of
+the buffer exactly once (``b"".join`` over memoryview slices).
+"""
+
+from __future__ import annotations
+
+import struct
+
+from .errors import MalformedPacket, PacketSequenceError, PacketTooLarge, TruncatedData
+
+__all__ = [
+    "MAX_CHUNK",
+    "DEFAULT_MAX_PACKET_SIZE",
+    "PacketCodec",
+    "frame_packet",
+    "read_lenenc_int",
+    "read_lenenc_bytes",
+    "read_nul_bytes",
+    "read_fixed",
+    "lenenc_int",
+    "lenenc_bytes",
+]
+
+MAX_CHUNK = 0xFFFFFF
+DEFAULT_MAX_PACKET_SIZE = 1 << 30  # MariaDB's MAX_MAX_ALLOWED_PACKET; the dump thread uses it
+
+_HEADER = struct.Struct("<I")  # 3-byte length + 1-byte sequence id, read as one little-endian u32
+_U16 = struct.Struct("<H")
+_U24_LOW = struct.Struct("<HB")
+_U32 = struct.Struct("<I")
+_U64 = struct.Struct("<Q")
+
+_BUFFER_COMPACT_THRESHOLD = 1 << 16
+
+
+class PacketCodec:
+    """Frames outgoing payloads and reassembles incoming ones, checking sequence ids.
+
+    h11-style and I/O-free: feed received bytes with :meth:`receive_data`, pull complete
+    payloads with :meth:`next_packet`, turn payloads into wire bytes with :meth:`send`.
+
+    Args:
+        max_packet_size: the largest joined payload accepted; a bigger one raises
+            :class:`PacketTooLarge` as soon as its announced chunks exceed it.
+        check_sequence: verify that every received chunk carries the expected sequence id.
+    """
+
+    __slots__ = (
+        "max_packet_size",
+        "check_sequence",
+        "sequence",
+        "_buf",
+        "_start",
+        "_scan_pos",
+        "_scan_chunks",
+        "_scan_size",
+        "_scan_seq",
+    )
+
+    def __init__(self, max_packet_size: int = DEFAULT_MAX_PACKET_SIZE, *,
+                 check_sequence: bool = True) -> None:
+        self.max_packet_size = max_packet_size
+        self.check_sequence = check_sequence
+        #: The sequence id the next packet (sent or received) carries.
+        self.sequence = 0
+        self._buf = bytearray()
+        self._start = 0  # first unconsumed byte of _buf
+        # Progress of scanning a message made of several chunks (reset when it is returned).
+        self._scan_pos = 0
+        self._scan_chunks: list[tuple[int, int]] = []
+        self._scan_size = 0
+        self._scan_seq = 0
+
+    # --- sequence ------------------------------------------------------------------------------
+
+    def reset_sequence(self, sequence: int = 0) -> None:
+        """Start a new exchange: the next packet (either direction) carries ``sequence``."""
+        if self._scan_chunks:
+            raise MalformedPacket("cannot reset the sequence in the middle of a split packet")
+        self.sequence = sequence & 0xFF
+
+    # --- sending -------------------------------------------------------------------------------
+
+    def send(self, payload: bytes | bytearray | memoryview, sequence: int | None = None) -> bytes:
+        """Return the wire bytes of ``payload`` and advance the sequence id past them.
+
+        Args:
+            payload: the message body, any length (split at 0xFFFFFF as the protocol says).
+            sequence: force this sequence id (e.g. 0 for a new command or a semi-sync ACK);
+                by default the codec's running counter is used.
+        """
+        if sequence is not None:
+            self.sequence = sequence & 0xFF
+        data, self.sequence = frame_packet(payload, self.sequence)
+        return data
+
+    # --- receiving -----------------------------------------------------------------------------
+
+    def receive_data(self, data: bytes | bytearray | memoryview) -> None:
+        """Buffer bytes received from the peer (never parses; see :meth:`next_packet`)."""
+        if self._start and (self._start >= _BUFFER_COMPACT_THRESHOLD
+                            or self._start == len(self._buf)):
+            del self._buf[: self._start]
+            self._scan_pos -= self._start
+            self._scan_chunks = [(s - self._start, n) for s, n in self._scan_chunks]
+            self._start = 0
+        self._buf += data
+
+    @property
+    def buffered(self) -> int:
+        """How many received bytes are not yet returned as packets."""
+        return len(self._buf) - self._start
+
+    def next_packet(self) -> tuple[int, bytes] | None:
+        """Return ``(sequence id of the first chunk, joined payload)``, or None if incomplete.
+
+        Raises:
+            PacketSequenceError: a chunk carries an unexpected sequence id.
+            PacketTooLarge: the joined payload would exceed ``max_packet_size``.
+        """
+        buf = self._buf
+        end = len(buf)
+        if not self._scan_chunks:
+            pos = self._start
+            if end - pos < 4:
+                return None
+            (header,) = _HEADER.unpack_from(buf, pos)
+            length = header & 0xFFFFFF
+            seq = header >> 24
+            if self.check_sequence and seq != self.sequence:
+                raise PacketSequenceError(self.sequence, seq)
+            if length > self.max_packet_size:
+                raise PacketTooLarge(
+                    f"packet of {length} bytes exceeds the maximum of {self.max_packet_size}")
+            if length < MAX_CHUNK:
+                if end - pos - 4 < length:
+                    return None
+                if length < 4096:
+                    payload = bytes(buf[pos + 4: pos + 4 + length])
+                else:  # one copy, not two, for large payloads
+                    with memoryview(buf) as view:
+                        payload = bytes(view[pos + 4: pos + 4 + length])
+                self._start = pos + 4 + length
+                self.sequence = (seq + 1) & 0xFF
+                return seq, payload
+            # The first chunk of a split message: scan the rest in place.
+            self._scan_chunks = []
+            self._scan_size = 0
+            self._scan_pos = pos
+            self._scan_seq = seq
+        return self._scan_split_message(end)
+
+    def _scan_split_message(self, end: int) -> tuple[int, bytes] | None:
+        buf = self._buf
+        pos = self._scan_pos
+        chunks = self._scan_chunks
+        while end - pos >= 4:
+            (header,) = _HEADER.unpack_from(buf, pos)
+            length = header & 0xFFFFFF
+            seq = header >> 24
+            expected = (self._scan_seq + len(chunks)) & 0xFF
+            if self.check_sequence and seq != expected:
+                raise PacketSequenceError(expected, seq)
+            if self._scan_size + length > self.max_packet_size:
+                raise PacketTooLarge(
+                    f"split packet of more than {self._scan_size + length} bytes exceeds the "
+                    f"maximum of {self.max_packet_size}")
+            if end - pos - 4 < length:
+                break
+            chunks.append((pos + 4, length))
+            self._scan_size += length
+            pos += 4 + length
+            if length < MAX_CHUNK:
+                with memoryview(buf) as view:
+                    payload = b"".join([view[s: s + n] for s, n in chunks])
+                first_seq = self._scan_seq
+                self.sequence = (first_seq + len(chunks)) & 0xFF
+                self._start = pos
+                self._scan_chunks = []
+                self._scan_size = 0
+                return first_seq, payload
+        self._scan_pos = pos
+        return None
+
+
+def frame_packet(payload: bytes | bytearray | memoryview, sequence: int) -> tuple[bytes, int]:
+    """Return the wire bytes of ``payload`` starting at ``sequence`` and the next sequence id."""
+    size = len(payload)
+    if size < MAX_CHUNK:
+        return _HEADER.pack(size | (sequence << 24)) + payload, (sequence + 1) & 0xFF
+    parts: list[bytes | bytearray | memoryview] = []
+    view = memoryview(payload)
+    offset = 0
+    while True:
+        n = min(MAX_CHUNK, size - offset)
+        parts.append(_HEADER.pack(n | (sequence << 24)))
+        parts.append(view[offset: offset + n])
+        sequence = (sequence + 1) & 0xFF
+        offset += n
+        if n < MAX_CHUNK:
+            break
+    return b"".join(parts), sequence
+
+
+# --- length-encoded and fixed fields ------------------------------------------------------------
+#
+# Readers take the payload (bytes or memoryview) and an offset and return (value, new offset).
+# They raise TruncatedData rather than letting IndexError or struct.error escape.
+
+
+def read_lenenc_int(data: bytes | memoryview, offset: int) -> tuple[int | None, int]:
+    """Read a length-encoded integer; 0xFB (the text protocol's NULL) gives ``None``."""
+    try:
+        first = data[offset]
+        if first < 0xFB:
+            return first, offset + 1
+        if first == 0xFC:
+            return _U16.unpack_from(data, offset + 1)[0], offset + 3
+        if first == 0xFD:
+            low, high = _U24_LOW.unpack_from(data, offset + 1)
+            return low | (high << 16), offset + 4
+        if first == 0xFE:
+            return _U64.unpack_from(data, offset + 1)[0], offset + 9
+        if first == 0xFB:
+            return None, offset + 1
+    except (IndexError, struct.error):
+        raise TruncatedData(f"length-encoded integer truncated at offset {offset}") from None
+    raise MalformedPacket(f"invalid length-encoded integer prefix 0xff at offset {offset}")
+
+
+def read_lenenc_bytes(data: bytes | memoryview, offset: int) -> tuple[bytes | None, int]:
+    """Read a length-encoded string as bytes; a NULL marker gives ``None``."""
+    length, offset = read_lenenc_int(data, offset)
+    if length is None:
+        return None, offset
+    end = offset + length
+    if end > len(data):
+        raise TruncatedData(
+            f"length-encoded string of {length} bytes truncated at offset {offset}")
+    return bytes(data[offset:end]), end
+
+
+def read_nul_bytes(data: bytes | memoryview, offset: int) -> tuple[bytes, int]:
+    """Read a NUL-terminated string (without its NUL)."""
+    raw = data if isinstance(data, bytes) else bytes(data)
+    end = raw.find(b"\0", offset)
+    if end < 0:
+        raise TruncatedData(f"NUL-terminated string starting at offset {offset} has no NUL")
+    return raw[offset:end], end + 1
+
+
+def read_fixed(data: bytes | memoryview, offset: int, size: int) -> tuple[bytes, int]:
+    """Read exactly ``size`` bytes."""
+    end = offset + size
+    if end > len(data):
+        raise TruncatedData(f"{size}-byte field truncated at offset {offset}")
+    return bytes(data[offset:end]), end
+
+
+def lenenc_int(value: int) -> bytes:
+    """Encode a length-encoded integer."""
+    if value < 0:
+        raise ValueError("length-encoded integers are unsigned")
+    if value < 0xFB:
+        return bytes((value,))
+    if value < 1 << 16:
+        return b"\xfc" + _U16.pack(value)
+    if value < 1 << 24:
+        return b"\xfd" + _U32.pack(value)[:3]
+    return b"\xfe" + _U64.pack(value)
+
+
+def lenenc_bytes(value: bytes) -> bytes:
+    """Encode a length-encoded string."""
+    return lenenc_int(len(value)) + value

@@ -1,0 +1,343 @@
+"""Server responses: OK / ERR / EOF packets and text-protocol result sets; command builders.
+
+A COM_QUERY is answered by an OK (statement without result), an ERR, or a result set:
+``column count | column definitions | [EOF] | rows | EOF or OK(0xFE)``. The bracketed EOF and the
+kind of terminator depend on ``CLIENT_DEPRECATE_EOF``. A text row starting with 0xFE is told
+apart from a terminator by its length: OK/EOF packets are short (< 9 bytes for EOF, < 0xFFFFFF
+for OK), while a row whose first field is that long would be 0xFE + 8 bytes of length + data.
+
+:class:`TextResultReader` is a small state machine: feed it the payloads of one response in
+order; once :attr:`TextResultReader.done` is true it holds the columns, rows and final status.
+"""
+
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass
+
+from .capabilities import Capability, Command, ServerStatus
+from .errors import AccessDenied, MalformedPacket, ServerError, TruncatedData
+from .packets import read_lenenc_bytes, read_lenenc_int
+
+__all__ = [
+    "OkPacket",
+    "EofPacket",
+    "ColumnDefinition",
+    "ResultSet",
+    "TextResultReader",
+    "parse_ok",
+    "parse_eof",
+    "parse_err",
+    "is_ok",
+    "is_err",
+    "is_eof",
+    "parse_column_definition",
+    "parse_text_row",
+    "com_query",
+    "com_ping",
+    "com_quit",
+    "ACCESS_DENIED_CODES",
+    "BINARY_CHARSET",
+]
+
+_U16 = struct.Struct("<H")
+_U16_U16 = struct.Struct("<HH")
+_COLUMN_FIXED = struct.Struct("<HIBHB")  # charset, length, type, flags, decimals
+
+_SESSION_TRACK = int(Capability.SESSION_TRACK)
+_DEPRECATE_EOF = int(Capability.DEPRECATE_EOF)
+_EXTENDED_METADATA = int(Capability.MARIADB_EXTENDED_METADATA)
+_SESSION_STATE_CHANGED = int(ServerStatus.SESSION_STATE_CHANGED)
+_MORE_RESULTS = int(ServerStatus.MORE_RESULTS_EXISTS)
+
+#: Error codes that mean "these credentials are refused" rather than "something broke":
+#: 1044 ER_DBACCESS_DENIED_ERROR, 1045 ER_ACCESS_DENIED_ERROR, 1251 ER_NOT_SUPPORTED_AUTH_MODE,
+#: 1698 ER_ACCESS_DENIED_NO_PASSWORD_ERROR, 1820/1862 password expired, 3118 account locked.
+ACCESS_DENIED_CODES = frozenset({1044, 1045, 1251, 1698, 1820, 1862, 3118})
+
+#: Collation id of the ``binary`` character set: such columns are returned as bytes.
+BINARY_CHARSET = 63
+
+
+@dataclass(frozen=True, slots=True)
+class OkPacket:
+    """An OK packet (header 0x00, or 0xFE when it ends a result set under DEPRECATE_EOF).
+
+    ``info`` is the human-readable message; in the first OK of a MariaDB 11.4+ connection it
+    carries the zero-configuration TLS fingerprint instead. ``session_state`` holds the raw
+    session-tracking items as ``(type, data)`` pairs.
+    """
+
+    affected_rows: int
+    last_insert_id: int
+    status: int
+    warnings: int
+    info: bytes = b""
+    session_state: tuple[tuple[int, bytes], ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class EofPacket:
+    """The pre-DEPRECATE_EOF end marker: warnings and server status."""
+
+    warnings: int
+    status: int
+
+
+@dataclass(frozen=True, slots=True)
+class ColumnDefinition:
+    """One column of a result set (Protocol::ColumnDefinition41)."""
+
+    schema: str
+    table: str
+    org_table: str
+    name: str
+    org_name: str
+    charset: int
+    length: int
+    type: int
+    flags: int
+    decimals: int
+
+
+@dataclass(frozen=True, slots=True)
+class ResultSet:
+    """A complete text result set (or just the OK of a statement without one)."""
+
+    columns: tuple[ColumnDefinition, ...]
+    rows: list[tuple[str | bytes | None, ...]]
+    status: int
+    warnings: int
+    ok: OkPacket | None = None  # the OK of a statement without result set
+
+    @property
+    def column_names(self) -> list[str]:
+        return [c.name for c in self.columns]
+
+
+# --- classification ------------------------------------------------------------------------------
+
+
+def is_err(payload: bytes | memoryview) -> bool:
+    return len(payload) > 0 and payload[0] == 0xFF
+
+
+def is_ok(payload: bytes | memoryview) -> bool:
+    """An OK packet that answers a command (header 0x00)."""
+    return len(payload) >= 7 and payload[0] == 0x00
+
+
+def is_eof(payload: bytes | memoryview, capabilities: int = 0) -> bool:
+    """An EOF packet, or under DEPRECATE_EOF the 0xFE-headed OK that ends a result set."""
+    if not payload or payload[0] != 0xFE:
+        return False
+    if capabilities & _DEPRECATE_EOF:
+        return len(payload) < 0xFFFFFF
+    return len(payload) < 9
+
+
+# --- parsers ---------------------------------------------------------------------------------------
+
+
+def parse_ok(payload: bytes | memoryview, capabilities: int) -> OkPacket:
+    """Parse an OK packet (header 0x00 or 0xFE).
+
+    Raises:
+        MalformedPacket: not an OK packet, or truncated.
+    """
+    if len(payload) < 1 or payload[0] not in (0x00, 0xFE):
+        raise MalformedPacket("not an OK packet")
+    affected, offset = read_lenenc_int(payload, 1)
+    insert_id, offset = read_lenenc_int(payload, offset)
+    if affected is None or insert_id is None:
+        raise MalformedPacket("NULL marker inside an OK packet")
+    if offset + 4 > len(payload):
+        raise TruncatedData("OK packet truncated before status and warnings")
+    status, warnings = _U16_U16.unpack_from(payload, offset)
+    offset += 4
+    info = b""
+    state: list[tuple[int, bytes]] = []
+    if offset < len(payload):
+        if capabilities & _SESSION_TRACK:
+            raw_info, offset = read_lenenc_bytes(payload, offset)
+            info = raw_info or b""
+            if status & _SESSION_STATE_CHANGED and offset < len(payload):
+                blob, offset = read_lenenc_bytes(payload, offset)
+                state = _parse_session_state(blob or b"")
+        else:
+            info = bytes(payload[offset:])
+    return OkPacket(affected, insert_id, status, warnings, info, tuple(state))
+
+
+def _parse_session_state(blob: bytes) -> list[tuple[int, bytes]]:
+    items: list[tuple[int, bytes]] = []
+    offset = 0
+    while offset < len(blob):
+        kind = blob[offset]
+        data, offset = read_lenenc_bytes(blob, offset + 1)
+        items.append((kind, data or b""))
+    return items
+
+
+def parse_eof(payload: bytes | memoryview) -> EofPacket:
+    """Parse a (pre-DEPRECATE_EOF) EOF packet."""
+    if len(payload) < 1 or payload[0] != 0xFE:
+        raise MalformedPacket("not an EOF packet")
+    if len(payload) < 5:
+        # Pre-4.1 servers sent a bare 0xFE; binlake speaks 4.1+ only.
+        raise TruncatedData("EOF packet truncated")
+    warnings, status = _U16_U16.unpack_from(payload, 1)
+    return EofPacket(warnings, status)
+
+
+def parse_err(payload: bytes | memoryview) -> ServerError:
+    """Turn an ERR packet into the exception to raise (AccessDenied for refused credentials).
+
+    Returns the exception rather than raising it so callers can choose the subclass (e.g. the
+    binlog dump maps 1236 to its own hierarchy).
+    """
+    if len(payload) < 3 or payload[0] != 0xFF:
+        raise MalformedPacket("not an ERR packet")
+    (code,) = _U16.unpack_from(payload, 1)
+    offset = 3
+    sqlstate = ""
+    if code == 0xFFFF:
+        raise MalformedPacket("progress-report packet where an ERR packet was expected")
+    if len(payload) >= 9 and payload[3] == 0x23:  # '#'
+        sqlstate = bytes(payload[4:9]).decode("ascii", "replace")
+        offset = 9
+    message = bytes(payload[offset:]).decode("utf-8", "replace")
+    cls = AccessDenied if code in ACCESS_DENIED_CODES else ServerError
+    return cls(code, sqlstate, message)
+
+
+def parse_column_definition(payload: bytes | memoryview, capabilities: int) -> ColumnDefinition:
+    """Parse a ColumnDefinition41 packet."""
+    offset = 0
+    fields: list[str] = []
+    for _ in range(6):  # catalog, schema, table, org_table, name, org_name
+        raw, offset = read_lenenc_bytes(payload, offset)
+        fields.append((raw or b"").decode("utf-8", "surrogateescape"))
+    if capabilities & _EXTENDED_METADATA:
+        _, offset = read_lenenc_bytes(payload, offset)
+    fixed_len, offset = read_lenenc_int(payload, offset)
+    if fixed_len is None or fixed_len < 10:
+        raise MalformedPacket(f"column definition with fixed-field length {fixed_len}")
+    if offset + 10 > len(payload):
+        raise TruncatedData("column definition truncated in its fixed fields")
+    charset, length, col_type, flags, decimals = _COLUMN_FIXED.unpack_from(payload, offset)
+    return ColumnDefinition(fields[1], fields[2], fields[3], fields[4], fields[5],
+                            charset, length, col_type, flags, decimals)
+
+
+def parse_text_row(payload: bytes | memoryview,
+                   binary: tuple[bool, ...]) -> tuple[str | bytes | None, ...]:
+    """Parse one text-protocol row: ``str`` values, ``bytes`` for binary columns, None for NULL."""
+    offset = 0
+    values: list[str | bytes | None] = []
+    for is_binary in binary:
+        raw, offset = read_lenenc_bytes(payload, offset)
+        if raw is None or is_binary:
+            values.append(raw)
+        else:
+            values.append(raw.decode("utf-8", "surrogateescape"))
+    if offset != len(payload):
+        raise MalformedPacket(
+            f"text row has {len(payload) - offset} bytes after its {len(binary)} values")
+    return tuple(values)
+
+
+# --- the response to one COM_QUERY -----------------------------------------------------------------
+
+
+class TextResultReader:
+    """Assemble the response to one COM_QUERY from its packets.
+
+    Feed payloads in order with :meth:`feed` until :attr:`done`; then :attr:`result` is set.
+    An ERR packet raises the :class:`ServerError` it carries. If the server announces more
+    results (MORE_RESULTS_EXISTS, e.g. from a stored procedure), they are read and appended to
+    :attr:`more` so the connection stays in sync.
+    """
+
+    def __init__(self, capabilities: int) -> None:
+        self.capabilities = capabilities
+        self.done = False
+        self.result: ResultSet | None = None
+        self.more: list[ResultSet] = []
+        self._reset()
+
+    def _reset(self) -> None:
+        self._state = "first"
+        self._column_count = 0
+        self._columns: list[ColumnDefinition] = []
+        self._binary: tuple[bool, ...] = ()
+        self._rows: list[tuple[str | bytes | None, ...]] = []
+
+    def feed(self, payload: bytes) -> None:
+        if self.done:
+            raise MalformedPacket("packet after the end of a query response")
+        if is_err(payload):
+            self.done = True
+            raise parse_err(payload)
+        state = self._state
+        if state == "rows":
+            if is_eof(payload, self.capabilities):
+                self._finish_rows(payload)
+            else:
+                self._rows.append(parse_text_row(payload, self._binary))
+        elif state == "first":
+            if payload and payload[0] == 0x00:
+                ok = parse_ok(payload, self.capabilities)
+                self._emit(ResultSet((), [], ok.status, ok.warnings, ok), ok.status)
+            elif payload and payload[0] == 0xFB:
+                raise MalformedPacket("server asked for LOCAL INFILE, which binlake never allows")
+            else:
+                count, _ = read_lenenc_int(payload, 0)
+                if not count:
+                    raise MalformedPacket(f"result set with column count {count}")
+                self._column_count = count
+                self._state = "columns"
+        elif state == "columns":
+            column = parse_column_definition(payload, self.capabilities)
+            self._columns.append(column)
+            if len(self._columns) == self._column_count:
+                self._binary = tuple(c.charset == BINARY_CHARSET for c in self._columns)
+                self._state = "rows" if self.capabilities & _DEPRECATE_EOF else "column-eof"
+        elif state == "column-eof":
+            parse_eof(payload)
+            self._state = "rows"
+
+    def _finish_rows(self, payload: bytes) -> None:
+        if self.capabilities & _DEPRECATE_EOF:
+            ok = parse_ok(payload, self.capabilities)
+            status, warnings = ok.status, ok.warnings
+        else:
+            eof = parse_eof(payload)
+            status, warnings = eof.status, eof.warnings
+        self._emit(ResultSet(tuple(self._columns), self._rows, status, warnings), status)
+
+    def _emit(self, result: ResultSet, status: int) -> None:
+        if self.result is None:
+            self.result = result
+        else:
+            self.more.append(result)
+        if status & _MORE_RESULTS:
+            self._reset()
+        else:
+            self.done = True
+
+
+# --- command builders ----------------------------------------------------------------------------
+
+
+def com_query(sql: str | bytes) -> bytes:
+    """COM_QUERY payload for one SQL statement (sent with sequence id 0)."""
+    return bytes((Command.QUERY,)) + (sql.encode("utf-8") if isinstance(sql, str) else sql)
+
+
+def com_ping() -> bytes:
+    return bytes((Command.PING,))
+
+
+def com_quit() -> bytes:
+    return bytes((Command.QUIT,))
