@@ -347,7 +347,8 @@ class SandboxServer:
         ]  # fmt: skip
         if self.kind == MARIADB:
             specific = [
-                "--log-basename=mysql", "--innodb-log-file-size=8M",
+                "--log-basename=mysql",
+                "--innodb-log-file-size=8M",
             ]
             program = "/usr/sbin/mariadbd"
         else:
@@ -387,7 +388,9 @@ class SandboxServer:
             except SandboxError:
                 self._kill()
                 log = self._read_error_log(log_offset)
-                if attempt < 2 and ("Address already in use" in log or "Do you already have" in log):
+                if attempt < 2 and (
+                    "Address already in use" in log or "Do you already have" in log
+                ):
                     self.port = free_port()
                     continue
                 raise
@@ -522,7 +525,9 @@ class SandboxServer:
             message = result.stderr.decode(errors="replace").strip()
             if password:
                 message = message.replace(password, "***")
-            raise SandboxError(f"{argv[0]} as {user!r} failed (exit {result.returncode}): {message}")
+            raise SandboxError(
+                f"{argv[0]} as {user!r} failed (exit {result.returncode}): {message}"
+            )
         return parse_batch_output(result.stdout.decode(errors="replace"))
 
     def version(self) -> str:
