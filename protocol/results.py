@@ -38,6 +38,7 @@ __all__ = [
     "com_quit",
     "ACCESS_DENIED_CODES",
     "BINARY_CHARSET",
+    "is_binary_column",
 ]
 
 _U16 = struct.Struct("<H")
@@ -55,8 +56,16 @@ _MORE_RESULTS = int(ServerStatus.MORE_RESULTS_EXISTS)
 #: 1698 ER_ACCESS_DENIED_NO_PASSWORD_ERROR, 1820/1862 password expired, 3118 account locked.
 ACCESS_DENIED_CODES = frozenset({1044, 1045, 1251, 1698, 1820, 1862, 3118})
 
-#: Collation id of the ``binary`` character set: such columns are returned as bytes.
+#: Collation id of the ``binary`` character set.
 BINARY_CHARSET = 63
+#: Column types whose values are byte strings; with the binary charset they are returned as
+#: bytes (numbers and temporal values also carry charset 63 but are text).
+_STRING_TYPES = frozenset({15, 16, 249, 250, 251, 252, 253, 254, 255})
+
+
+def is_binary_column(column: ColumnDefinition) -> bool:
+    """True for BINARY/VARBINARY/BLOB/BIT/GEOMETRY columns, whose text values are raw bytes."""
+    return column.charset == BINARY_CHARSET and column.type in _STRING_TYPES
 
 
 @dataclass(frozen=True, slots=True)
@@ -301,7 +310,7 @@ class TextResultReader:
             column = parse_column_definition(payload, self.capabilities)
             self._columns.append(column)
             if len(self._columns) == self._column_count:
-                self._binary = tuple(c.charset == BINARY_CHARSET for c in self._columns)
+                self._binary = tuple(is_binary_column(c) for c in self._columns)
                 self._state = "rows" if self.capabilities & _DEPRECATE_EOF else "column-eof"
         elif state == "column-eof":
             parse_eof(payload)

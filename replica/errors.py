@@ -1,0 +1,31 @@
+"""Errors of the I/O layer: the network, timeouts and a closed connection.
+
+``protocol.errors`` says what went wrong with the bytes or the server's answer; the classes here
+say what went wrong getting bytes at all. They also derive from the matching builtin
+(``ConnectionError``/``TimeoutError``, both ``OSError``) so code that already treats network
+failures as retryable — ``replica.backoff.classify`` among it — sees them as such.
+"""
+
+from __future__ import annotations
+
+__all__ = ["ReplicaError", "ConnectError", "ConnectTimeout", "ConnectionLost", "ReadTimeout"]
+
+
+class ReplicaError(Exception):
+    """Root of the errors raised by ``replica/`` itself."""
+
+
+class ConnectError(ReplicaError, ConnectionError):
+    """The server could not be reached (refused, unreachable, no such socket)."""
+
+
+class ConnectTimeout(ReplicaError, TimeoutError):
+    """Connecting, the TLS handshake and authentication did not finish within connect_timeout."""
+
+
+class ConnectionLost(ReplicaError, ConnectionError):
+    """An established connection broke or was closed by the server."""
+
+
+class ReadTimeout(ReplicaError, TimeoutError):
+    """The server sent nothing within the read timeout."""
