@@ -119,6 +119,27 @@ class DuplicateServerId(BinlogDumpError):
     """Another replica with the same server_id connected (4052): server ids must be unique."""
 
 
+class ChecksumUnsupported(BinlogDumpError):
+    """The server refused to stream: it logs checksums and the replica did not declare that it
+    handles them (``@master_binlog_checksum`` was not set)."""
+
+
+class EventTooLarge(BinlogDumpError):
+    """An event exceeds the server's ``max_allowed_packet`` for the dump (raise it on the server)."""
+
+
+class BinlogNotEnabled(ReplicationError):
+    """The server has no binary log (``log_bin`` is OFF): there is nothing to replicate."""
+
+
+class BinlogFormatNotRow(ReplicationError):
+    """The server's ``binlog_format`` is not ROW: changes would arrive as SQL text, not rows."""
+
+
+class ServerIdConflict(ReplicationError):
+    """The replica's configured server_id equals the server's own ``@@server_id``."""
+
+
 class ChecksumMismatch(ReplicationError):
     """An event's CRC32 does not match its bytes."""
 
