@@ -1,0 +1,290 @@
+"""A sans-I/O binlog event stream: raw events in, typed events with positions out.
+
+``EventStream`` is fed one whole event at a time (from the network, after the session has
+removed the OK byte and any semi-sync header; or from a binlog file via
+:class:`protocol.binlog.filereader.BinlogFileReader`) and returns the decoded events::
+
+    stream = EventStream()
+    for raw in raw_events:
+        for event in stream.feed(raw):
+            ...
+
+It keeps what decoding needs across events and nothing else:
+
+* the binlog **file and position**: a (fake or real) ROTATE names the file and the position
+  it continues at; each event's start is ``log_pos - event_size`` when the server filled
+  ``log_pos``, else (MariaDB 11.4+ writes 0 inside transactions) the previous event's end.
+  Artificial events (fake ROTATE, fake GTID_LIST, heartbeats, an FDE with ``log_pos`` 0) do
+  not move the position. Every returned event's header carries ``file``, ``position`` and
+  ``next_position``; ``next_position`` after a commit is the resume point.
+* the **checksum algorithm** of the current file, from its FORMAT_DESCRIPTION_EVENT. Before
+  the first FDE (the fake ROTATE of a dump) the caller's ``checksum`` hint is used; without a
+  hint a trailing CRC32 is recognised by matching it.
+* the **table map**: table id → :class:`~protocol.binlog.model.TableMapEvent`, dropped at the
+  end of each statement (STMT_END_F), because servers repeat TABLE_MAP for every statement.
+
+CRC32 trailers are verified by default (``verify_checksums=False`` skips the check, not the
+stripping). MariaDB compressed events are decompressed and MySQL TRANSACTION_PAYLOADs unwrapped
+here, so consumers only ever see plain events (the payload event itself is returned first, then
+its inner events, which share its position).
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable, Mapping
+from dataclasses import replace
+from typing import Any
+
+from ..errors import EventDecodeError, MalformedPacket
+from .compression import (
+    MAX_DECOMPRESSED_SIZE,
+    decompress_rows_event,
+    unwrap_transaction_payload,
+)
+from .events import (
+    BinlogEvent,
+    ChecksumAlg,
+    EventType,
+    FormatDescriptionEvent,
+    RotateEvent,
+    TransactionPayloadEvent,
+    decode_event,
+    decode_format_description,
+)
+from .header import (
+    CHECKSUM_LEN,
+    HEADER_LEN,
+    LOG_EVENT_ARTIFICIAL_F,
+    crc32_of,
+    parse_header,
+    verify_crc32,
+)
+from .model import BinlogPosition, EventHeader, RowsEvent, RowsKind, TableMapEvent
+
+__all__ = ["Event", "EventStream"]
+
+Event = BinlogEvent | TableMapEvent | RowsEvent
+
+_ROWS_KIND = {
+    23: RowsKind.INSERT, 24: RowsKind.UPDATE, 25: RowsKind.DELETE,
+    30: RowsKind.INSERT, 31: RowsKind.UPDATE, 32: RowsKind.DELETE,
+    39: RowsKind.UPDATE,
+}
+_STMT_END_F = 0x0001
+# Events a server sends that are not in the binlog and so never move the position.
+_NEVER_MOVE = frozenset({EventType.HEARTBEAT, EventType.HEARTBEAT_V2})
+
+
+def _row_decoders() -> tuple[Callable[..., TableMapEvent], Callable[..., RowsEvent]]:
+    """The TABLE_MAP and rows decoders of :mod:`.tablemap` / :mod:`.rows`.
+
+    Imported on first use: they are a separate, heavier layer (column types, Arrow-friendly
+    value decoding), and a stream of non-row events must not depend on them.
+    """
+    tablemap: Any = importlib.import_module(f"{__package__}.tablemap")
+    rows: Any = importlib.import_module(f"{__package__}.rows")
+    return tablemap.decode_table_map, rows.decode_rows_event
+
+
+class EventStream:
+    """Decode a sequence of whole binlog events, tracking file, position, FDE and table maps.
+
+    Args:
+        file: the binlog file the first event is in, if known (a fake ROTATE will set it).
+        position: the position of the first event, if known.
+        verify_checksums: check CRC32 trailers (raise ``ChecksumMismatch`` on a bad one).
+        checksum: whether events before the first FDE carry a CRC32 (``None``: detect).
+        max_decompressed_size: refuse compressed events that inflate beyond this.
+    """
+
+    def __init__(self, *, file: str = "", position: int = 4, verify_checksums: bool = True,
+                 checksum: bool | None = None,
+                 max_decompressed_size: int = MAX_DECOMPRESSED_SIZE) -> None:
+        self._file = file
+        self._position = position
+        self._verify = verify_checksums
+        self._checksum = checksum
+        self._max_decompressed = max_decompressed_size
+        self._fde: FormatDescriptionEvent | None = None
+        self._table_maps: dict[int, TableMapEvent] = {}
+        self._decode_table_map: Callable[..., TableMapEvent] | None = None
+        self._decode_rows: Callable[..., RowsEvent] | None = None
+
+    # --- state -----------------------------------------------------------------------------------
+
+    @property
+    def file(self) -> str:
+        return self._file
+
+    @property
+    def position(self) -> BinlogPosition:
+        """Where the next event starts: after the last event fed (the resume point)."""
+        return BinlogPosition(self._file, self._position)
+
+    @property
+    def format_description(self) -> FormatDescriptionEvent | None:
+        return self._fde
+
+    @property
+    def table_maps(self) -> Mapping[int, TableMapEvent]:
+        return self._table_maps
+
+    def start_file(self, file: str, position: int = 4) -> None:
+        """Continue in another binlog file (offline reading of several files in order)."""
+        self._file = file
+        self._position = position
+        self._fde = None
+        self._table_maps.clear()
+
+    # --- decoding ----------------------------------------------------------------------------------
+
+    def feed(self, event: bytes | bytearray | memoryview) -> list[Event]:
+        """Decode one whole event (header, body and CRC32 trailer if the binlog has them).
+
+        Returns:
+            The decoded event, followed by the inner events for a TRANSACTION_PAYLOAD.
+
+        Raises:
+            ChecksumMismatch: bad CRC32 (names the file and position).
+            UnknownEventType: unknown type without LOG_EVENT_IGNORABLE_F.
+            EventDecodeError: anything else that does not parse (names type, file, position).
+        """
+        data = memoryview(event)
+        try:
+            raw = parse_header(data)
+        except MalformedPacket as exc:
+            raise EventDecodeError(str(exc), file=self._file, position=self._position) from None
+        header = self._place(raw)
+        if raw.event_size != len(data):
+            raise EventDecodeError(
+                f"event_size says {raw.event_size} bytes, the event has {len(data)}",
+                type_code=raw.type_code, file=header.file, position=header.position)
+        if raw.type_code == EventType.FORMAT_DESCRIPTION:
+            fde = self._format_description(header, data)
+            self._advance(header)
+            return [fde]
+        if self._has_checksum(data):
+            if self._verify:
+                verify_crc32(data, file=header.file, position=header.position)
+            body = data[HEADER_LEN:len(data) - CHECKSUM_LEN]
+        else:
+            body = data[HEADER_LEN:]
+        decoded = self._decode(header, body)
+        self._advance(header)
+        if isinstance(decoded, RotateEvent):
+            self._file, self._position = decoded.next_file, decoded.position
+            if decoded.is_fake:
+                decoded = replace(decoded, header=replace(
+                    header, file=self._file, position=self._position,
+                    next_position=self._position))
+        if isinstance(decoded, TransactionPayloadEvent):
+            return [decoded, *self._unwrap(decoded)]
+        return [decoded]
+
+    def _place(self, raw: EventHeader) -> EventHeader:
+        """The header with the event's file, start and end positions filled in."""
+        artificial = (raw.flags & LOG_EVENT_ARTIFICIAL_F or raw.type_code in _NEVER_MOVE
+                      or (raw.log_pos == 0 and raw.type_code in (
+                          EventType.FORMAT_DESCRIPTION, EventType.ROTATE, EventType.GTID_LIST)))
+        if artificial:
+            start = end = self._position
+        elif raw.log_pos:
+            start, end = raw.log_pos - raw.event_size, raw.log_pos
+            if start < 0:  # log_pos wrapped past 4 GiB: trust our own count
+                start, end = self._position, self._position + raw.event_size
+        else:
+            start, end = self._position, self._position + raw.event_size
+        return replace(raw, file=self._file, position=start, next_position=end)
+
+    def _advance(self, header: EventHeader) -> None:
+        self._position = header.next_position
+
+    def _has_checksum(self, data: memoryview) -> bool:
+        if self._fde is not None:
+            return self._fde.checksum_alg == ChecksumAlg.CRC32
+        if self._checksum is not None:
+            return self._checksum
+        # Before any FDE and without a hint: a CRC32 trailer is one that matches.
+        if len(data) < HEADER_LEN + CHECKSUM_LEN:
+            return False
+        end = len(data) - CHECKSUM_LEN
+        return crc32_of(data[:end]) == int.from_bytes(data[end:], "little")
+
+    def _format_description(self, header: EventHeader, data: memoryview
+                            ) -> FormatDescriptionEvent:
+        try:
+            fde = decode_format_description(header, data[HEADER_LEN:])
+        except MalformedPacket as exc:
+            raise EventDecodeError(str(exc), type_code=header.type_code, file=header.file,
+                                   position=header.position) from exc
+        if fde.checksum_alg == ChecksumAlg.CRC32 and self._verify:
+            verify_crc32(data, file=header.file, position=header.position)
+        self._fde = fde
+        self._checksum = fde.checksum_alg == ChecksumAlg.CRC32
+        self._table_maps.clear()
+        return fde
+
+    def _post_header_len(self, type_code: int) -> int:
+        if self._fde is not None:
+            return self._fde.post_header_len(type_code)
+        return FormatDescriptionEvent.post_header_len(_V4_DEFAULTS, type_code)
+
+    def _decode(self, header: EventHeader, body: memoryview) -> Event:
+        type_code = header.type_code
+        if type_code == EventType.TABLE_MAP or type_code in _ROWS_KIND or 166 <= type_code <= 171:
+            try:
+                return self._decode_row_event(header, body)
+            except EventDecodeError:
+                raise
+            except MalformedPacket as exc:
+                raise EventDecodeError(str(exc), type_code=type_code, file=header.file,
+                                       position=header.position) from exc
+        return decode_event(header, body, self._fde)
+
+    def _decode_row_event(self, header: EventHeader, body: memoryview) -> Event:
+        if self._decode_table_map is None or self._decode_rows is None:
+            self._decode_table_map, self._decode_rows = _row_decoders()
+        type_code = header.type_code
+        post_header_len = self._post_header_len(type_code)
+        if type_code == EventType.TABLE_MAP:
+            table = self._decode_table_map(header, body, post_header_len)
+            self._table_maps[table.table_id] = table
+            return table
+        if 166 <= type_code <= 171:
+            type_code, plain = decompress_rows_event(type_code, body, post_header_len)
+            body = memoryview(plain)
+            post_header_len = self._post_header_len(type_code)
+        rows = self._decode_rows(header, body, post_header_len, self._table_maps,
+                                 version=2 if type_code >= 30 else 1,
+                                 kind=_ROWS_KIND[type_code], partial=type_code == 39)
+        if rows.flags & _STMT_END_F:
+            self._table_maps.clear()
+        return rows
+
+    def _unwrap(self, payload: TransactionPayloadEvent) -> list[Event]:
+        """Decode the inner events; they have no CRC32 and share the payload's position."""
+        try:
+            inner = unwrap_transaction_payload(payload, self._max_decompressed)
+        except EventDecodeError:
+            raise
+        except MalformedPacket as exc:
+            where = payload.header
+            raise EventDecodeError(str(exc), type_code=where.type_code, file=where.file,
+                                   position=where.position) from exc
+        out: list[Event] = []
+        for raw_event in inner:
+            header = replace(parse_header(raw_event), file=payload.header.file,
+                             position=payload.header.position,
+                             next_position=payload.header.next_position)
+            if header.type_code in (EventType.TRANSACTION_PAYLOAD, EventType.FORMAT_DESCRIPTION):
+                raise EventDecodeError("nested event inside a transaction payload",
+                                       type_code=header.type_code, file=header.file,
+                                       position=header.position)
+            out.append(self._decode(header, raw_event[HEADER_LEN:]))
+        return out
+
+
+# An FDE stand-in with no listed post-header lengths: FormatDescriptionEvent.post_header_len
+# then falls back to the v4 defaults. Used before the first FDE of a stream.
+_V4_DEFAULTS = FormatDescriptionEvent(EventHeader(0, 15, 0, 0, 0, 0), 4, "", 0, 19, b"", 0)
