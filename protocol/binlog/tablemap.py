@@ -1,0 +1,369 @@
+"""TABLE_MAP_EVENT (19): bind a table id to a table, its column types and what the server tells
+about the columns (optional metadata).
+
+Layout of the body (after the 19-byte header, CRC stripped)::
+
+    table_id      6 bytes (4 when the FDE's post-header length for TABLE_MAP is 6)
+    flags         2
+    schema        u8 length, name, NUL
+    table         u8 length, name, NUL
+    column_count  lenenc
+    column_types  column_count bytes
+    metadata      lenenc length, then per-column metadata (widths in ``coltypes``)
+    null_bits     (column_count + 7) // 8, bit i set = column i nullable
+    optional metadata   TLVs ``type u8, length lenenc, value`` up to the end of the body
+
+Optional metadata (MariaDB 10.5+ and MySQL 8 with ``binlog_row_metadata=MINIMAL|FULL``) gives
+signedness, character sets, column names, ENUM/SET labels, geometry types, the primary key and
+(MySQL) visibility and vector dimensions. Unknown TLV types are skipped by their length. Without
+it, integers decode as signed, character columns stay ``bytes`` and ENUM/SET decode to their
+numbers (see ``rows``); the Column records say so by carrying ``charset=None`` /
+``enum_values=None``.
+"""
+
+from __future__ import annotations
+
+from ..errors import EventDecodeError
+from .coltypes import (
+    CHARACTER_TYPES,
+    ENUM_SET_TYPES,
+    NUMERIC_TYPES,
+    FieldType,
+    codec_for_collation,
+    read_metadata,
+    resolve_string_meta,
+)
+from .model import Column, ColumnFlag, EventHeader, TableMapEvent
+
+__all__ = ["decode_table_map", "read_lenenc", "OptionalMetadata"]
+
+TABLE_MAP_EVENT = 19
+
+
+class OptionalMetadata:
+    """TLV type codes of the TABLE_MAP optional metadata."""
+
+    SIGNEDNESS = 1
+    DEFAULT_CHARSET = 2
+    COLUMN_CHARSET = 3
+    COLUMN_NAME = 4
+    SET_STR_VALUE = 5
+    ENUM_STR_VALUE = 6
+    GEOMETRY_TYPE = 7
+    SIMPLE_PRIMARY_KEY = 8
+    PRIMARY_KEY_WITH_PREFIX = 9
+    ENUM_AND_SET_DEFAULT_CHARSET = 10
+    ENUM_AND_SET_COLUMN_CHARSET = 11
+    COLUMN_VISIBILITY = 12
+    VECTOR_DIMENSIONALITY = 13
+
+
+def read_lenenc(buf: bytes | memoryview, offset: int, end: int | None = None) -> tuple[int, int]:
+    """A length-encoded integer at ``offset``: ``(value, new_offset)``.
+
+    Raises:
+        EventDecodeError: truncated, or the NULL/undefined markers 0xFB/0xFF.
+    """
+    if end is None:
+        end = len(buf)
+    if offset >= end:
+        raise EventDecodeError("length-encoded integer runs past the end")
+    first = buf[offset]
+    if first < 0xFB:
+        return first, offset + 1
+    width = {0xFC: 2, 0xFD: 3, 0xFE: 8}.get(first)
+    if width is None:
+        raise EventDecodeError(f"invalid length-encoded integer prefix {first:#04x}")
+    if offset + 1 + width > end:
+        raise EventDecodeError("length-encoded integer runs past the end")
+    return int.from_bytes(buf[offset + 1:offset + 1 + width], "little"), offset + 1 + width
+
+
+def _name(buf: bytes, offset: int, what: str) -> tuple[str, int]:
+    if offset >= len(buf):
+        raise EventDecodeError(f"TABLE_MAP ends before the {what} name", type_code=TABLE_MAP_EVENT)
+    length = buf[offset]
+    start = offset + 1
+    end = start + length
+    if end >= len(buf) or buf[end] != 0:
+        raise EventDecodeError(f"TABLE_MAP {what} name is not NUL-terminated",
+                               type_code=TABLE_MAP_EVENT)
+    return buf[start:end].decode("utf-8", "surrogateescape"), end + 1
+
+
+def _bits_msb_first(value: bytes, count: int) -> list[bool]:
+    return [bool(value[i >> 3] & (0x80 >> (i & 7))) for i in range(min(count, len(value) * 8))]
+
+
+def _decode_label(raw: bytes, collation: int | None) -> str:
+    codec = codec_for_collation(collation) or "utf-8"
+    if codec == "mysql-latin1":
+        from .values import decode_mysql_latin1
+
+        return decode_mysql_latin1(raw)
+    return raw.decode(codec, "backslashreplace")
+
+
+def decode_table_map(header: EventHeader, body: memoryview | bytes,
+                     post_header_len: int) -> TableMapEvent:
+    """Decode a TABLE_MAP_EVENT body.
+
+    Args:
+        header: the event's header (kept on the result).
+        body: the bytes after the 19-byte header, CRC stripped.
+        post_header_len: the FDE's post-header length for TABLE_MAP (8, or 6 for 4-byte ids).
+
+    Raises:
+        EventDecodeError: the body is truncated or inconsistent.
+    """
+    try:
+        return _decode(header, bytes(body), post_header_len)
+    except EventDecodeError as exc:
+        if exc.type_code is None:
+            raise EventDecodeError(str(exc), type_code=TABLE_MAP_EVENT, file=header.file,
+                                   position=header.position) from exc
+        raise
+    except (IndexError, ValueError) as exc:  # slices that ran short, bad lenenc widths
+        raise EventDecodeError(f"malformed TABLE_MAP: {exc}", type_code=TABLE_MAP_EVENT,
+                               file=header.file, position=header.position) from exc
+
+
+def _decode(header: EventHeader, buf: bytes, post_header_len: int) -> TableMapEvent:
+    id_width = 4 if post_header_len == 6 else 6
+    if len(buf) < id_width + 2:
+        raise EventDecodeError("TABLE_MAP post-header truncated")
+    table_id = int.from_bytes(buf[:id_width], "little")
+    flags = int.from_bytes(buf[id_width:id_width + 2], "little")
+    off = post_header_len if post_header_len in (6, 8) else id_width + 2
+    schema, off = _name(buf, off, "schema")
+    table, off = _name(buf, off, "table")
+    count, off = read_lenenc(buf, off)
+    types = buf[off:off + count]
+    if len(types) != count:
+        raise EventDecodeError("TABLE_MAP column types truncated")
+    off += count
+    meta_len, off = read_lenenc(buf, off)
+    meta_block = buf[off:off + meta_len]
+    if len(meta_block) != meta_len:
+        raise EventDecodeError("TABLE_MAP metadata block truncated")
+    off += meta_len
+    null_len = (count + 7) // 8
+    null_bits = buf[off:off + null_len]
+    if len(null_bits) != null_len:
+        raise EventDecodeError("TABLE_MAP null bitmap truncated")
+    off += null_len
+
+    # Per-column raw facts first; optional metadata then refines them.
+    real_types: list[int] = []
+    metas: list[int] = []
+    lengths: list[int | None] = []
+    moff = 0
+    for i in range(count):
+        t = types[i]
+        meta, moff = read_metadata(t, meta_block, moff)
+        real = t
+        length: int | None = None
+        if t in (FieldType.STRING, FieldType.ENUM, FieldType.SET):
+            real, length = resolve_string_meta(meta)
+            if real not in (FieldType.STRING, FieldType.ENUM, FieldType.SET):
+                real = FieldType.STRING
+        elif t in (FieldType.VARCHAR, FieldType.VAR_STRING):
+            length = meta
+        elif t == FieldType.BIT:
+            length = (meta >> 8) * 8 + (meta & 0xFF)
+        elif t in (FieldType.BLOB, FieldType.TINY_BLOB, FieldType.MEDIUM_BLOB,
+                   FieldType.LONG_BLOB, FieldType.GEOMETRY, FieldType.JSON, FieldType.VECTOR):
+            length = meta
+        real_types.append(real)
+        metas.append(meta)
+        lengths.append(length)
+
+    opt = _OptionalFields()
+    end = len(buf)
+    while off < end:
+        tag = buf[off]
+        length, off = read_lenenc(buf, off + 1)
+        value = buf[off:off + length]
+        if len(value) != length:
+            raise EventDecodeError(f"TABLE_MAP optional metadata {tag} truncated")
+        off += length
+        opt.add(tag, value)
+
+    numeric = [i for i, t in enumerate(real_types) if t in NUMERIC_TYPES]
+    character = [i for i, t in enumerate(real_types) if t in CHARACTER_TYPES]
+    enum_set = [i for i, t in enumerate(real_types) if t in ENUM_SET_TYPES]
+    geometry = [i for i, t in enumerate(real_types) if t == FieldType.GEOMETRY]
+    enums = [i for i, t in enumerate(real_types) if t == FieldType.ENUM]
+    sets = [i for i, t in enumerate(real_types) if t == FieldType.SET]
+    vectors = [i for i, t in enumerate(real_types) if t == FieldType.VECTOR]
+
+    unsigned: set[int] = set()
+    if opt.signedness is not None:
+        for idx, bit in zip(numeric, _bits_msb_first(opt.signedness, len(numeric)), strict=False):
+            if bit:
+                unsigned.add(idx)
+    charsets = opt.charsets(character, opt.default_charset, opt.column_charset)
+    enum_charsets = opt.charsets(enum_set, opt.enum_default_charset, opt.enum_column_charset)
+    names = opt.column_names(count)
+    enum_labels = opt.str_values(opt.enum_values, enums, enum_charsets)
+    set_labels = opt.str_values(opt.set_values, sets, enum_charsets)
+    geometry_types = dict(zip(geometry, opt.lenenc_list(opt.geometry_type), strict=False))
+    vector_dims = dict(zip(vectors, opt.lenenc_list(opt.vector_dims), strict=False))
+    primary_key = opt.primary_key()
+    pk_set = set(primary_key)
+    visible: list[bool] | None = None
+    if opt.visibility is not None:
+        visible = _bits_msb_first(opt.visibility, count)
+
+    columns = []
+    for i in range(count):
+        t = real_types[i]
+        meta = metas[i]
+        flags_ = ColumnFlag.NONE
+        if null_bits[i >> 3] & (1 << (i & 7)):
+            flags_ |= ColumnFlag.NULLABLE
+        if i in unsigned:
+            flags_ |= ColumnFlag.UNSIGNED
+        if i in pk_set:
+            flags_ |= ColumnFlag.PRIMARY_KEY
+        if visible is None or (i < len(visible) and visible[i]):
+            flags_ |= ColumnFlag.VISIBLE
+        charset = charsets.get(i) if t in CHARACTER_TYPES else enum_charsets.get(i)
+        if t in CHARACTER_TYPES and charset == 63:
+            flags_ |= ColumnFlag.BINARY
+        precision = scale = None
+        length = lengths[i]
+        if t == FieldType.NEWDECIMAL:
+            precision, scale = meta >> 8, meta & 0xFF
+        elif t in (FieldType.DATETIME2, FieldType.TIMESTAMP2, FieldType.TIME2):
+            scale = meta
+        elif t in (FieldType.FLOAT, FieldType.DOUBLE):
+            length = meta
+        elif t == FieldType.VECTOR and i in vector_dims:
+            precision = vector_dims[i]
+        columns.append(Column(
+            index=i, type_code=t, meta=meta, name=names[i] if names else None, flags=flags_,
+            charset=charset, enum_values=enum_labels.get(i), set_values=set_labels.get(i),
+            geometry_type=geometry_types.get(i), precision=precision, scale=scale,
+            length=length,
+        ))
+
+    return TableMapEvent(
+        header=header, table_id=table_id, flags=flags, schema=schema, table=table,
+        columns=tuple(columns), primary_key=primary_key, has_full_metadata=names is not None,
+    )
+
+
+class _OptionalFields:
+    """The raw optional-metadata TLV values of one TABLE_MAP, interpreted on demand."""
+
+    def __init__(self) -> None:
+        self.signedness: bytes | None = None
+        self.default_charset: bytes | None = None
+        self.column_charset: bytes | None = None
+        self.names: bytes | None = None
+        self.set_values: bytes | None = None
+        self.enum_values: bytes | None = None
+        self.geometry_type: bytes | None = None
+        self.simple_pk: bytes | None = None
+        self.pk_with_prefix: bytes | None = None
+        self.enum_default_charset: bytes | None = None
+        self.enum_column_charset: bytes | None = None
+        self.visibility: bytes | None = None
+        self.vector_dims: bytes | None = None
+
+    _ATTRS = {
+        OptionalMetadata.SIGNEDNESS: "signedness",
+        OptionalMetadata.DEFAULT_CHARSET: "default_charset",
+        OptionalMetadata.COLUMN_CHARSET: "column_charset",
+        OptionalMetadata.COLUMN_NAME: "names",
+        OptionalMetadata.SET_STR_VALUE: "set_values",
+        OptionalMetadata.ENUM_STR_VALUE: "enum_values",
+        OptionalMetadata.GEOMETRY_TYPE: "geometry_type",
+        OptionalMetadata.SIMPLE_PRIMARY_KEY: "simple_pk",
+        OptionalMetadata.PRIMARY_KEY_WITH_PREFIX: "pk_with_prefix",
+        OptionalMetadata.ENUM_AND_SET_DEFAULT_CHARSET: "enum_default_charset",
+        OptionalMetadata.ENUM_AND_SET_COLUMN_CHARSET: "enum_column_charset",
+        OptionalMetadata.COLUMN_VISIBILITY: "visibility",
+        OptionalMetadata.VECTOR_DIMENSIONALITY: "vector_dims",
+    }
+
+    def add(self, tag: int, value: bytes) -> None:
+        attr = self._ATTRS.get(tag)
+        if attr is not None:  # unknown TLV types are skipped by their length
+            setattr(self, attr, value)
+
+    @staticmethod
+    def lenenc_list(value: bytes | None) -> list[int]:
+        out: list[int] = []
+        if value is None:
+            return out
+        off = 0
+        while off < len(value):
+            n, off = read_lenenc(value, off)
+            out.append(n)
+        return out
+
+    def charsets(self, indexes: list[int], default: bytes | None,
+                 per_column: bytes | None) -> dict[int, int]:
+        """Collation id per column index, from a DEFAULT_* or a COLUMN_* TLV."""
+        if default is not None:
+            pairs = self.lenenc_list(default)
+            if not pairs:
+                raise EventDecodeError("empty DEFAULT_CHARSET optional metadata")
+            result = dict.fromkeys(indexes, pairs[0])
+            for k in range(1, len(pairs) - 1, 2):
+                nth, collation = pairs[k], pairs[k + 1]
+                if nth >= len(indexes):
+                    raise EventDecodeError("DEFAULT_CHARSET names a column that does not exist")
+                result[indexes[nth]] = collation
+            return result
+        if per_column is not None:
+            return dict(zip(indexes, self.lenenc_list(per_column), strict=False))
+        return {}
+
+    def column_names(self, count: int) -> list[str] | None:
+        if self.names is None:
+            return None
+        names: list[str] = []
+        off = 0
+        value = self.names
+        while off < len(value):
+            n, off = read_lenenc(value, off)
+            raw = value[off:off + n]
+            if len(raw) != n:
+                raise EventDecodeError("COLUMN_NAME optional metadata truncated")
+            names.append(raw.decode("utf-8", "surrogateescape"))
+            off += n
+        if len(names) != count:
+            raise EventDecodeError(f"COLUMN_NAME has {len(names)} names for {count} columns")
+        return names
+
+    def str_values(self, value: bytes | None, indexes: list[int],
+                   collations: dict[int, int]) -> dict[int, tuple[str, ...]]:
+        out: dict[int, tuple[str, ...]] = {}
+        if value is None:
+            return out
+        off = 0
+        for idx in indexes:
+            if off >= len(value):
+                break
+            n, off = read_lenenc(value, off)
+            labels = []
+            for _ in range(n):
+                length, off = read_lenenc(value, off)
+                raw = value[off:off + length]
+                if len(raw) != length:
+                    raise EventDecodeError("ENUM/SET labels truncated")
+                labels.append(_decode_label(raw, collations.get(idx)))
+                off += length
+            out[idx] = tuple(labels)
+        return out
+
+    def primary_key(self) -> tuple[int, ...]:
+        if self.simple_pk is not None:
+            return tuple(self.lenenc_list(self.simple_pk))
+        if self.pk_with_prefix is not None:
+            pairs = self.lenenc_list(self.pk_with_prefix)
+            return tuple(pairs[0::2])
+        return ()
