@@ -232,7 +232,7 @@ def parse_column_definition(payload: bytes | memoryview, capabilities: int) -> C
     fixed_len, offset = read_lenenc_int(payload, offset)
     if fixed_len is None or fixed_len < 10:
         raise MalformedPacket(f"column definition with fixed-field length {fixed_len}")
-    if offset + 10 > len(payload):
+    if offset + fixed_len > len(payload):
         raise TruncatedData("column definition truncated in its fixed fields")
     charset, length, col_type, flags, decimals = _COLUMN_FIXED.unpack_from(payload, offset)
     return ColumnDefinition(fields[1], fields[2], fields[3], fields[4], fields[5],
