@@ -505,6 +505,7 @@ def load_config(
     *,
     env: Mapping[str, str] | None = None,
     flags: Iterable[tuple[str, Any, str]] = (),
+    require_server_id: bool = True,
 ) -> Config:
     """Build the configuration from a TOML file, the environment and flags, in that precedence.
 
@@ -514,6 +515,8 @@ def load_config(
       env: the environment (``os.environ`` when ``None``).
       flags: ``(dotted key, value, flag name)`` triples from the command line, applied last.
         Values may be text (converted like environment values) or already typed.
+      require_server_id: False for commands that never register as a replica (``status``);
+        the server_id then stays 0 when unset.
 
     Raises:
       ConfigError: naming the key and the source of the bad value.
@@ -555,7 +558,7 @@ def load_config(
         origin = f"flag {flag}"
         values[dotted] = (_checked(spec, value, isinstance(value, str), origin), origin)
 
-    return _build(values, file_path)
+    return _build(values, file_path, require_server_id)
 
 
 def _read_file(file_path: str, values: dict[str, tuple[Any, Origin]]) -> None:
@@ -601,7 +604,8 @@ def _did_you_mean(name: str, known: Iterable[str]) -> str | None:
     return f"did you mean {close[0]}?" if close else None
 
 
-def _build(values: Mapping[str, tuple[Any, Origin]], file_path: str | None) -> Config:
+def _build(values: Mapping[str, tuple[Any, Origin]], file_path: str | None,
+           require_server_id: bool) -> Config:
     def origin_of(dotted: str) -> str:
         return values[dotted][1] if dotted in values else "the default"
 
@@ -625,7 +629,7 @@ def _build(values: Mapping[str, tuple[Any, Origin]], file_path: str | None) -> C
                   if spec.section == section and dotted in resolved}
         sections[section] = cls(**kwargs)
     config = Config(**sections, source_file=file_path)
-    _validate(config, origin_of)
+    _validate(config, origin_of, require_server_id)
     return config
 
 
@@ -644,19 +648,20 @@ def _read_secret_file(path: str, key: str, origin: Origin) -> Secret:
     return Secret(text)
 
 
-def _validate(config: Config, origin_of: typing.Callable[[str], str]) -> None:
+def _validate(config: Config, origin_of: typing.Callable[[str], str],
+              require_server_id: bool) -> None:
     """Cross-field and range checks, after every source has been applied."""
 
     def fail(dotted: str, message: str, hint: str | None = None) -> typing.NoReturn:
         raise ConfigError(message, key=dotted, origin=origin_of(dotted), hint=hint)
 
     server, replica, start = config.server, config.replica, config.start
-    if replica.server_id == 0:
+    if replica.server_id == 0 and require_server_id:
         raise ConfigError(
             "is required: every replica needs a server_id of its own", key="replica.server_id",
             hint=f"set [replica] server_id = N in the config file or {env_name('replica', 'server_id')}"
                  ", choosing N unused by the server and its other replicas")
-    if not 1 <= replica.server_id <= 0xFFFFFFFF:
+    if not 0 <= replica.server_id <= 0xFFFFFFFF:
         fail("replica.server_id", f"must be between 1 and 4294967295, got {replica.server_id}")
     if not 1 <= server.port <= 65535:
         fail("server.port", f"must be between 1 and 65535, got {server.port}")

@@ -1,0 +1,355 @@
+"""The ``binlake`` command line: parse, load the config, dispatch, and turn failures into exit codes.
+
+Exit codes (also in ``binlake --help``):
+
+  0  success; ``run`` stopped cleanly (SIGTERM/SIGINT)
+  1  ``check`` found a problem, or a runtime error (I/O, a bug)
+  2  usage or configuration error
+  3  permanent replication error: the server refused something retrying cannot fix (wrong
+     password, missing privilege, start position purged, duplicate server_id, undecodable stream)
+
+Errors are printed as one line plus a ``fix:`` line; ``-v`` adds the traceback. The commands'
+implementations live in their own modules (``replica.daemon``, ``replica.check``,
+``replica.status``, ``replica.decode``, ``replica.demo``), imported only when that command runs, so
+``binlake --help`` stays fast and a command whose module is missing says so instead of crashing.
+Each module exposes ``run(...)``, plain or ``async`` (then run under ``trio.run``), returning an
+exit code or ``None`` for 0; ``decode`` and ``demo`` may also expose ``add_arguments(parser)`` to
+declare their own options.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import inspect
+import sys
+import traceback
+from collections.abc import Sequence
+from types import ModuleType
+from typing import Any, NoReturn
+
+import trio
+
+from protocol import errors
+from replica.backoff import is_permanent
+from replica.config import ConfigError, load_config
+
+__all__ = ["main", "build_parser", "EXIT_OK", "EXIT_FAILURE", "EXIT_USAGE", "EXIT_PERMANENT",
+           "hint_for"]
+
+EXIT_OK = 0
+EXIT_FAILURE = 1
+EXIT_USAGE = 2
+EXIT_PERMANENT = 3
+EXIT_INTERRUPTED = 130
+
+PROG = "binlake"
+
+EXIT_CODES_HELP = """\
+exit codes:
+  0  success; `run` stopped cleanly on SIGTERM/SIGINT
+  1  `check` found a problem, or a runtime error
+  2  usage or configuration error
+  3  permanent replication error (authentication, privileges, purged position,
+     duplicate server_id, undecodable stream): fix the cause, retrying will not help
+
+configuration: a TOML file (--config, $BINLAKE_CONFIG or /etc/binlake/binlake.toml),
+then BINLAKE_<SECTION>_<KEY> environment variables, then flags. Secrets come from
+BINLAKE_SERVER_PASSWORD or server.password_file, never from the command line.
+"""
+
+#: Flags that set a config key: (flag, dotted key, metavar, help).
+CONFIG_FLAGS = (
+    ("--host", "server.host", "HOST", "server host"),
+    ("--port", "server.port", "PORT", "server TCP port"),
+    ("--socket", "server.socket", "PATH", "server unix socket (instead of host/port)"),
+    ("--user", "server.user", "USER", "replication user"),
+    ("--tls-mode", "server.tls_mode", "MODE",
+     "disabled, preferred, required, verify-ca or verify-identity"),
+    ("--server-id", "replica.server_id", "N", "this replica's unique server_id"),
+    ("--start-from", "start.from", "WHERE",
+     "latest, earliest, gtid or file (only when the lake has no checkpoint)"),
+    ("--lake", "lake.path", "DIR", "the lake directory"),
+    ("--metrics-address", "metrics.address", "HOST:PORT",
+     "where to serve /metrics, /healthz, /readyz (empty: off)"),
+    ("--log-format", "log.format", "FORMAT", "human or json"),
+    ("--log-level", "log.level", "LEVEL", "debug, info, warning or error"),
+    ("--log-file", "log.file", "PATH", "log to this file (reopened on SIGHUP)"),
+)
+
+COMMANDS = {
+    # name: (module, what run() takes, one-line help)
+    "run": ("replica.daemon", "config", "replicate: connect, stream and land until stopped"),
+    "check": ("replica.check", "config",
+              "check the server is ready for binlake and say what to fix (exit 0/1)"),
+    "status": ("replica.status", "config",
+               "show where the lake stands: last landed position, lag, tables and rows"),
+    "decode": ("replica.decode", "args", "decode binlog files offline and print their events"),
+    "demo": ("replica.demo", "args",
+             "start a sandbox MariaDB, run a workload, land it and read it back with Spark"),
+}
+
+
+class CommandUnavailable(Exception):
+    """The module behind a command is not there (not implemented yet, or a broken install)."""
+
+
+def _verbose_flag(parser: argparse.ArgumentParser, default: Any) -> None:
+    parser.add_argument("-v", "--verbose", action="count", default=default,
+                        help="show tracebacks on errors (repeat for debug logs)")
+
+
+def _add_config_flags(parser: argparse.ArgumentParser) -> None:
+    group = parser.add_argument_group("configuration (override the file and the environment)")
+    group.add_argument("-c", "--config", metavar="PATH",
+                       help="TOML config file (default: $BINLAKE_CONFIG, else "
+                            "/etc/binlake/binlake.toml if present)")
+    for flag, key, metavar, help_text in CONFIG_FLAGS:
+        group.add_argument(flag, dest=f"cfg:{key}", metavar=metavar, help=f"{help_text} ({key})")
+    group.add_argument("--set", dest="settings", action="append", default=[],
+                       metavar="KEY=VALUE",
+                       help="set any key, e.g. --set lake.flush_interval=10s (repeatable)")
+
+
+def build_parser(argv: Sequence[str] = ()) -> argparse.ArgumentParser:
+    """The argument parser; ``argv`` lets ``decode``/``demo`` add their own options when chosen."""
+    parser = argparse.ArgumentParser(
+        prog=PROG,
+        description="binlake joins a MariaDB/MySQL server as a replica and lands every committed "
+                    "change as Parquet that Spark reads.",
+        epilog=EXIT_CODES_HELP, formatter_class=argparse.RawDescriptionHelpFormatter)
+    _verbose_flag(parser, 0)
+    parser.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    chosen = next((a for a in argv if not a.startswith("-")), None)
+    for name, (module_name, takes, help_text) in COMMANDS.items():
+        command = sub.add_parser(name, help=help_text, description=help_text,
+                                 epilog=EXIT_CODES_HELP,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+        _verbose_flag(command, argparse.SUPPRESS)
+        if takes == "config":
+            _add_config_flags(command)
+        elif not (name == chosen and _module_arguments(module_name, command)):
+            _default_arguments(name, command)
+    return parser
+
+
+def _module_arguments(module_name: str, parser: argparse.ArgumentParser) -> bool:
+    """Let the command's module declare its options, if it exists and wants to."""
+    try:
+        module = _import_command(module_name)
+    except CommandUnavailable:
+        return False
+    add_arguments = getattr(module, "add_arguments", None)
+    if add_arguments is None:
+        return False
+    add_arguments(parser)
+    return True
+
+
+def _default_arguments(name: str, parser: argparse.ArgumentParser) -> None:
+    if name == "decode":
+        parser.add_argument("files", nargs="+", metavar="FILE", help="binlog files to decode")
+    elif name == "demo":
+        parser.add_argument("--lake", default="demo-lake", metavar="DIR",
+                            help="where the demo lake goes (default: ./demo-lake)")
+        parser.add_argument("--keep", action="store_true",
+                            help="leave the sandbox server running afterwards")
+
+
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("binlake")
+    except PackageNotFoundError:
+        return "unknown"
+
+
+def _flags_from(args: argparse.Namespace) -> list[tuple[str, Any, str]]:
+    flags: list[tuple[str, Any, str]] = []
+    for flag, key, _metavar, _help in CONFIG_FLAGS:
+        value = getattr(args, f"cfg:{key}", None)
+        if value is not None:
+            flags.append((key, value, flag))
+    for setting in args.settings:
+        key, sep, value = setting.partition("=")
+        if not sep or not key.strip():
+            raise ConfigError(f"--set expects KEY=VALUE, got {setting.split('=')[0]!r}",
+                              hint="e.g. --set lake.flush_rows=100000")
+        flags.append((key.strip(), value, f"--set {key.strip()}"))
+    return flags
+
+
+def _import_command(module_name: str) -> ModuleType:
+    try:
+        return importlib.import_module(module_name)
+    except ModuleNotFoundError as exc:
+        if exc.name == module_name:
+            raise CommandUnavailable(module_name) from None
+        raise
+
+
+def _call(module_name: str, command: str, argument: Any) -> int:
+    try:
+        module = _import_command(module_name)
+    except CommandUnavailable:
+        raise CommandUnavailable(
+            f"`binlake {command}` is not implemented yet ({module_name} is missing)") from None
+    run = getattr(module, "run", None)
+    if run is None:
+        raise CommandUnavailable(
+            f"`binlake {command}` is not implemented yet ({module_name}.run is missing)")
+    result = trio.run(run, argument) if inspect.iscoroutinefunction(run) else run(argument)
+    return EXIT_OK if result is None else int(result)
+
+
+def _dispatch(args: argparse.Namespace) -> int:
+    module_name, takes, _help = COMMANDS[args.command]
+    if takes == "args":
+        return _call(module_name, args.command, args)
+    config = load_config(args.config, flags=_flags_from(args),
+                         require_server_id=args.command != "status")
+    from replica.logs import setup_logging
+
+    log_config = config.log
+    if args.verbose >= 2 and config.log.level != "debug":
+        from dataclasses import replace
+
+        log_config = replace(config.log, level="debug")
+    setup_logging(log_config, secrets=config.secrets())
+    args.secrets = config.secrets()
+    return _call(module_name, args.command, config)
+
+
+# --- errors for people ---------------------------------------------------------------------
+
+#: Fixes by exception class name (looked up along the MRO, most specific first). Names rather
+#: than classes, so classes other modules add later need no import here to get a hint.
+_HINTS = {
+    "AccessDenied": "check server.user and its password (BINLAKE_SERVER_PASSWORD or "
+                    "server.password_file), and that the user may connect from this host",
+    "MissingPrivilege": "GRANT REPLICATION SLAVE, REPLICATION CLIENT ON *.* TO the user "
+                        "(MariaDB 10.5+: BINLOG MONITOR instead of REPLICATION CLIENT); "
+                        "`binlake check` lists what is missing",
+    "GtidPurged": "the server purged the binlogs the lake needs: restore them, or land into a "
+                  "new lake (start.from = latest or earliest) and backfill",
+    "GtidNotInBinlog": "the lake's position is not in this server's binlog history: check "
+                       "server.host points at the right server",
+    "GtidDiverged": "this server's history diverged from the lake's: check server.host and "
+                    "the server's GTID state",
+    "GtidStrictModeHole": "the position falls in a hole of the server's binlog: set "
+                          "start.gtid_strict_mode = false or start from another position",
+    "BinlogPositionError": "check start.file and start.pos (SHOW BINARY LOGS lists the files)",
+    "DuplicateServerId": "give this replica a replica.server_id that no other replica, nor the "
+                         "server, uses",
+    "ServerIdConflict": "replica.server_id equals the server's own @@server_id: choose another",
+    "BinlogNotEnabled": "start the server with log_bin enabled (and binlog_format=ROW)",
+    "BinlogFormatNotRow": "set binlog_format=ROW in the server's config and "
+                          "SET GLOBAL binlog_format = 'ROW'",
+    "EventTooLarge": "raise max_allowed_packet on the server",
+    "InsecureTransport": "use TLS (server.tls_mode = required), the unix socket (server.socket), "
+                         "or give server.server_public_key_file",
+    "UnsupportedAuthPlugin": "switch the user to a supported plugin (mysql_native_password, "
+                             "caching_sha2_password, sha256_password, ed25519, parsec)",
+    "TlsError": "check server.tls_mode, tls_ca and tls_cert/tls_key; tls_mode = preferred uses "
+                "TLS only when the server offers it",
+    "SSLCertVerificationError": "the server's certificate is not trusted: set server.tls_ca to "
+                                "its CA, or use tls_mode = required to skip verification",
+    "ChecksumMismatch": "the stream was damaged: check the network path, or the binlog file on "
+                        "the server if this repeats",
+    "HeartbeatTimeout": "the server stopped sending: check it is up and the network between",
+    "ConnectionRefusedError": "is the server running and listening on server.host:server.port "
+                              "(or server.socket)?",
+    "ConnectError": "is the server running and reachable at server.host:server.port "
+                    "(or server.socket)?",
+    "FileNotFoundError": "check the path",
+    "PermissionError": "check the file's owner and mode (the daemon's user must be able to "
+                       "read/write it)",
+}
+
+
+def hint_for(exc: BaseException) -> str | None:
+    """The one-line fix for an exception, if there is one."""
+    if isinstance(exc, ConfigError):
+        return exc.hint
+    for cls in type(exc).__mro__:
+        hint = _HINTS.get(cls.__name__)
+        if hint is not None:
+            return hint
+    return None
+
+
+def exit_code_for(exc: BaseException) -> int:
+    if isinstance(exc, ConfigError):
+        return EXIT_USAGE
+    if isinstance(exc, errors.ProtocolError) and is_permanent(exc):
+        return EXIT_PERMANENT
+    return EXIT_FAILURE
+
+
+def _describe(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+    if isinstance(exc, ConfigError | CommandUnavailable):
+        return text
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
+def _report(exc: BaseException, verbose: int, secrets: Sequence[str] = (),
+            whole: BaseException | None = None) -> None:
+    """One line plus the fix on stderr; with -v the traceback first. Secrets are masked."""
+
+    def masked(text: str) -> str:
+        for secret in sorted(secrets, key=len, reverse=True):
+            text = text.replace(secret, "***")
+        return text
+
+    if verbose:
+        sys.stderr.write(masked("".join(traceback.format_exception(whole or exc))))
+    print(masked(f"{PROG}: error: {_describe(exc)}"), file=sys.stderr)
+    hint = hint_for(exc)
+    if hint:
+        print(f"  fix: {hint}", file=sys.stderr)
+    if not verbose and not isinstance(exc, ConfigError | CommandUnavailable):
+        print("  (run with -v for the traceback)", file=sys.stderr)
+
+
+def run(argv: Sequence[str] | None = None) -> int:
+    """Parse ``argv``, run the command, return the exit code (never raises except SystemExit)."""
+    arguments = list(sys.argv[1:] if argv is None else argv)
+    parser = build_parser(arguments)
+    args = parser.parse_args(arguments)  # exits 2 with usage on bad arguments
+    try:
+        return _dispatch(args)
+    except KeyboardInterrupt:
+        print(f"{PROG}: interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    except BaseExceptionGroup as group:
+        # a trio nursery's failure: report the first real cause
+        leaves = list(_leaves(group))
+        if any(isinstance(leaf, KeyboardInterrupt) for leaf in leaves):
+            print(f"{PROG}: interrupted", file=sys.stderr)
+            return EXIT_INTERRUPTED
+        cause = leaves[0] if leaves else group
+        _report(cause, args.verbose, getattr(args, "secrets", ()), whole=group)
+        return exit_code_for(cause)
+    except Exception as exc:
+        _report(exc, args.verbose, getattr(args, "secrets", ()))
+        return exit_code_for(exc)
+
+
+def _leaves(group: BaseExceptionGroup[Any]) -> Any:
+    for exc in group.exceptions:
+        if isinstance(exc, BaseExceptionGroup):
+            yield from _leaves(exc)
+        else:
+            yield exc
+
+
+def main() -> NoReturn:
+    """Console entry point (``binlake = "replica.cli:main"``)."""
+    sys.exit(run())
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,211 @@
+"""replica.cli: help everywhere, exit codes, one-line errors with a fix, lazy command modules."""
+
+from __future__ import annotations
+
+import argparse
+import subprocess
+import sys
+import types
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+
+from protocol import errors
+from replica import cli
+from replica.config import Config
+
+ENV = {"BINLAKE_REPLICA_SERVER_ID": "11"}
+
+
+@pytest.fixture(autouse=True)
+def clean_environment(monkeypatch: pytest.MonkeyPatch, tmp_path: Any) -> None:
+    import os
+
+    for name in list(os.environ):
+        if name.startswith("BINLAKE_"):
+            monkeypatch.delenv(name)
+    monkeypatch.setattr("replica.config.DEFAULT_CONFIG_PATH", str(tmp_path / "absent.toml"))
+    monkeypatch.setenv("BINLAKE_REPLICA_SERVER_ID", ENV["BINLAKE_REPLICA_SERVER_ID"])
+
+
+@pytest.fixture
+def fake_module(monkeypatch: pytest.MonkeyPatch,
+                restore_logging: None) -> Iterator[Callable[..., types.ModuleType]]:
+    def install(name: str, run: Callable[..., Any] | None = None,
+                add_arguments: Callable[[argparse.ArgumentParser], None] | None = None
+                ) -> types.ModuleType:
+        module = types.ModuleType(name)
+        if run is not None:
+            module.run = run  # type: ignore[attr-defined]
+        if add_arguments is not None:
+            module.add_arguments = add_arguments  # type: ignore[attr-defined]
+        monkeypatch.setitem(sys.modules, name, module)
+        return module
+
+    yield install
+
+
+@pytest.fixture
+def restore_logging() -> Iterator[None]:
+    import logging
+
+    root = logging.getLogger()
+    handlers, level = list(root.handlers), root.level
+    yield
+    for handler in list(root.handlers):
+        if handler not in handlers:
+            root.removeHandler(handler)
+    root.setLevel(level)
+
+
+@pytest.mark.parametrize("argv", [["--help"], *([name, "--help"] for name in cli.COMMANDS)])
+def test_help_everywhere(argv: list[str], capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as info:
+        cli.run(argv)
+    assert info.value.code == 0
+    out = capsys.readouterr().out
+    assert "usage: binlake" in out and "exit codes" in out
+
+
+def test_usage_errors_exit_2(capsys: pytest.CaptureFixture[str]) -> None:
+    for argv in ([], ["frobnicate"], ["run", "--no-such-flag"]):
+        with pytest.raises(SystemExit) as info:
+            cli.run(argv)
+        assert info.value.code == cli.EXIT_USAGE
+
+
+def test_config_error_is_one_line_with_the_fix(capsys: pytest.CaptureFixture[str],
+                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("BINLAKE_REPLICA_SERVER_ID")
+    assert cli.run(["run"]) == cli.EXIT_USAGE
+    err = capsys.readouterr().err.splitlines()
+    assert err[0] == ("binlake: error: replica.server_id: is required: every replica needs a "
+                      "server_id of its own")
+    assert err[1].startswith("  fix: ") and "BINLAKE_REPLICA_SERVER_ID" in err[1]
+    assert len(err) == 2
+
+    assert cli.run(["check", "--port", "many"]) == cli.EXIT_USAGE
+    assert "server.port: expected an integer, got 'many' (from flag --port)" in \
+        capsys.readouterr().err
+
+    assert cli.run(["run", "--set", "nonsense"]) == cli.EXIT_USAGE
+
+
+def test_password_on_the_command_line_is_refused(capsys: pytest.CaptureFixture[str]) -> None:
+    assert cli.run(["run", "--set", "server.password=hunter2"]) == cli.EXIT_USAGE
+    err = capsys.readouterr().err
+    assert "hunter2" not in err and "BINLAKE_SERVER_PASSWORD" in err
+
+
+def test_missing_command_module_says_not_implemented(capsys: pytest.CaptureFixture[str],
+                                                     monkeypatch: pytest.MonkeyPatch,
+                                                     restore_logging: None) -> None:
+    monkeypatch.setitem(sys.modules, "replica.status", None)  # import raises ModuleNotFoundError
+    assert cli.run(["status"]) == cli.EXIT_FAILURE
+    err = capsys.readouterr().err
+    assert "`binlake status` is not implemented yet" in err
+    assert "Traceback" not in err
+
+
+def test_run_gets_config_with_flags_over_env(fake_module: Callable[..., Any],
+                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    seen: list[Config] = []
+    fake_module("replica.daemon", run=lambda config: seen.append(config))
+    monkeypatch.setenv("BINLAKE_SERVER_PORT", "3307")
+    monkeypatch.setenv("BINLAKE_SERVER_HOST", "envhost")
+    assert cli.run(["run", "--port", "3308", "--set", "lake.flush_interval=10s",
+                    "--log-format", "json"]) == 0
+    (config,) = seen
+    assert config.server.port == 3308 and config.server.host == "envhost"
+    assert config.lake.flush_interval == 10.0 and config.log.format == "json"
+
+
+def test_async_run_and_return_codes(fake_module: Callable[..., Any]) -> None:
+    async def run(config: Config) -> int:
+        import trio
+
+        await trio.sleep(0)
+        return 1
+
+    fake_module("replica.check", run=run)
+    assert cli.run(["check"]) == 1
+
+
+def test_status_does_not_need_a_server_id(fake_module: Callable[..., Any],
+                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("BINLAKE_REPLICA_SERVER_ID")
+    fake_module("replica.status", run=lambda config: 0)
+    assert cli.run(["status"]) == 0
+
+
+@pytest.mark.parametrize(
+    ("exc", "code", "fix"),
+    [
+        (errors.AccessDenied(1045, "28000", "Access denied for user 'repl'"), 3, "password"),
+        (errors.MissingPrivilege(1227, "42000", "need REPLICATION SLAVE"), 3, "GRANT"),
+        (errors.GtidPurged(1236, "HY000", "purged"), 3, "new lake"),
+        (errors.DuplicateServerId(4052, "HY000", "same id"), 3, "server_id"),
+        (ConnectionRefusedError(111, "Connection refused"), 1, "listening"),
+        (RuntimeError("a bug"), 1, None),
+        (ExceptionGroup("nursery", [errors.GtidPurged(1236, "", "purged")]), 3, "new lake"),
+    ],
+)
+def test_failures_map_to_exit_codes_and_fixes(exc: BaseException, code: int, fix: str | None,
+                                              fake_module: Callable[..., Any],
+                                              capsys: pytest.CaptureFixture[str]) -> None:
+    def run(config: Config) -> None:
+        raise exc
+
+    fake_module("replica.daemon", run=run)
+    assert cli.run(["run"]) == code
+    err = capsys.readouterr().err
+    assert err.startswith("binlake: error: ")
+    assert "Traceback" not in err
+    if fix:
+        assert "  fix: " in err and fix in err
+    assert "run with -v" in err
+
+    assert cli.run(["run", "-v"]) == code
+    assert "Traceback" in capsys.readouterr().err
+
+
+def test_keyboard_interrupt(fake_module: Callable[..., Any]) -> None:
+    def run(config: Config) -> None:
+        raise KeyboardInterrupt
+
+    fake_module("replica.daemon", run=run)
+    assert cli.run(["run"]) == cli.EXIT_INTERRUPTED
+
+
+def test_password_masked_in_error_output(fake_module: Callable[..., Any],
+                                         monkeypatch: pytest.MonkeyPatch,
+                                         capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.setenv("BINLAKE_SERVER_PASSWORD", "s3cret-pw-xyz")
+
+    def run(config: Config) -> None:
+        raise errors.AccessDenied(1045, "28000", "weird server echoing s3cret-pw-xyz")
+
+    fake_module("replica.daemon", run=run)
+    assert cli.run(["run", "-v"]) == 3
+    assert "s3cret-pw-xyz" not in capsys.readouterr().err
+
+
+def test_decode_and_demo_take_their_arguments(fake_module: Callable[..., Any]) -> None:
+    seen: list[argparse.Namespace] = []
+    fake_module("replica.decode", run=seen.append)
+    assert cli.run(["decode", "a.000001", "b.000002"]) == 0
+    assert seen[-1].files == ["a.000001", "b.000002"]
+
+    def add_arguments(parser: argparse.ArgumentParser) -> None:
+        parser.add_argument("--rows", type=int, default=10)
+
+    fake_module("replica.demo", run=seen.append, add_arguments=add_arguments)
+    assert cli.run(["demo", "--rows", "5"]) == 0
+    assert seen[-1].rows == 5
+
+
+def test_console_script_is_installed() -> None:
+    result = subprocess.run([sys.executable, "-m", "replica.cli", "--version"],
+                            capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0 and result.stdout.startswith("binlake ")
