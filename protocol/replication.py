@@ -68,6 +68,7 @@ __all__ = [
     "replica_uuid_for",
     "parse_dump_packet",
     "dump_error",
+    "error_from_packet",
     "check_server",
 ]
 
@@ -360,14 +361,17 @@ def parse_dump_packet(payload: bytes | bytearray | memoryview, *, semi_sync: boo
             return DumpEvent(view[3:], bool(flags & _SEMI_SYNC_ACK_FLAG))
         return DumpEvent(view[1:])
     if status == 0xFF:
-        raise _parse_dump_err(view)
+        raise error_from_packet(view)
     if status == 0xFE and len(view) < 9:
         return DUMP_END
     raise MalformedPacket(f"dump stream packet with status byte {status:#04x}")
 
 
-def _parse_dump_err(view: memoryview) -> ProtocolError:
-    if len(view) < 3:
+def error_from_packet(payload: bytes | bytearray | memoryview) -> ProtocolError:
+    """The typed exception (see :func:`dump_error`) for an ERR packet of the replication
+    commands (COM_REGISTER_SLAVE, the dump)."""
+    view = memoryview(payload)
+    if len(view) < 3 or view[0] != 0xFF:
         raise TruncatedData("ERR packet truncated")
     (code,) = _U16.unpack_from(view, 1)
     offset = 3

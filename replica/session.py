@@ -1,0 +1,401 @@
+"""One replication session: register on the server as a replica and stream its binlog.
+
+:meth:`ReplicationSession.start` takes an open :class:`~replica.connection.Connection` and does
+what a MariaDB replica does, in the same order (see ``protocol.replication``):
+
+1. ``SELECT UNIX_TIMESTAMP()`` (clock offset) and the server's variables, refusing servers that
+   cannot work (no binlog, not ROW, our server_id is theirs) with actionable errors;
+2. the registration statements (heartbeat period, checksum awareness, GTID capability and, for
+   a MariaDB GTID start, ``@slave_connect_state``);
+3. ``COM_REGISTER_SLAVE``; semi-sync negotiation if asked for and the master has it enabled;
+4. the dump request for the start point: a file/position, a MariaDB GTID position, a MySQL
+   Gtid_set, or the conveniences "the server's current end" and "the oldest binlog kept".
+
+Then the session is an async iterator of :class:`~protocol.replication.DumpEvent` — raw event
+bytes plus the semi-sync ``ack_requested`` bit. Decoding is the business of ``protocol.binlog``.
+No packet for twice the heartbeat period raises :class:`~protocol.errors.HeartbeatTimeout` (a
+stalled stream: the daemon reconnects).
+
+Semi-sync: the master waits for an ACK of each transaction it flagged. With
+``SemiSyncMode.ACK_AFTER_LAND`` the layer above calls :meth:`ReplicationSession.ack` with the
+transaction's end position once the lake has it durably; with ``ACK_ON_RECEIVE`` the session ACKs
+on arrival, as a stock replica does. The session tracks the file and end position of flagged
+events itself (rotations, and MariaDB 11.4+ where ``log_pos`` is 0 inside transactions), so it
+only sends ACKs the master is waiting for.
+"""
+
+from __future__ import annotations
+
+import enum
+import struct
+import time
+import uuid as _uuid
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import trio
+
+from protocol.binlog.model import BinlogPosition
+from protocol.errors import BinlogDumpError, HeartbeatTimeout, ProtocolError, ServerError
+from protocol.gtid import GtidPosition, GtidSet
+from protocol.replication import (
+    DUMP_GTID_NON_BLOCK,
+    DUMP_NON_BLOCK,
+    DUMP_SEND_ANNOTATE_ROWS,
+    SERVER_VARIABLES_QUERY,
+    DumpEnd,
+    DumpEvent,
+    ServerFacts,
+    binlog_dump,
+    binlog_dump_gtid,
+    check_server,
+    dump_error,
+    error_from_packet,
+    parse_dump_packet,
+    register_slave,
+    registration_statements,
+    replica_uuid_for,
+    semi_sync_ack,
+    semi_sync_statements,
+)
+
+if TYPE_CHECKING:
+    from replica.connection import Connection
+
+__all__ = ["StartFrom", "StartPoint", "SemiSyncMode", "SessionOptions", "ReplicationSession"]
+
+
+class StartFrom(enum.Enum):
+    """Start points that the session resolves on the server."""
+
+    #: The server's current end (SHOW MASTER STATUS / SHOW BINARY LOG STATUS): only new changes.
+    LATEST = "latest"
+    #: The oldest binlog the server still has, from its first event.
+    EARLIEST = "earliest"
+
+
+#: Where to start: a file/position, a MariaDB GTID position (stream what follows it, per
+#: domain), a MySQL Gtid_set (stream every transaction not in it), or a :class:`StartFrom`.
+StartPoint = BinlogPosition | GtidPosition | GtidSet | StartFrom
+
+
+class SemiSyncMode(enum.Enum):
+    OFF = "off"
+    #: ACK when the layer above says the transaction is durable (:meth:`ReplicationSession.ack`).
+    ACK_AFTER_LAND = "ack-after-land"
+    #: ACK as soon as the flagged event arrives, like a stock replica.
+    ACK_ON_RECEIVE = "ack-on-receive"
+
+
+@dataclass(frozen=True, slots=True)
+class SessionOptions:
+    server_id: int
+    start: StartPoint = StartFrom.LATEST
+    heartbeat_period: float = 5.0  # seconds; 0 disables heartbeats and the stall check
+    semi_sync: SemiSyncMode = SemiSyncMode.OFF
+    report_host: str = ""
+    report_port: int = 0
+    gtid_strict_mode: bool = False
+    gtid_ignore_duplicates: bool = False
+    #: Catch up and stop: the server ends the stream with EOF at the end of its binlog.
+    non_blocking: bool = False
+    #: MariaDB: also receive ANNOTATE_ROWS events (the SQL text of row events).
+    send_annotate_rows: bool = False
+    replica_uuid: _uuid.UUID | None = None  # MySQL; derived from server_id when None
+    #: Accept binlog_format STATEMENT/MIXED (statements then surface as such, not as rows).
+    allow_statement_format: bool = False
+
+
+# Event header fields the session needs for position tracking (the decoder does the rest).
+_HEADER = struct.Struct("<IBIIIH")  # timestamp, type, server_id, event_size, log_pos, flags
+_HEADER_SIZE = 19
+_U64 = struct.Struct("<Q")
+_ROTATE_EVENT = 4
+_FORMAT_DESCRIPTION_EVENT = 15
+_HEARTBEAT_EVENTS = (27, 41)
+_LOG_EVENT_ARTIFICIAL_F = 0x20
+
+
+class _PositionTracker:
+    """Follows the file name and the end position of the last event, for semi-sync ACKs.
+
+    Rotations name the file; ``log_pos`` is the end position when non-zero; when it is 0 the
+    event is either artificial (made up by the dump thread: no position of its own) or, on
+    MariaDB 11.4+, inside a transaction, where the end is the previous end plus the size.
+    """
+
+    __slots__ = ("file", "pos", "crc")
+
+    def __init__(self, file: str, pos: int, crc: bool) -> None:
+        self.file = file
+        self.pos = pos
+        self.crc = crc
+
+    def feed(self, data: memoryview) -> None:
+        if len(data) < _HEADER_SIZE:
+            return
+        _, type_code, _, size, log_pos, flags = _HEADER.unpack_from(data, 0)
+        if type_code == _ROTATE_EVENT and len(data) >= _HEADER_SIZE + 8:
+            (self.pos,) = _U64.unpack_from(data, _HEADER_SIZE)
+            end = len(data) - (4 if self.crc else 0)
+            self.file = bytes(data[_HEADER_SIZE + 8:end]).decode("utf-8", "replace")
+            return
+        if type_code == _FORMAT_DESCRIPTION_EVENT and len(data) >= 5:
+            # The checksum algorithm byte sits before the 4-byte checksum field of every FDE.
+            self.crc = data[len(data) - 5] == 1
+        if type_code in _HEARTBEAT_EVENTS:
+            return
+        if log_pos:
+            self.pos = log_pos
+        elif not flags & _LOG_EVENT_ARTIFICIAL_F and type_code != _FORMAT_DESCRIPTION_EVENT:
+            self.pos += size
+
+    @property
+    def position(self) -> BinlogPosition:
+        return BinlogPosition(self.file, self.pos)
+
+
+def _codec_sequence(conn: Connection, sequence: int | None = None) -> int:
+    """Read (and optionally set) the connection's packet sequence id.
+
+    Semi-sync breaks the one-exchange-one-sequence rule: after a flagged event the master
+    restarts its numbering (its next packet has id 1) while our ACKs go out with id 0 at any
+    time. Connection has no public API for that yet, hence the private access in this one place.
+    """
+    codec = conn._codec
+    if sequence is not None:
+        codec.reset_sequence(sequence)
+    return int(codec.sequence)
+
+
+class ReplicationSession:
+    """A registered replica streaming the binlog. Create with :meth:`start`."""
+
+    def __init__(self, conn: Connection, options: SessionOptions) -> None:
+        self.conn = conn
+        self.options = options
+        self.facts: ServerFacts | None = None
+        #: The server's clock minus ours, in seconds (from SELECT UNIX_TIMESTAMP()).
+        self.clock_offset = 0.0
+        #: Semi-sync was negotiated: packets carry the 0xEF header.
+        self.semi_sync = False
+        #: The file/position the dump was asked for (None for GTID starts).
+        self.start_position: BinlogPosition | None = None
+        self._tracker = _PositionTracker("", 4, True)
+        self._pending_acks: list[BinlogPosition] = []
+        self._ended = False
+        #: Statistics, for metrics and tests.
+        self.acks_sent = 0
+        self.packets = 0
+
+    # --- starting ------------------------------------------------------------------------------
+
+    @classmethod
+    async def start(cls, conn: Connection, options: SessionOptions) -> ReplicationSession:
+        """Register and request the dump; return the session ready to iterate.
+
+        Raises:
+            BinlogNotEnabled, BinlogFormatNotRow, ServerIdConflict: the server cannot be used.
+            MissingPrivilege, DuplicateServerId, GtidPurged, ... (see protocol.replication).
+        """
+        session = cls(conn, options)
+        await session._register()
+        await session._request_dump()
+        return session
+
+    async def _register(self) -> None:
+        conn, options = self.conn, self.options
+        rows = await self._query("SELECT UNIX_TIMESTAMP()")
+        if rows and rows[0][0] is not None:
+            self.clock_offset = float(_text(rows[0][0])) - time.time()
+        variables = {_text(r[0]): _text_or_none(r[1]) for r in await self._query(
+            SERVER_VARIABLES_QUERY)}
+        facts = ServerFacts.from_variables(variables)
+        self.facts = facts
+        check_server(facts, replica_server_id=options.server_id,
+                     allow_statement_format=options.allow_statement_format)
+        self._tracker.crc = (facts.binlog_checksum or "CRC32").upper() != "NONE"
+
+        start = options.start
+        gtid_position = start if isinstance(start, GtidPosition) else None
+        if isinstance(start, GtidSet) and conn.is_mariadb:
+            raise ValueError("a MySQL Gtid_set start point was given for a MariaDB server")
+        if isinstance(start, GtidPosition) and not conn.is_mariadb:
+            raise ValueError("a MariaDB GTID position start point was given for a MySQL server")
+        replica_uuid = options.replica_uuid or replica_uuid_for(options.server_id)
+        for statement in registration_statements(
+            mariadb=conn.is_mariadb, heartbeat_period=options.heartbeat_period,
+            gtid_position=gtid_position, gtid_strict_mode=options.gtid_strict_mode,
+            gtid_ignore_duplicates=options.gtid_ignore_duplicates,
+            replica_uuid=None if conn.is_mariadb else replica_uuid,
+        ):
+            await self._execute(statement)
+
+        await self._command(register_slave(options.server_id, host=options.report_host,
+                                           port=options.report_port))
+
+        if options.semi_sync is not SemiSyncMode.OFF and facts.semi_sync_enabled:
+            for statement in semi_sync_statements(mariadb=conn.is_mariadb):
+                await self._execute(statement)
+            self.semi_sync = True
+
+    async def _request_dump(self) -> None:
+        conn, options = self.conn, self.options
+        start = options.start
+        if isinstance(start, StartFrom):
+            start = await self._resolve(start)
+        flags = DUMP_NON_BLOCK if options.non_blocking else 0
+        if isinstance(start, GtidSet):
+            payload = binlog_dump_gtid(
+                options.server_id, start,
+                flags=DUMP_GTID_NON_BLOCK if options.non_blocking else 0)
+        elif isinstance(start, GtidPosition):
+            if options.send_annotate_rows:
+                flags |= DUMP_SEND_ANNOTATE_ROWS
+            payload = binlog_dump(options.server_id, "", 4, flags)
+        else:
+            if options.send_annotate_rows and conn.is_mariadb:
+                flags |= DUMP_SEND_ANNOTATE_ROWS
+            self.start_position = start
+            self._tracker.file, self._tracker.pos = start.file, start.pos
+            payload = binlog_dump(options.server_id, start.file, start.pos, flags)
+        conn.reset_sequence()
+        await conn.send_packet(payload)
+
+    async def _resolve(self, start: StartFrom) -> BinlogPosition:
+        if start is StartFrom.EARLIEST:
+            rows = await self._query("SHOW BINARY LOGS")
+            if not rows:
+                raise ProtocolError("SHOW BINARY LOGS returned no binlog files")
+            return BinlogPosition(_text(rows[0][0]), 4)
+        if self.conn.is_mariadb:
+            rows = await self._query("SHOW MASTER STATUS")
+        else:
+            rows = await self._query("SHOW BINARY LOG STATUS")
+        if not rows:
+            raise ProtocolError("the server reports no current binlog position")
+        return BinlogPosition(_text(rows[0][0]), int(_text(rows[0][1])))
+
+    # --- commands with typed errors ------------------------------------------------------------
+
+    async def _query(self, sql: str) -> list[tuple[str | bytes | None, ...]]:
+        try:
+            return await self.conn.query(sql)
+        except ServerError as exc:
+            raise _retype(exc) from None
+
+    async def _execute(self, sql: str) -> None:
+        try:
+            await self.conn.execute(sql)
+        except ServerError as exc:
+            raise _retype(exc) from None
+
+    async def _command(self, payload: bytes) -> None:
+        """Send a command answered by OK or ERR (COM_REGISTER_SLAVE)."""
+        self.conn.reset_sequence()
+        await self.conn.send_packet(payload)
+        reply = await self.conn.read_packet()
+        if reply[:1] == b"\xff":
+            raise error_from_packet(reply)
+
+    # --- streaming -----------------------------------------------------------------------------
+
+    @property
+    def stall_timeout(self) -> float | None:
+        """No packet for this long is a stall (None: heartbeats are off, no check)."""
+        period = self.options.heartbeat_period
+        return 2 * period if period > 0 else None
+
+    async def next_event(self) -> DumpEvent | None:
+        """The next event of the stream; None once a NON_BLOCK dump reached the end.
+
+        Raises:
+            HeartbeatTimeout: nothing arrived within twice the heartbeat period.
+            BinlogDumpError (and subclasses): the server ended the dump with an error.
+        """
+        if self._ended:
+            return None
+        limit = self.stall_timeout
+        try:
+            payload = await self.conn.read_packet(timeout=None if limit is None else limit)
+        except TimeoutError:
+            raise HeartbeatTimeout(
+                f"no event or heartbeat from the server for {limit:.1f} s (twice the heartbeat "
+                "period): the stream stalled"
+            ) from None
+        self.packets += 1
+        item = parse_dump_packet(payload, semi_sync=self.semi_sync)
+        if isinstance(item, DumpEnd):
+            self._ended = True
+            return None
+        self._tracker.feed(item.data)
+        if item.ack_requested:
+            # The master restarts its packet numbering after a flagged event.
+            _codec_sequence(self.conn, 1)
+            position = self._tracker.position
+            if self.options.semi_sync is SemiSyncMode.ACK_ON_RECEIVE:
+                await self._send_ack(position)
+            else:
+                self._pending_acks.append(position)
+        return item
+
+    def __aiter__(self) -> ReplicationSession:
+        return self
+
+    async def __anext__(self) -> DumpEvent:
+        item = await self.next_event()
+        if item is None:
+            raise StopAsyncIteration
+        return item
+
+    @property
+    def position(self) -> BinlogPosition:
+        """File and end position of the last event received (as tracked for ACKs)."""
+        return self._tracker.position
+
+    @property
+    def pending_acks(self) -> tuple[BinlogPosition, ...]:
+        """End positions of flagged events not yet acknowledged, oldest first."""
+        return tuple(self._pending_acks)
+
+    async def ack(self, position: BinlogPosition) -> bool:
+        """Acknowledge (semi-sync) everything up to ``position``, a transaction's end position.
+
+        Call after the transaction is durably landed. Sends one ACK if the master waits for a
+        flagged event at or before ``position`` (an ACK covers all earlier ones) and returns
+        True; otherwise does nothing and returns False.
+        """
+        covered = [p for p in self._pending_acks if p <= position]
+        if not covered:
+            await trio.lowlevel.checkpoint()
+            return False
+        self._pending_acks = [p for p in self._pending_acks if not p <= position]
+        await self._send_ack(position)
+        return True
+
+    async def _send_ack(self, position: BinlogPosition) -> None:
+        saved = _codec_sequence(self.conn)
+        await self.conn.send_packet(semi_sync_ack(position.file, position.pos), seq=0)
+        _codec_sequence(self.conn, saved)  # the ACK is out of band for the master's numbering
+        self.acks_sent += 1
+
+    async def close(self) -> None:
+        await self.conn.close()
+
+
+def _retype(exc: ServerError) -> ProtocolError:
+    """A more specific class for a plain ServerError of a registration step, when there is one."""
+    if type(exc) is not ServerError:
+        return exc
+    typed = dump_error(exc.code, exc.sqlstate, exc.message)
+    return exc if type(typed) is BinlogDumpError else typed
+
+
+def _text(value: str | bytes | None) -> str:
+    if value is None:
+        raise ProtocolError("unexpected NULL from the server")
+    return value.decode() if isinstance(value, bytes) else value
+
+
+def _text_or_none(value: str | bytes | None) -> str | None:
+    return None if value is None else _text(value)
