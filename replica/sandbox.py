@@ -45,6 +45,7 @@ __all__ = [
     "ensure_host_mariadb",
     "in_root_argv",
     "parse_batch_output",
+    "remove_stale_sandboxes",
     "server_kind",
     "start_server",
 ]
@@ -442,6 +443,9 @@ class SandboxServer:
                 process.wait()
         self._process = None
         _LIVE.discard(self)
+        # A stopped server has no pid file: a fresh mtime keeps remove_stale_sandboxes away.
+        with contextlib.suppress(OSError):
+            os.utime(self.base_dir)
 
     def _kill(self) -> None:
         if self._process is not None and self._process.poll() is None:
@@ -565,6 +569,39 @@ class SandboxServer:
     def _user_args(self) -> list[str]:
         # Both servers refuse to run as root unless told to; as another user they run as it.
         return ["--user=root"] if os.geteuid() == 0 else []
+
+
+def remove_stale_sandboxes(parent: str | os.PathLike[str], min_age: float = 3600.0) -> list[Path]:
+    """Delete the ``binlake-sandbox-*`` directories under ``parent`` left by processes that were
+    killed before they could clean up; return what was deleted.
+
+    A directory goes if its server's PID (from the pid file) no longer runs, or if it never got a
+    pid file and is older than ``min_age`` seconds (a server being initialized right now by
+    another process has no pid file yet, so young ones are kept).
+    """
+    removed = []
+    for base in Path(parent).glob("binlake-sandbox-*"):
+        try:
+            pid_text = (base / "mysqld.pid").read_text().strip()
+        except OSError:
+            pid_text = ""
+        if pid_text.isdigit():
+            try:
+                os.kill(int(pid_text), 0)
+                continue  # still running: somebody's live server
+            except ProcessLookupError:
+                pass
+            except PermissionError:
+                continue
+        else:
+            try:
+                if time.time() - base.stat().st_mtime < min_age:
+                    continue
+            except OSError:
+                continue
+        shutil.rmtree(base, ignore_errors=True)
+        removed.append(base)
+    return removed
 
 
 _next_server_id = 100 + os.getpid() % 1000 * 10
