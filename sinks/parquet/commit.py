@@ -1,0 +1,195 @@
+"""Durable, atomic commits of staged files plus the checkpoint that covers them.
+
+A commit makes a set of staged files visible *and* advances ``_checkpoint.json`` as one step,
+even across a crash at any instant. The protocol:
+
+1. every staged file is written, ``fsync``-ed and closed (in ``<lake>/_staging/``);
+2. the *manifest* ``<lake>/_commit.json`` — the renames to do and the checkpoint to write — is
+   written to a temporary name, ``fsync``-ed, renamed into place, and the lake dir ``fsync``-ed.
+   From this instant the commit has happened;
+3. each staged file is renamed to its final name (``os.replace``, atomic) and its directory
+   ``fsync``-ed (new directories also get their parent ``fsync``-ed);
+4. the checkpoint is replaced atomically the same way;
+5. the manifest is removed.
+
+At start (:func:`recover`) a manifest, if present, is rolled forward: renames whose source still
+exists are redone, the checkpoint is written, the manifest removed. Without a manifest nothing
+in staging was ever promised, so staging is simply emptied: those transactions are after the
+checkpoint and will be streamed and landed again. Either way no transaction is lost, and none
+lands twice, because a file name is never reused (names derive from the first ``_seq`` in the
+file, which only grows).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from protocol.binlog.model import BinlogPosition
+
+from ..errors import LakeCorrupted
+
+CHECKPOINT = "_checkpoint.json"
+MANIFEST = "_commit.json"
+STAGING = "_staging"
+
+
+@dataclass(frozen=True, slots=True)
+class Checkpoint:
+    """Everything up to and including transaction ``seq`` is landed.
+
+    ``gtid_state`` is the text a replica resumes from (MariaDB ``@slave_connect_state`` /
+    MySQL executed Gtid_set); ``position`` is the binlog position right after the last landed
+    transaction's commit, for servers without GTIDs.
+    """
+
+    seq: int
+    position: BinlogPosition | None
+    gtid: str | None  # the last landed transaction's GTID
+    gtid_state: str | None
+    gtid_flavor: str | None  # "mariadb", "mysql" or None
+    commit_time_us: int | None
+    server_id: int | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "seq": self.seq,
+            "binlog_file": self.position.file if self.position else None,
+            "binlog_pos": self.position.pos if self.position else None,
+            "gtid": self.gtid,
+            "gtid_state": self.gtid_state,
+            "gtid_flavor": self.gtid_flavor,
+            "commit_time_us": self.commit_time_us,
+            "server_id": self.server_id,
+        }
+
+    @classmethod
+    def from_json(cls, doc: dict[str, Any]) -> Checkpoint:
+        file = doc.get("binlog_file")
+        return cls(
+            seq=int(doc["seq"]),
+            position=BinlogPosition(file, int(doc["binlog_pos"])) if file else None,
+            gtid=doc.get("gtid"),
+            gtid_state=doc.get("gtid_state"),
+            gtid_flavor=doc.get("gtid_flavor"),
+            commit_time_us=doc.get("commit_time_us"),
+            server_id=doc.get("server_id"),
+        )
+
+
+# --- durable filesystem primitives -----------------------------------------------------------
+
+
+def fsync_path(path: str) -> None:
+    """``fsync`` a file or directory by name (directories make renames and creations durable)."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def ensure_dir(path: str, known: set[str] | None = None) -> None:
+    """Create ``path`` and missing parents, ``fsync``-ing each parent that gained an entry."""
+    if known is not None and path in known:
+        return
+    if not os.path.isdir(path):
+        parent = os.path.dirname(path)
+        ensure_dir(parent, known)
+        try:
+            os.mkdir(path)
+        except FileExistsError:
+            pass
+        fsync_path(parent)
+    if known is not None:
+        known.add(path)
+
+
+def write_durably(path: str, data: bytes) -> None:
+    """Write a new file (no rename) and ``fsync`` it."""
+    with open(path, "wb") as f:
+        f.write(data)
+        f.flush()
+        os.fsync(f.fileno())
+
+
+def replace_atomically(path: str, data: bytes) -> None:
+    """Replace ``path`` with ``data``: temp file, ``fsync``, ``os.replace``, ``fsync`` the dir."""
+    tmp = path + ".tmp"
+    write_durably(tmp, data)
+    os.replace(tmp, path)
+    fsync_path(os.path.dirname(path))
+
+
+def dumps(doc: dict[str, Any]) -> bytes:
+    return (json.dumps(doc, indent=1, sort_keys=True, ensure_ascii=False) + "\n").encode()
+
+
+# --- the commit protocol -------------------------------------------------------------------------
+
+
+def commit(lake: str, renames: Iterable[tuple[str, str]], checkpoint_doc: dict[str, Any],
+           known_dirs: set[str]) -> None:
+    """Steps 2–5 of the protocol; the staged files (step 1) must already be durable.
+
+    ``renames`` are (staged path, final path) pairs, both relative to the lake.
+    """
+    pairs = [(src, dst) for src, dst in renames]
+    manifest = os.path.join(lake, MANIFEST)
+    replace_atomically(manifest, dumps({"renames": pairs, "checkpoint": checkpoint_doc}))
+    _apply(lake, pairs, checkpoint_doc, known_dirs)
+    os.remove(manifest)
+    fsync_path(lake)
+
+
+def write_checkpoint(lake: str, checkpoint_doc: dict[str, Any]) -> None:
+    """Advance the checkpoint alone (transactions that landed no files)."""
+    replace_atomically(os.path.join(lake, CHECKPOINT), dumps(checkpoint_doc))
+
+
+def _apply(lake: str, pairs: list[tuple[str, str]], checkpoint_doc: dict[str, Any],
+           known_dirs: set[str]) -> None:
+    touched: set[str] = set()
+    for src, dst in pairs:
+        src_path = os.path.join(lake, src)
+        dst_path = os.path.join(lake, dst)
+        if os.path.exists(src_path):
+            directory = os.path.dirname(dst_path)
+            ensure_dir(directory, known_dirs)
+            os.replace(src_path, dst_path)
+            touched.add(directory)
+        elif not os.path.exists(dst_path):
+            raise LakeCorrupted(f"commit record names {src}, but neither it nor {dst} exists")
+    for directory in sorted(touched):
+        fsync_path(directory)
+    write_checkpoint(lake, checkpoint_doc)
+
+
+def recover(lake: str) -> dict[str, Any] | None:
+    """Finish a half-done commit, empty staging, and return the checkpoint document (if any)."""
+    os.makedirs(lake, exist_ok=True)
+    manifest = os.path.join(lake, MANIFEST)
+    for leftover in (manifest + ".tmp", os.path.join(lake, CHECKPOINT) + ".tmp"):
+        if os.path.exists(leftover):
+            os.remove(leftover)
+    if os.path.exists(manifest):
+        with open(manifest, "rb") as f:
+            record = json.load(f)
+        _apply(lake, [(s, d) for s, d in record["renames"]], record["checkpoint"], set())
+        os.remove(manifest)
+        fsync_path(lake)
+    staging = os.path.join(lake, STAGING)
+    if os.path.isdir(staging):
+        shutil.rmtree(staging)
+    os.mkdir(staging)
+    fsync_path(lake)
+    checkpoint = os.path.join(lake, CHECKPOINT)
+    if not os.path.exists(checkpoint):
+        return None
+    with open(checkpoint, "rb") as f:
+        doc: dict[str, Any] = json.load(f)
+    return doc

@@ -1,0 +1,59 @@
+"""Where things live in the lake. The only module that spells out paths.
+
+::
+
+    <lake>/_checkpoint.json                        every transaction up to here is landed
+    <lake>/_commit.json                            roll-forward record of a commit in progress
+    <lake>/_staging/                               files being written (emptied at start)
+    <lake>/_ddl/<db>/ddl-<first seq>.jsonl         the DDL log, one file per commit that had DDL
+    <lake>/<db>/<table>/_schema/v<N>.json          schema version N of the table
+    <lake>/<db>/<table>/schema_version=<N>/commit_date=<YYYY-MM-DD>/part-<first seq>-<k>.parquet
+
+Everything that is not data starts with ``_``, which Spark skips when it lists a directory.
+Database and table names are used verbatim except for characters a path or Spark would read
+differently (``/``, ``\\``, ``%``, NUL, and a leading ``_`` or ``.``), which are
+percent-encoded: a table called ``_audit`` lives in ``%5Faudit``.
+"""
+
+from __future__ import annotations
+
+import posixpath
+
+CHECKPOINT = "_checkpoint.json"
+STAGING = "_staging"
+DDL_DIR = "_ddl"
+SCHEMA_DIR = "_schema"
+
+_ALWAYS_ESCAPED = frozenset("/\\%\x00")
+
+
+def dir_name(name: str) -> str:
+    """A database or table name as a directory name (see the module docstring)."""
+    out = []
+    for i, ch in enumerate(name):
+        if ch in _ALWAYS_ESCAPED or (i == 0 and ch in "_."):
+            out.append("".join(f"%{b:02X}" for b in ch.encode("utf-8")))
+        else:
+            out.append(ch)
+    return "".join(out) or "%00"
+
+
+def table_dir(database: str, table: str) -> str:
+    return posixpath.join(dir_name(database), dir_name(table))
+
+
+def schema_file(database: str, table: str, version: int) -> str:
+    return posixpath.join(table_dir(database, table), SCHEMA_DIR, f"v{version}.json")
+
+
+def part_file(database: str, table: str, version: int, commit_date: str, first_seq: int,
+              index: int) -> str:
+    """A data file's name: unique because ``first_seq`` only grows from commit to commit."""
+    return posixpath.join(
+        table_dir(database, table), f"schema_version={version}", f"commit_date={commit_date}",
+        f"part-{first_seq:016d}-{index:03d}.parquet",
+    )
+
+
+def ddl_file(database: str, first_seq: int) -> str:
+    return posixpath.join(DDL_DIR, dir_name(database), f"ddl-{first_seq:016d}.jsonl")

@@ -1,0 +1,270 @@
+"""One table's schema versions: the Arrow schema of its change log and its ``_schema/v<N>.json``.
+
+A *schema version* is a table's column list as the binlog's TABLE_MAP describes it (names, types,
+flags, charsets). Whenever a TABLE_MAP no longer matches the current version — after an ALTER,
+or a DROP + CREATE — the table gets version N+1: old files keep their schema in their own
+``schema_version=N`` directory, new files get the new one, and no reader ever has to merge two
+physical types inside one directory.
+
+The landed row is the table's columns followed by the metadata columns below. Data columns keep
+their source names; one that collides with a metadata name gets ``_`` appended (the original is
+in its field metadata). Without column names (``binlog_row_metadata`` other than FULL) the
+columns are called ``col_1``, ``col_2``… in table order.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import pyarrow as pa
+
+from protocol.binlog.model import Column, ColumnFlag, TableMapEvent
+
+from . import types as T
+
+#: Metadata columns, in landed order. ``_commit_ts`` is only known at commit, so rows are
+#: buffered without it (the "staging schema") and it is inserted when the transaction commits.
+METADATA_FIELDS: tuple[pa.Field, ...] = (
+    pa.field("_op", pa.string(), nullable=False),  # I, U or D
+    pa.field("_seq", pa.int64(), nullable=False),  # transaction number, stream-wide, gap-free
+    pa.field("_row", pa.int64(), nullable=False),  # row number inside the transaction
+    pa.field("_gtid", pa.string()),  # D-S-N (MariaDB) or uuid[:tag]:gno (MySQL)
+    pa.field("_gtid_domain", pa.int64()),  # MariaDB domain id
+    pa.field("_gtid_server_id", pa.int64()),  # MariaDB server id
+    pa.field("_gtid_uuid", pa.string()),  # MySQL source uuid
+    pa.field("_gtid_tag", pa.string()),  # MySQL 8.3+ GTID tag
+    pa.field("_gtid_seq", pa.int64()),  # MariaDB seq_no or MySQL gno
+    pa.field("_binlog_file", pa.string()),
+    pa.field("_binlog_pos", pa.int64()),  # start of the rows event
+    pa.field("_commit_ts", T.TIMESTAMP_UTC),
+    pa.field("_missing", pa.list_(pa.string())),  # columns absent from a MINIMAL/NOBLOB image
+)
+METADATA_NAMES = frozenset(f.name for f in METADATA_FIELDS) | {"_before"}
+COMMIT_TS_FIELD = next(f for f in METADATA_FIELDS if f.name == "_commit_ts")
+
+_FLAG_NAMES = [(flag, flag.name or "") for flag in ColumnFlag if flag is not ColumnFlag.NONE]
+
+# The VISIBLE bit says nothing about the data; leaving it out keeps versions stable.
+_SIGNATURE_FLAGS = ~ColumnFlag.VISIBLE
+
+
+def landed_names(table: TableMapEvent) -> tuple[str, ...]:
+    """The names the table's columns get in Parquet (see the module docstring)."""
+    names: list[str] = []
+    taken = set(METADATA_NAMES)
+    for column in table.columns:
+        name = column.name if column.name is not None else f"col_{column.index + 1}"
+        while name in taken:
+            name += "_"
+        taken.add(name)
+        names.append(name)
+    return tuple(names)
+
+
+def signature(table: TableMapEvent) -> tuple[Any, ...]:
+    """What makes two TABLE_MAPs the same schema version."""
+    return (
+        table.has_full_metadata,
+        tuple(table.primary_key),
+        tuple(
+            (c.name, c.type_code, int(c.flags & _SIGNATURE_FLAGS), c.charset, c.precision,
+             c.scale, c.length, c.enum_values, c.set_values, str(T.arrow_type_for(c)))
+            for c in table.columns
+        ),
+    )
+
+
+def _field_metadata(column: Column, name: str) -> dict[bytes, bytes]:
+    meta = {
+        "mysql_type": str(column.type_code),
+        "mysql_type_name": T.type_description(column),
+        "flags": str(int(column.flags)),
+        "flag_names": ",".join(n for flag, n in _FLAG_NAMES if column.flags & flag),
+    }
+    if column.name is not None and column.name != name:
+        meta["source_name"] = column.name
+    if column.charset is not None:
+        meta["charset"] = str(column.charset)
+    for key in ("precision", "scale", "length", "geometry_type"):
+        value = getattr(column, key)
+        if value is not None:
+            meta[key] = str(value)
+    if column.enum_values is not None:
+        meta["enum_values"] = json.dumps(list(column.enum_values), ensure_ascii=False)
+    if column.set_values is not None:
+        meta["set_values"] = json.dumps(list(column.set_values), ensure_ascii=False)
+    return {k.encode(): v.encode() for k, v in meta.items()}
+
+
+@dataclass(frozen=True, slots=True)
+class VersionOrigin:
+    """What created a schema version: the DDL (if one was seen) and the first transaction."""
+
+    seq: int
+    gtid: str | None = None
+    commit_time_us: int | None = None
+    ddl: str | None = None
+    ddl_type: int | None = None
+
+
+@dataclass(slots=True, eq=False)
+class TableVersion:
+    """One schema version of one table, with everything resolved once for the hot path."""
+
+    database: str
+    table: str
+    version: int
+    columns: tuple[Column, ...]
+    names: tuple[str, ...]
+    primary_key: tuple[int, ...]
+    has_full_metadata: bool
+    origin: VersionOrigin
+    arrow_types: tuple[pa.DataType, ...] = ()
+    data_fields: tuple[pa.Field, ...] = ()
+    before_type: pa.StructType = field(default_factory=lambda: pa.struct([]))
+    schema: pa.Schema = field(default_factory=lambda: pa.schema([]))  # as landed
+    staging_schema: pa.Schema = field(default_factory=lambda: pa.schema([]))  # minus _commit_ts
+    commit_ts_index: int = 0
+    converters: tuple[T.Converter, ...] = ()
+    # Cache: tuple of present column indexes → position of each table column in the image.
+    image_slots: dict[tuple[int, ...], tuple[int | None, ...]] = field(default_factory=dict)
+    signature: tuple[Any, ...] = ()
+
+    @classmethod
+    def from_table_map(cls, table: TableMapEvent, version: int, origin: VersionOrigin,
+                       counter: Any) -> TableVersion:
+        result = cls(
+            database=table.schema, table=table.table, version=version, columns=table.columns,
+            names=landed_names(table), primary_key=tuple(table.primary_key),
+            has_full_metadata=table.has_full_metadata, origin=origin,
+        )
+        result.signature = signature(table)
+        result._resolve(counter)
+        return result
+
+    def _resolve(self, counter: Any) -> None:
+        self.arrow_types = tuple(T.arrow_type_for(c) for c in self.columns)
+        self.data_fields = tuple(
+            pa.field(name, arrow_type, nullable=True, metadata=_field_metadata(column, name))
+            for column, name, arrow_type in zip(self.columns, self.names, self.arrow_types,
+                                                strict=True)
+        )
+        self.before_type = pa.struct(list(self.data_fields))
+        landed = [*self.data_fields, *METADATA_FIELDS, pa.field("_before", self.before_type)]
+        meta = {
+            b"binlake.database": self.database.encode(),
+            b"binlake.table": self.table.encode(),
+            b"binlake.schema_version": str(self.version).encode(),
+        }
+        self.schema = pa.schema(landed, metadata=meta)
+        self.commit_ts_index = self.schema.get_field_index("_commit_ts")
+        self.staging_schema = self.schema.remove(self.commit_ts_index)
+        qualified = f"{self.database}.{self.table}"
+        self.converters = tuple(
+            T.converter_for(column, arrow_type, f"{qualified}.{name}", counter)
+            for column, name, arrow_type in zip(self.columns, self.names, self.arrow_types,
+                                                strict=True)
+        )
+
+    def slots_for(self, present: tuple[int, ...]) -> tuple[int | None, ...]:
+        """For each table column, its position in an image with these present columns."""
+        slots = self.image_slots.get(present)
+        if slots is None:
+            where = {column_index: k for k, column_index in enumerate(present)}
+            slots = tuple(where.get(c.index) for c in self.columns)
+            self.image_slots[present] = slots
+        return slots
+
+    @property
+    def key_names(self) -> tuple[str, ...]:
+        return tuple(self.names[i] for i in self.primary_key)
+
+    # --- _schema/v<N>.json ---------------------------------------------------------------------
+
+    def to_json(self) -> dict[str, Any]:
+        columns = []
+        for column, name, arrow_type in zip(self.columns, self.names, self.arrow_types,
+                                            strict=True):
+            columns.append({
+                "name": name,
+                "source_name": column.name,
+                "index": column.index,
+                "mysql_type": column.type_code,
+                "mysql_type_name": T.type_description(column),
+                "meta": column.meta,
+                "flags": int(column.flags),
+                "flag_names": [n for flag, n in _FLAG_NAMES if column.flags & flag],
+                "charset": column.charset,
+                "precision": column.precision,
+                "scale": column.scale,
+                "length": column.length,
+                "enum_values": list(column.enum_values) if column.enum_values is not None else None,
+                "set_values": list(column.set_values) if column.set_values is not None else None,
+                "geometry_type": column.geometry_type,
+                "arrow_type": str(arrow_type),
+                "spark_type": T.spark_type_name(arrow_type),
+            })
+        return {
+            "format": 1,
+            "database": self.database,
+            "table": self.table,
+            "version": self.version,
+            "has_full_metadata": self.has_full_metadata,
+            "primary_key": list(self.key_names),
+            "columns": columns,
+            "metadata_columns": [
+                {"name": f.name, "spark_type": T.spark_type_name(f.type)} for f in METADATA_FIELDS
+            ],
+            "created": {
+                "seq": self.origin.seq,
+                "gtid": self.origin.gtid,
+                "commit_time_us": self.origin.commit_time_us,
+                "ddl": self.origin.ddl,
+                "ddl_type": self.origin.ddl_type,
+            },
+        }
+
+    @classmethod
+    def from_json(cls, doc: dict[str, Any], counter: Any) -> TableVersion:
+        columns = tuple(
+            Column(
+                index=c["index"], type_code=c["mysql_type"], meta=c["meta"],
+                name=c["source_name"], flags=ColumnFlag(c["flags"]), charset=c["charset"],
+                enum_values=tuple(c["enum_values"]) if c["enum_values"] is not None else None,
+                set_values=tuple(c["set_values"]) if c["set_values"] is not None else None,
+                geometry_type=c["geometry_type"], precision=c["precision"], scale=c["scale"],
+                length=c["length"],
+            )
+            for c in doc["columns"]
+        )
+        names = tuple(c["name"] for c in doc["columns"])
+        key = tuple(names.index(n) for n in doc["primary_key"])
+        pk_indexes = tuple(columns[i].index for i in key)
+        created = doc["created"]
+        result = cls(
+            database=doc["database"], table=doc["table"], version=doc["version"],
+            columns=columns, names=names, primary_key=pk_indexes,
+            has_full_metadata=doc["has_full_metadata"],
+            origin=VersionOrigin(seq=created["seq"], gtid=created["gtid"],
+                                 commit_time_us=created["commit_time_us"], ddl=created["ddl"],
+                                 ddl_type=created["ddl_type"]),
+        )
+        fake = TableMapEvent(header=None, table_id=0, flags=0,  # type: ignore[arg-type]
+                             schema=result.database, table=result.table, columns=columns,
+                             primary_key=pk_indexes, has_full_metadata=result.has_full_metadata)
+        result.signature = signature(fake)
+        result._resolve(counter)
+        return result
+
+
+def constant(value: Any, arrow_type: pa.DataType, length: int) -> pa.Array:
+    """An array repeating one value (or nulls): the per-transaction metadata columns."""
+    if value is None:
+        return pa.nulls(length, arrow_type)
+    return pa.repeat(pa.scalar(value, arrow_type), length)
+
+
+ArrayBuilder = Callable[[Sequence[Any]], pa.Array]

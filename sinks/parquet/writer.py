@@ -1,0 +1,603 @@
+"""``ParquetSink``: the transaction item stream → crash-safe, schema-versioned Parquet change logs.
+
+How data moves (all sizes are Arrow buffer bytes, i.e. uncompressed):
+
+* Rows of the *open* transaction are converted per ``RowsEvent`` into record batches and held
+  per table. They cannot be written to their final files yet: the commit time (``_commit_ts``
+  and the ``commit_date`` partition) is only known at COMMIT, and a ROLLBACK must leave no trace.
+  When the sink's memory budget is exceeded they are *spilled* to an Arrow IPC file in staging,
+  so a transaction of millions of rows costs disk, not memory.
+* At COMMIT the transaction's batches (spilled ones first, read back one at a time) get their
+  commit columns and join the per-file *pending* buffers, keyed by table, schema version and
+  commit date. A pending buffer that reaches ``row_group_bytes`` is written as one row group into
+  its staged Parquet file; a staged file that reaches ``file_size_bytes`` is closed and the
+  sink flushes after this commit.
+* A *flush* closes every staged file and commits them together with the checkpoint (see
+  ``commit.py``): only whole transactions ever become visible, and the checkpoint says exactly
+  which. Flushes happen by size, by row count (``flush_rows``), by time (``maybe_flush``), on
+  request (``flush``) and at ``close``.
+
+The sink never reads a clock: ``maybe_flush(now)`` takes the caller's monotonic time.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import json
+import logging
+import os
+from dataclasses import dataclass, field
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from protocol.binlog.model import RowsEvent, TableMapEvent
+from protocol.binlog.transactions import (
+    Statement,
+    TransactionBegin,
+    TransactionCommit,
+    TransactionItem,
+    TransactionRollback,
+)
+from protocol.gtid import GtidPosition, GtidSet, MariadbGtid, MysqlGtid
+
+from ..errors import SinkStateError
+from . import commit as C
+from . import ddl as D
+from . import layout as L
+from .rows import TransactionTags, rows_batch
+from .schema import COMMIT_TS_FIELD, TableVersion, VersionOrigin, signature
+from .types import new_counter
+
+log = logging.getLogger("binlake.sinks.parquet")
+
+MiB = 1024 * 1024
+
+
+@dataclass(frozen=True, slots=True)
+class SinkOptions:
+    """Tuning knobs; the defaults suit Spark (big files, row groups of tens of MB)."""
+
+    file_size_bytes: int = 128 * MiB  # close a data file (and flush) once it is this big on disk
+    row_group_bytes: int = 64 * MiB  # Arrow bytes buffered per file before writing a row group
+    memory_limit_bytes: int = 96 * MiB  # all buffered rows; above it, spill / write row groups
+    flush_rows: int = 1_000_000  # committed rows since the last flush that force a flush
+    flush_interval_s: float = 5.0  # maybe_flush() flushes data older than this
+    flush_on_ack: bool = False  # flush at once when a commit asks for a semi-sync ACK
+    compression: str = "zstd"
+    compression_level: int = 3
+    spill_compression: str | None = "lz4"
+
+
+@dataclass(slots=True)
+class _TxnTable:
+    """The open transaction's rows of one table version: batches in memory and/or spilled."""
+
+    version: TableVersion
+    batches: list[pa.RecordBatch] = field(default_factory=list)
+    nbytes: int = 0
+    spill_path: str | None = None
+    spill_file: Any = None
+    spill_writer: Any = None
+
+
+@dataclass(slots=True)
+class _Transaction:
+    tags: TransactionTags
+    begin: TransactionBegin
+    skip: bool = False
+    next_row: int = 0
+    tables: dict[tuple[str, str, int], _TxnTable] = field(default_factory=dict)
+    statements: list[Statement] = field(default_factory=list)
+
+
+@dataclass(slots=True)
+class _Part:
+    """Committed rows bound for one data file (table, schema version, commit date)."""
+
+    version: TableVersion
+    commit_date: str
+    first_seq: int = 0
+    batches: list[pa.RecordBatch] = field(default_factory=list)
+    nbytes: int = 0
+    writer: pq.ParquetWriter | None = None
+    staged: str = ""  # relative to the lake
+    final: str = ""
+
+
+def _gtid_tags(gtid: Any) -> tuple[str | None, int | None, int | None, str | None,
+                                   str | None, int | None]:
+    if gtid is None:
+        return None, None, None, None, None, None
+    if isinstance(gtid, MariadbGtid):
+        return str(gtid), gtid.domain, gtid.server_id, None, None, gtid.seq
+    if isinstance(gtid, MysqlGtid):
+        return str(gtid), None, None, str(gtid.tsid.uuid), gtid.tsid.tag or None, gtid.gno
+    return str(gtid), None, None, None, None, None
+
+
+def _commit_date(commit_time_us: int) -> str:
+    return _dt.datetime.fromtimestamp(commit_time_us / 1_000_000, _dt.UTC).date().isoformat()
+
+
+class ParquetSink:
+    """Lands a transaction item stream under ``lake_dir``; see the module docstring.
+
+    Usage: ``checkpoint = sink.open()`` (resume from it), then ``sink.handle(item)`` for every
+    item, ``sink.maybe_flush(now)`` now and then, ``sink.close()`` at the end.
+    ``sink.durable_position`` is the last transaction whose rows are durable and visible.
+    """
+
+    def __init__(self, lake_dir: str, options: SinkOptions | None = None) -> None:
+        self.lake = os.path.abspath(lake_dir)
+        self.options = options or SinkOptions()
+        self.stats: dict[str, int] = {
+            "transactions": 0, "rows": 0, "skipped_transactions": 0, "rollbacks": 0,
+            "statement_dml": 0, "ddl": 0, "files": 0, "flushes": 0, "spilled_batches": 0,
+        }
+        self._counter = new_counter()
+        self._opened = False
+        self._checkpoint: C.Checkpoint | None = None
+        self._seq = 0
+        self._gtid_state: GtidPosition | GtidSet | None = None
+        self._flavor: str | None = None
+        self._last_gtid: str | None = None
+        self._last_end = None  # BinlogPosition of the last commit (landed or pending)
+        self._last_commit_us: int | None = None
+        self._last_server_id: int | None = None
+        self._versions: dict[tuple[str, str], TableVersion | None] = {}
+        self._table_maps: dict[int, tuple[TableMapEvent, TableVersion]] = {}
+        self._new_versions: list[TableVersion] = []
+        self._pending_ddl: dict[tuple[str, str], dict[str, Any]] = {}
+        self._ddl_log: dict[str, list[dict[str, Any]]] = {}
+        self._txn: _Transaction | None = None
+        self._parts: dict[tuple[str, str, int, str], _Part] = {}
+        self._closed_files: list[tuple[str, str]] = []
+        self._name_index: dict[tuple[str, int], int] = {}
+        self._buffered = 0  # Arrow bytes held in _Part and _TxnTable buffers
+        self._unflushed_commits = 0
+        self._unflushed_rows = 0
+        self._dirty_since: float | None = None
+        self._flush_wanted = False
+        self._staged_count = 0
+        self._known_dirs: set[str] = set()
+        self._warned: set[str] = set()
+
+    # --- lifecycle ---------------------------------------------------------------------------
+
+    def open(self) -> C.Checkpoint | None:
+        """Recover the lake (finish or discard a half-done commit) and return where to resume."""
+        doc = C.recover(self.lake)
+        self._opened = True
+        if doc is None:
+            return None
+        checkpoint = C.Checkpoint.from_json(doc)
+        self._checkpoint = checkpoint
+        self._seq = checkpoint.seq
+        self._flavor = checkpoint.gtid_flavor
+        if checkpoint.gtid_state is not None:
+            if self._flavor == "mariadb":
+                self._gtid_state = GtidPosition.parse(checkpoint.gtid_state)
+            elif self._flavor == "mysql":
+                self._gtid_state = GtidSet.parse(checkpoint.gtid_state)
+        self._last_gtid = checkpoint.gtid
+        self._last_end = checkpoint.position
+        self._last_commit_us = checkpoint.commit_time_us
+        self._last_server_id = checkpoint.server_id
+        for entry in doc.get("pending_ddl", []):
+            self._pending_ddl[(entry["database"], entry["table"])] = entry
+        return checkpoint
+
+    @property
+    def durable_position(self) -> C.Checkpoint | None:
+        """The last landed transaction: resume after it, and ACK (semi-sync) up to it."""
+        return self._checkpoint
+
+    @property
+    def invalid_temporal_count(self) -> int:
+        """Zero dates (and other unrepresentable temporals) landed as NULL so far."""
+        return self._counter.invalid_temporal
+
+    def close(self) -> None:
+        """Land every committed transaction, drop an unfinished one (it will be streamed again)."""
+        if not self._opened:
+            return
+        if self._txn is not None:
+            self._discard(self._txn)
+            self._txn = None
+        self.flush()
+        self._opened = False
+
+    # --- the item stream -----------------------------------------------------------------------
+
+    def handle(self, item: TransactionItem) -> None:
+        """Consume one item of the transaction stream (see ``protocol.binlog.transactions``)."""
+        if not self._opened:
+            raise SinkStateError("ParquetSink.handle() before open() or after close()")
+        if isinstance(item, RowsEvent):
+            self._on_rows(item)
+        elif isinstance(item, TransactionBegin):
+            self._on_begin(item)
+        elif isinstance(item, TransactionCommit):
+            self._on_commit(item)
+        elif isinstance(item, Statement):
+            self._on_statement(item)
+        elif isinstance(item, TransactionRollback):
+            self._on_rollback(item)
+        else:
+            raise SinkStateError(f"not a transaction item: {type(item).__name__}")
+
+    def _on_begin(self, begin: TransactionBegin) -> None:
+        if self._txn is not None:
+            log.warning("transaction at %s never ended; dropping its rows", self._txn.begin.position)
+            self._discard(self._txn)
+        gtid_text, domain, server_id, uuid, tag, gtid_seq = _gtid_tags(begin.gtid)
+        tags = TransactionTags(
+            seq=self._seq + 1, gtid=gtid_text, gtid_domain=domain, gtid_server_id=server_id,
+            gtid_uuid=uuid, gtid_tag=tag, gtid_seq=gtid_seq,
+            file=begin.position.file, pos=begin.position.pos,
+        )
+        self._txn = _Transaction(tags=tags, begin=begin, skip=self._already_landed(begin))
+
+    def _already_landed(self, begin: TransactionBegin) -> bool:
+        """True for a transaction the checkpoint already covers (a replayed stream)."""
+        gtid = begin.gtid
+        state = self._gtid_state
+        if gtid is not None and state is not None:
+            if isinstance(gtid, MariadbGtid) and isinstance(state, GtidPosition):
+                mine = state.get(gtid.domain)
+                return mine is not None and gtid.seq <= mine.seq
+            if isinstance(gtid, MysqlGtid) and isinstance(state, GtidSet):
+                return gtid in state
+            return False
+        last = self._last_end
+        if gtid is None and last is not None:
+            return begin.position.file == last.file and begin.position.pos < last.pos
+        return False
+
+    def _on_rows(self, event: RowsEvent) -> None:
+        txn = self._txn
+        if txn is None:
+            raise SinkStateError("rows event outside a transaction")
+        if txn.skip or event.row_count == 0:
+            return
+        version = self._version_for(event.table, txn)
+        key = (version.database, version.table, version.version)
+        table = txn.tables.get(key)
+        if table is None:
+            table = txn.tables[key] = _TxnTable(version)
+        batch = rows_batch(version, event, txn.tags, txn.next_row)
+        txn.next_row += batch.num_rows
+        table.batches.append(batch)
+        size = batch.nbytes
+        table.nbytes += size
+        self._buffered += size
+        if self._buffered > self.options.memory_limit_bytes:
+            self._relieve_memory()
+
+    def _on_statement(self, statement: Statement) -> None:
+        txn = self._txn
+        if txn is None:
+            raise SinkStateError("statement outside a transaction")
+        if txn.skip:
+            return
+        if statement.is_ddl:
+            txn.statements.append(statement)
+        else:
+            self.stats["statement_dml"] += 1
+            if "statement_dml" not in self._warned:
+                self._warned.add("statement_dml")
+                log.warning("statement-based DML in the binlog cannot be landed as rows "
+                            "(set binlog_format=ROW); first at %s", statement.position)
+
+    def _on_rollback(self, rollback: TransactionRollback) -> None:
+        if self._txn is not None:
+            self._discard(self._txn)
+            self._txn = None
+        self.stats["rollbacks"] += 1
+
+    def _on_commit(self, commit: TransactionCommit) -> None:
+        txn = self._txn
+        if txn is None:
+            raise SinkStateError("commit outside a transaction")
+        self._txn = None
+        if txn.skip:
+            self._discard(txn)
+            self.stats["skipped_transactions"] += 1
+            return
+        seq = txn.tags.seq
+        commit_us = commit.commit_time_us
+        commit_date = _commit_date(commit_us)
+        commit_ts = pa.scalar(commit_us, COMMIT_TS_FIELD.type)
+        rows = 0
+        for table in txn.tables.values():
+            version = table.version
+            part_key = (version.database, version.table, version.version, commit_date)
+            for batch in self._drain(table):
+                rows += batch.num_rows
+                columns = batch.columns
+                columns.insert(version.commit_ts_index, pa.repeat(commit_ts, batch.num_rows))
+                self._append_committed(
+                    part_key, version, commit_date, seq,
+                    pa.RecordBatch.from_arrays(columns, schema=version.schema))
+        for statement in txn.statements:
+            self._log_ddl(statement, txn, commit)
+        self._seq = seq
+        gtid = commit.gtid if commit.gtid is not None else txn.begin.gtid
+        self._advance_gtid_state(gtid)
+        self._last_gtid = str(gtid) if gtid is not None else None
+        self._last_end = commit.end
+        self._last_commit_us = commit_us
+        self._last_server_id = commit.server_id
+        self._unflushed_commits += 1
+        self._unflushed_rows += rows
+        self.stats["transactions"] += 1
+        self.stats["rows"] += rows
+        if (self._flush_wanted or self._unflushed_rows >= self.options.flush_rows
+                or (commit.ack_requested and self.options.flush_on_ack)):
+            self.flush()
+
+    def _advance_gtid_state(self, gtid: Any) -> None:
+        if isinstance(gtid, MariadbGtid):
+            if not isinstance(self._gtid_state, GtidPosition):
+                self._gtid_state = GtidPosition()
+                self._flavor = "mariadb"
+            self._gtid_state = self._gtid_state.advance(gtid)
+        elif isinstance(gtid, MysqlGtid):
+            if not isinstance(self._gtid_state, GtidSet):
+                self._gtid_state = GtidSet()
+                self._flavor = "mysql"
+            self._gtid_state.add(gtid)
+
+    # --- schema versions -----------------------------------------------------------------------
+
+    def _version_for(self, table_map: TableMapEvent, txn: _Transaction) -> TableVersion:
+        cached = self._table_maps.get(id(table_map))
+        if cached is not None and cached[0] is table_map:
+            return cached[1]
+        key = (table_map.schema, table_map.table)
+        if key not in self._versions:
+            self._versions[key] = self._load_latest_version(*key)
+        current = self._versions[key]
+        if current is None or current.signature != signature(table_map):
+            ddl = self._pending_ddl.pop(key, None)
+            origin = VersionOrigin(
+                seq=txn.tags.seq, gtid=txn.tags.gtid,
+                ddl=ddl["query"] if ddl else None, ddl_type=ddl["ddl_type"] if ddl else None,
+            )
+            number = current.version + 1 if current is not None else 1
+            current = TableVersion.from_table_map(table_map, number, origin, self._counter)
+            self._versions[key] = current
+            self._new_versions.append(current)
+            if not table_map.has_full_metadata and "names" + repr(key) not in self._warned:
+                self._warned.add("names" + repr(key))
+                log.warning("%s.%s: no column names in the binlog (binlog_row_metadata is not "
+                            "FULL); landing columns as col_1..col_%d", key[0], key[1],
+                            len(table_map.columns))
+        if len(self._table_maps) > 4096:
+            self._table_maps.clear()
+        self._table_maps[id(table_map)] = (table_map, current)
+        return current
+
+    def _load_latest_version(self, database: str, table: str) -> TableVersion | None:
+        directory = os.path.join(self.lake, L.table_dir(database, table), L.SCHEMA_DIR)
+        try:
+            names = os.listdir(directory)
+        except FileNotFoundError:
+            return None
+        numbers = [int(n[1:-5]) for n in names
+                   if n.startswith("v") and n.endswith(".json") and n[1:-5].isdigit()]
+        if not numbers:
+            return None
+        with open(os.path.join(directory, f"v{max(numbers)}.json"), "rb") as f:
+            return TableVersion.from_json(json.load(f), self._counter)
+
+    # --- DDL -------------------------------------------------------------------------------------
+
+    def _log_ddl(self, statement: Statement, txn: _Transaction, commit: TransactionCommit) -> None:
+        info = D.classify(statement.query, statement.schema)
+        entry = {
+            "seq": txn.tags.seq,
+            "gtid": txn.tags.gtid,
+            "commit_time_us": commit.commit_time_us,
+            "commit_time": _dt.datetime.fromtimestamp(
+                commit.commit_time_us / 1_000_000, _dt.UTC).isoformat(),
+            "database": statement.schema,
+            "query": statement.query,
+            "ddl_type": info.ddl_type,
+            "tables": [list(t) for t in info.tables],
+            "resets_table": info.ddl_type in D.RESETS_TABLE,
+            "binlog_file": statement.position.file,
+            "binlog_pos": statement.position.pos,
+        }
+        self._ddl_log.setdefault(statement.schema, []).append(entry)
+        self.stats["ddl"] += 1
+        for database, table in info.tables:
+            self._pending_ddl[(database, table)] = {
+                "database": database, "table": table, "query": statement.query,
+                "ddl_type": info.ddl_type, "seq": txn.tags.seq,
+            }
+
+    # --- buffers ---------------------------------------------------------------------------------
+
+    def _append_committed(self, key: tuple[str, str, int, str], version: TableVersion,
+                          commit_date: str, seq: int, batch: pa.RecordBatch) -> None:
+        part = self._parts.get(key)
+        if part is None:
+            part = self._parts[key] = _Part(version, commit_date, first_seq=seq)
+        elif part.writer is None and not part.batches:
+            part.first_seq = seq
+        part.batches.append(batch)
+        size = batch.nbytes
+        part.nbytes += size
+        self._buffered += size
+        if part.nbytes >= self.options.row_group_bytes:
+            self._write_row_group(part)
+        if self._buffered > self.options.memory_limit_bytes:
+            self._relieve_memory()
+
+    def _relieve_memory(self) -> None:
+        """Spill the open transaction, then write the biggest pending buffers as row groups."""
+        limit = self.options.memory_limit_bytes
+        if self._txn is not None:
+            for table in self._txn.tables.values():
+                if table.batches:
+                    self._spill(table)
+        parts = sorted(self._parts.values(), key=lambda p: p.nbytes, reverse=True)
+        for part in parts:
+            if self._buffered <= limit // 2 or not part.batches:
+                break
+            self._write_row_group(part)
+
+    def _spill(self, table: _TxnTable) -> None:
+        if table.spill_writer is None:
+            self._staged_count += 1
+            table.spill_path = os.path.join(self.lake, L.STAGING,
+                                            f"spill-{self._staged_count:08d}.arrow")
+            table.spill_file = pa.OSFile(table.spill_path, "wb")
+            ipc_options = pa.ipc.IpcWriteOptions(compression=self.options.spill_compression)
+            table.spill_writer = pa.ipc.new_stream(table.spill_file,
+                                                   table.version.staging_schema,
+                                                   options=ipc_options)
+        for batch in table.batches:
+            table.spill_writer.write_batch(batch)
+            self.stats["spilled_batches"] += 1
+        table.batches.clear()
+        self._buffered -= table.nbytes
+        table.nbytes = 0
+
+    def _drain(self, table: _TxnTable) -> Any:
+        """Yield a committed transaction's batches in order: spilled ones, then in-memory."""
+        if table.spill_writer is not None:
+            table.spill_writer.close()
+            table.spill_file.close()
+            table.spill_writer = table.spill_file = None
+            assert table.spill_path is not None
+            with pa.OSFile(table.spill_path, "rb") as source:
+                reader = pa.ipc.open_stream(source)
+                yield from reader
+            os.remove(table.spill_path)
+            table.spill_path = None
+        batches, table.batches = table.batches, []
+        self._buffered -= table.nbytes
+        table.nbytes = 0
+        yield from batches
+
+    def _discard(self, txn: _Transaction) -> None:
+        for table in txn.tables.values():
+            if table.spill_writer is not None:
+                table.spill_writer.close()
+                table.spill_file.close()
+            if table.spill_path is not None and os.path.exists(table.spill_path):
+                os.remove(table.spill_path)
+            self._buffered -= table.nbytes
+        txn.tables.clear()
+
+    def _write_row_group(self, part: _Part) -> None:
+        version = part.version
+        if part.writer is None:
+            self._staged_count += 1
+            part.staged = f"{L.STAGING}/part-{self._staged_count:08d}.parquet"
+            name_key = (L.table_dir(version.database, version.table)
+                        + f"/{version.version}/{part.commit_date}", part.first_seq)
+            index = self._name_index.get(name_key, 0)
+            self._name_index[name_key] = index + 1
+            part.final = L.part_file(version.database, version.table, version.version,
+                                     part.commit_date, part.first_seq, index)
+            part.writer = pq.ParquetWriter(
+                os.path.join(self.lake, part.staged), version.schema,
+                compression=self.options.compression,
+                compression_level=self.options.compression_level,
+                write_statistics=True,
+            )
+        table = pa.Table.from_batches(part.batches, schema=version.schema)
+        part.writer.write_table(table, row_group_size=max(1, table.num_rows))
+        del table
+        part.batches.clear()
+        self._buffered -= part.nbytes
+        part.nbytes = 0
+        if os.path.getsize(os.path.join(self.lake, part.staged)) >= self.options.file_size_bytes:
+            self._close_file(part)
+            self._flush_wanted = True
+
+    def _close_file(self, part: _Part) -> None:
+        assert part.writer is not None
+        part.writer.close()
+        part.writer = None
+        C.fsync_path(os.path.join(self.lake, part.staged))
+        self._closed_files.append((part.staged, part.final))
+
+    # --- flushing ----------------------------------------------------------------------------------
+
+    def maybe_flush(self, now: float) -> bool:
+        """Flush if committed data has waited ``flush_interval_s`` (``now``: a monotonic clock)."""
+        if not self._opened or self._unflushed_commits == 0:
+            self._dirty_since = None
+            return False
+        if self._dirty_since is None:
+            self._dirty_since = now
+            return False
+        if now - self._dirty_since < self.options.flush_interval_s:
+            return False
+        self.flush()
+        return True
+
+    def flush(self) -> C.Checkpoint | None:
+        """Make every committed transaction durable and visible; returns the new checkpoint."""
+        if self._unflushed_commits == 0 and not self._closed_files:
+            return self._checkpoint
+        for part in self._parts.values():
+            if part.batches:
+                self._write_row_group(part)
+            if part.writer is not None:
+                self._close_file(part)
+        self._parts.clear()
+        renames = list(self._closed_files)
+        for version in self._new_versions:
+            self._staged_count += 1
+            staged = f"{L.STAGING}/schema-{self._staged_count:08d}.json"
+            C.write_durably(os.path.join(self.lake, staged), C.dumps(version.to_json()))
+            renames.append((staged, L.schema_file(version.database, version.table,
+                                                  version.version)))
+        for database, entries in self._ddl_log.items():
+            self._staged_count += 1
+            staged = f"{L.STAGING}/ddl-{self._staged_count:08d}.jsonl"
+            text = "".join(json.dumps(e, ensure_ascii=False) + "\n" for e in entries)
+            C.write_durably(os.path.join(self.lake, staged), text.encode())
+            renames.append((staged, L.ddl_file(database, entries[0]["seq"])))
+        checkpoint = C.Checkpoint(
+            seq=self._seq, position=self._last_end, gtid=self._last_gtid,
+            gtid_state=self._gtid_state_text(), gtid_flavor=self._flavor,
+            commit_time_us=self._last_commit_us, server_id=self._last_server_id,
+        )
+        doc = checkpoint.to_json()
+        doc["format"] = 1
+        if self._last_commit_us is not None:
+            doc["commit_time"] = _dt.datetime.fromtimestamp(
+                self._last_commit_us / 1_000_000, _dt.UTC).isoformat()
+        doc["pending_ddl"] = list(self._pending_ddl.values())
+        if renames:
+            C.commit(self.lake, renames, doc, self._known_dirs)
+        else:
+            C.write_checkpoint(self.lake, doc)
+        self.stats["files"] += len(self._closed_files)
+        self.stats["flushes"] += 1
+        self._checkpoint = checkpoint
+        self._closed_files.clear()
+        self._new_versions.clear()
+        self._ddl_log.clear()
+        self._name_index.clear()
+        self._unflushed_commits = 0
+        self._unflushed_rows = 0
+        self._dirty_since = None
+        self._flush_wanted = False
+        return checkpoint
+
+    def _gtid_state_text(self) -> str | None:
+        state = self._gtid_state
+        if isinstance(state, GtidSet):
+            return state.to_text(",")
+        if isinstance(state, GtidPosition):
+            return str(state)
+        return None
