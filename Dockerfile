@@ -1,0 +1,51 @@
+# binlake as a sidecar: `docker build -t binlake .` then
+#   docker run -d --name binlake \
+#     -v /srv/lake:/var/lib/binlake -v /srv/binlake.toml:/etc/binlake/binlake.toml:ro \
+#     -e BINLAKE_SERVER_PASSWORD_FILE=/run/secrets/binlake_password -p 9108:9108 binlake
+# The default command is `binlake run`; `docker run --rm binlake check` runs another one.
+
+# --- build a wheel of the project (needs the build backend, which the runtime image does not) ---
+FROM python:3.11-slim-bookworm AS build
+WORKDIR /src
+COPY pyproject.toml README.md ./
+COPY protocol/ protocol/
+COPY replica/ replica/
+COPY sinks/ sinks/
+RUN pip wheel --no-cache-dir --no-deps --wheel-dir /wheels .
+
+# --- runtime ------------------------------------------------------------------------------------
+FROM python:3.11-slim-bookworm
+
+ENV PYTHONDONTWRITEBYTECODE=1 \
+    PYTHONUNBUFFERED=1 \
+    PIP_DISABLE_PIP_VERSION_CHECK=1
+
+COPY --from=build /wheels /tmp/wheels
+RUN pip install --no-cache-dir /tmp/wheels/*.whl \
+    && rm -rf /tmp/wheels
+
+# A fixed uid/gid so the lake volume's ownership is predictable on the host.
+RUN groupadd --system --gid 10001 binlake \
+    && useradd --system --uid 10001 --gid binlake --home-dir /var/lib/binlake \
+       --no-create-home --shell /usr/sbin/nologin binlake \
+    && mkdir -p /var/lib/binlake /etc/binlake \
+    && chown binlake:binlake /var/lib/binlake
+
+# The config file (optional: every key also has a BINLAKE_* variable) is read from
+# /etc/binlake/binlake.toml when it exists; the lake's default path is /var/lib/binlake.
+# Metrics listen on all interfaces inside the container so Prometheus can scrape them
+# (environment overrides the file: change the port here, with -e, not in the file).
+ENV BINLAKE_METRICS_ADDRESS=0.0.0.0:9108
+
+VOLUME ["/var/lib/binlake"]
+EXPOSE 9108
+WORKDIR /var/lib/binlake
+USER 10001:10001
+
+# Liveness from /healthz, with the interpreter the image already has (no curl).
+HEALTHCHECK --interval=30s --timeout=5s --start-period=30s --retries=3 \
+    CMD ["python", "-c", "import os, urllib.request; port = os.environ.get('BINLAKE_METRICS_ADDRESS', '127.0.0.1:9108').rpartition(':')[2]; urllib.request.urlopen('http://127.0.0.1:' + port + '/healthz', timeout=4)"]
+
+# binlake handles SIGTERM itself (flush, commit, exit 0); run it directly as PID 1.
+ENTRYPOINT ["binlake"]
+CMD ["run"]
