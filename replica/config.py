@@ -170,6 +170,10 @@ class ReplicaConfig:
     heartbeat_period: float = field(default=5.0, metadata=_key(
         "Seconds between server heartbeats when idle; no data for twice this is a stall.",
         unit="seconds"))
+    stop_timeout: float = field(default=8.0, metadata=_key(
+        "Seconds SIGTERM/SIGINT may spend flushing, committing and sending ACKs before the "
+        "daemon exits anyway (what is not committed is streamed again on restart); keep it "
+        "under the supervisor's grace period (docker stop: 10 s).", unit="seconds"))
 
 
 @dataclass(frozen=True, slots=True)
@@ -677,6 +681,7 @@ def _validate(config: Config, origin_of: typing.Callable[[str], str],
     for dotted, value in (("server.connect_timeout", server.connect_timeout),
                           ("server.read_timeout", server.read_timeout),
                           ("replica.heartbeat_period", replica.heartbeat_period),
+                          ("replica.stop_timeout", replica.stop_timeout),
                           ("lake.flush_interval", config.lake.flush_interval),
                           ("reconnect.initial_delay", config.reconnect.initial_delay),
                           ("reconnect.max_delay", config.reconnect.max_delay)):

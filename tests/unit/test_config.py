@@ -253,3 +253,67 @@ def test_default_config_file_is_read_when_present(tmp_path: Path,
     assert load_config(env={}).replica.server_id == 77
     monkeypatch.setattr(cfg, "DEFAULT_CONFIG_PATH", os.fspath(tmp_path / "absent.toml"))
     assert load_config(env=MINIMAL_ENV).replica.server_id == 42
+
+
+def test_full_toml_file(tmp_path: Path) -> None:
+    path = write(tmp_path, """
+[server]
+socket = "/run/mysqld/mysqld.sock"
+tls_mode = "verify-identity"
+tls_ca = "/etc/ssl/ca.pem"
+connect_timeout = "2s"
+
+[replica]
+server_id = 4001
+report_host = "lake-1"
+heartbeat_period = 1.5
+stop_timeout = "500ms"
+
+[start]
+from = "file"
+file = "mariadb-bin.000007"
+pos = 1234
+
+[semi_sync]
+mode = "ack-after-land"
+
+[filter]
+include = ["shop.*", "crm.people"]
+skip_server_ids = [7, 8]
+skip_gtid_domains = [1]
+
+[lake]
+path = "/data/lake"
+flush_bytes = "16MiB"
+flush_interval = 5
+compression = "snappy"
+
+[reconnect]
+max_delay = "2m"
+
+[metrics]
+address = "[::1]:9200"
+
+[log]
+format = "json"
+level = "debug"
+""")
+    config = load_config(path, env={})
+    assert config.server.socket == "/run/mysqld/mysqld.sock"
+    assert config.server.tls_mode == "verify-identity"
+    assert config.server.connect_timeout == 2.0
+    assert config.replica.report_host == "lake-1" and config.replica.heartbeat_period == 1.5
+    assert config.replica.stop_timeout == 0.5
+    assert (config.start.from_, config.start.file, config.start.pos) == ("file",
+                                                                         "mariadb-bin.000007", 1234)
+    assert config.semi_sync.mode == "ack-after-land"
+    assert config.filter.include == ("shop.*", "crm.people")
+    assert config.filter.skip_server_ids == (7, 8) and config.filter.skip_gtid_domains == (1,)
+    assert config.lake.flush_bytes == 16 * 1024 * 1024 and config.lake.flush_interval == 5.0
+    assert config.reconnect.max_delay == 120.0
+    assert (config.metrics.host, config.metrics.port) == ("::1", 9200)
+    assert (config.log.format, config.log.level) == ("json", "debug")
+
+
+def test_status_may_load_without_a_server_id() -> None:
+    assert load_config(env={}, require_server_id=False).replica.server_id == 0
