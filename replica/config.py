@@ -770,3 +770,8 @@ def reference_markdown() -> str:
         meaning = spec.help.replace("|", "\\|")
         lines.append(f"| `{spec.dotted}` | `{spec.env}` | {_format_default(spec)} | {meaning} |")
     return "\n".join(lines) + "\n"
+
+
+if __name__ == "__main__":
+    # `python -m replica.config` prints the README reference table.
+    print(reference_markdown(), end="")
