@@ -919,7 +919,7 @@ def decode_mariadb_gtid(header: EventHeader, body: memoryview,
     if flags_extra & (MariadbGtidEvent.FL_COMMIT_ALTER | MariadbGtidEvent.FL_ROLLBACK_ALTER):
         sa_seq_no = cur.u64("GTID sa_seq_no")
     if flags_extra & MariadbGtidEvent.FL_EXTRA_THREAD_ID:
-        thread_id = cur.u64("GTID thread id")
+        thread_id = cur.u32("GTID thread id")  # 4 bytes, as MariaDB 11.8 writes it
     return MariadbGtidEvent(header, domain_id, header.server_id, seq_no, flags, commit_id, xid,
                             flags_extra, extra_engines, sa_seq_no, thread_id)
 

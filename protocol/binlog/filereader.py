@@ -117,9 +117,8 @@ def split_binlog(data: bytes | bytearray | memoryview) -> list[tuple[int, bytes]
     reader.receive_data(b"")
     events: list[tuple[int, bytes]] = []
     while True:
-        offset = reader.offset
         event = reader.next_event()
         if event is END_OF_FILE:
             return events
         if isinstance(event, bytes):
-            events.append((offset, event))
+            events.append((reader.offset - len(event), event))

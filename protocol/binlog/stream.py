@@ -96,11 +96,15 @@ class EventStream:
         verify_checksums: check CRC32 trailers (raise ``ChecksumMismatch`` on a bad one).
         checksum: whether events before the first FDE carry a CRC32 (``None``: detect).
         max_decompressed_size: refuse compressed events that inflate beyond this.
+        table_map_decoder, rows_decoder: replace :func:`.tablemap.decode_table_map` and
+            :func:`.rows.decode_rows_event` (same signatures), e.g. in tests.
     """
 
     def __init__(self, *, file: str = "", position: int = 4, verify_checksums: bool = True,
                  checksum: bool | None = None,
-                 max_decompressed_size: int = MAX_DECOMPRESSED_SIZE) -> None:
+                 max_decompressed_size: int = MAX_DECOMPRESSED_SIZE,
+                 table_map_decoder: Callable[..., TableMapEvent] | None = None,
+                 rows_decoder: Callable[..., RowsEvent] | None = None) -> None:
         self._file = file
         self._position = position
         self._verify = verify_checksums
@@ -108,8 +112,8 @@ class EventStream:
         self._max_decompressed = max_decompressed_size
         self._fde: FormatDescriptionEvent | None = None
         self._table_maps: dict[int, TableMapEvent] = {}
-        self._decode_table_map: Callable[..., TableMapEvent] | None = None
-        self._decode_rows: Callable[..., RowsEvent] | None = None
+        self._decode_table_map = table_map_decoder
+        self._decode_rows = rows_decoder
 
     # --- state -----------------------------------------------------------------------------------
 
@@ -244,7 +248,9 @@ class EventStream:
 
     def _decode_row_event(self, header: EventHeader, body: memoryview) -> Event:
         if self._decode_table_map is None or self._decode_rows is None:
-            self._decode_table_map, self._decode_rows = _row_decoders()
+            table_map_decoder, rows_decoder = _row_decoders()
+            self._decode_table_map = self._decode_table_map or table_map_decoder
+            self._decode_rows = self._decode_rows or rows_decoder
         type_code = header.type_code
         post_header_len = self._post_header_len(type_code)
         if type_code == EventType.TABLE_MAP:

@@ -16,13 +16,15 @@ commit may tell the session to acknowledge (semi-sync) and to resume from there.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from .model import BinlogPosition, RowsEvent
+from .model import BinlogPosition, EventHeader, RowsEvent
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..gtid import MariadbGtid, MysqlGtid
+    from .events import MariadbGtidEvent, MysqlGtidEvent
 
     Gtid = MariadbGtid | MysqlGtid
 
@@ -72,4 +74,227 @@ class TransactionRollback:
     end: BinlogPosition
 
 
-TransactionItem = TransactionBegin | RowsEvent | Statement | TransactionCommit | TransactionRollback
+
+
+@dataclass(frozen=True, slots=True)
+class TransactionPrepared:
+    """The prepared part of an XA transaction ended (``XA PREPARE``); its outcome comes later.
+
+    The rows between the ``TransactionBegin(is_xa=True)`` and this item are *in doubt*: they
+    become committed when a later event group ``XA COMMIT <xid>`` arrives (surfaced as
+    ``TransactionBegin(is_xa=True)``, ``Statement("XA COMMIT …")``, ``TransactionCommit``) or
+    are discarded by ``XA ROLLBACK <xid>`` (same, ending in ``TransactionRollback``). ``end`` is
+    a valid resume point: the server replays the prepared part to a new replica only if it
+    is still pending. ``xid`` is the XA id as the server prints it.
+    """
+
+    gtid: Gtid | None
+    begin: BinlogPosition
+    end: BinlogPosition
+    xid: str
+
+
+TransactionItem = (TransactionBegin | RowsEvent | Statement | TransactionCommit
+                   | TransactionRollback | TransactionPrepared)
+
+
+# --- the assembler ---------------------------------------------------------------------------------
+#
+# How event groups look (ROW format; STATEMENT/MIXED adds INTVAR/RAND/USER_VAR before QUERYs):
+#
+#   MariaDB  GTID(trans)  [ANNOTATE] TABLE_MAP ROWS… [QUERY stmt]…  XID | QUERY COMMIT | ROLLBACK
+#            GTID(standalone, ddl)  QUERY                              (DDL: one statement)
+#            GTID(prepared XA)  QUERY "XA START"  … QUERY "XA END"  XA_PREPARE
+#            GTID(completed XA)  QUERY "XA COMMIT …" | "XA ROLLBACK …"
+#   MySQL    GTID|ANONYMOUS_GTID|GTID_TAGGED  QUERY BEGIN  [ROWS_QUERY] TABLE_MAP ROWS…  XID
+#            GTID  QUERY ddl                                           (no BEGIN: standalone)
+#            GTID  QUERY "XA START" … QUERY "XA END"  XA_PREPARE;  GTID  QUERY "XA COMMIT …"
+#            (TRANSACTION_PAYLOAD: the stream has already unwrapped its inner events)
+#   no GTIDs QUERY BEGIN … XID | COMMIT;  a lone QUERY is a whole transaction
+#
+# Commit time: MySQL GTID events carry immediate_commit_timestamp in microseconds. MariaDB
+# gives the commit event's header timestamp (seconds) plus, for a QUERY commit, its Q_HRNOW
+# microseconds; an XID commit has no sub-second part, so it is second precision.
+
+_TRANSACTION_CONTROL = re.compile(
+    r"\s*(?:/\*.*?\*/\s*)*(BEGIN|COMMIT|ROLLBACK|XA\s+(?:START|BEGIN|END|COMMIT|ROLLBACK))\b",
+    re.IGNORECASE | re.DOTALL)
+
+
+def _control_word(query: str) -> str:
+    """``BEGIN``/``COMMIT``/``ROLLBACK``/``XA START``… when the query is exactly that, else ``""``.
+
+    ``ROLLBACK TO SAVEPOINT`` is a statement, not the end of the transaction.
+    """
+    match = _TRANSACTION_CONTROL.match(query)
+    if match is None:
+        return ""
+    word = " ".join(match.group(1).upper().split())
+    rest = query[match.end():].strip().rstrip(";").strip()
+    if word in ("BEGIN", "COMMIT", "ROLLBACK"):
+        if rest.upper().startswith("WORK"):
+            rest = rest[4:].strip()
+        return word if not rest else ""
+    return word
+
+
+class _Open:
+    """The transaction being assembled."""
+
+    __slots__ = ("gtid", "begin", "server_id", "standalone", "mysql_commit_us", "is_xa")
+
+    def __init__(self, gtid: Gtid | None, begin: BinlogPosition, server_id: int,
+                 standalone: bool | None, mysql_commit_us: int | None, is_xa: bool) -> None:
+        self.gtid = gtid
+        self.begin = begin
+        self.server_id = server_id
+        self.standalone = standalone  # None: MySQL, decided by the first QUERY (BEGIN or not)
+        self.mysql_commit_us = mysql_commit_us
+        self.is_xa = is_xa
+
+
+class TransactionAssembler:
+    """Turn decoded events (from :class:`~protocol.binlog.stream.EventStream`) into items.
+
+    ``feed(event)`` returns the items the event completes, in order (often none). A
+    transaction left open when a new one begins (a binlog cut short by a crash) is closed with
+    :class:`TransactionRollback` — its rows must not land. Events that carry no change or
+    boundary (TABLE_MAP, ANNOTATE_ROWS, INTVAR, ROTATE, heartbeats, …) give no items; the
+    stream still returns them to whoever wants them.
+    """
+
+    def __init__(self) -> None:
+        self._open: _Open | None = None
+
+    @property
+    def in_transaction(self) -> bool:
+        return self._open is not None
+
+    def feed(self, event: object) -> list[TransactionItem]:
+        from .events import (
+            ExecuteLoadQueryEvent,
+            MariadbGtidEvent,
+            MysqlGtidEvent,
+            QueryEvent,
+            XaPrepareEvent,
+            XidEvent,
+        )
+
+        if isinstance(event, RowsEvent):
+            items: list[TransactionItem] = []
+            if self._open is None:
+                items.append(self._begin(None, event.header, False, standalone=False))
+            items.append(event)
+            return items
+        if isinstance(event, MariadbGtidEvent):
+            return self._begin_gtid(event)
+        if isinstance(event, MysqlGtidEvent):
+            return self._begin_gtid(event)
+        if isinstance(event, QueryEvent | ExecuteLoadQueryEvent):
+            return self._query(event.header, event.schema, event.query, event.status.hrnow)
+        if isinstance(event, XidEvent):
+            return self._commit(event.header, None, xid=event.xid)
+        if isinstance(event, XaPrepareEvent):
+            if event.one_phase:
+                return self._commit(event.header, None)
+            return self._prepared(event.header, str(event.xid))
+        return []
+
+    # --- boundaries ----------------------------------------------------------------------------
+
+    def _begin_gtid(self, event: MariadbGtidEvent | MysqlGtidEvent) -> list[TransactionItem]:
+        from ..gtid import MariadbGtid, MysqlGtid, Tsid
+        from .events import MariadbGtidEvent
+
+        items = self._abandon(event.header)
+        gtid: Gtid | None
+        if isinstance(event, MariadbGtidEvent):
+            gtid = MariadbGtid(event.domain_id, event.server_id, event.seq_no)
+            standalone: bool | None = event.standalone or bool(
+                event.flags & MariadbGtidEvent.FL_COMPLETED_XA)
+            items.append(self._begin(gtid, event.header, event.is_ddl, standalone=standalone,
+                                     is_xa=event.is_xa))
+        else:
+            gtid = None if event.anonymous else MysqlGtid(Tsid(event.uuid, event.tag), event.gno)
+            items.append(self._begin(gtid, event.header, False, standalone=None,
+                                     commit_us=event.immediate_commit_timestamp))
+        return items
+
+    def _begin(self, gtid: Gtid | None, header: EventHeader, is_ddl: bool, *,
+               standalone: bool | None, is_xa: bool = False,
+               commit_us: int | None = None) -> TransactionBegin:
+        begin = BinlogPosition(header.file, header.position)
+        self._open = _Open(gtid, begin, header.server_id, standalone, commit_us, is_xa)
+        return TransactionBegin(gtid, begin, header.timestamp, header.server_id,
+                                is_ddl=is_ddl, is_xa=is_xa)
+
+    def _abandon(self, header: EventHeader) -> list[TransactionItem]:
+        if self._open is None:
+            return []
+        open_, self._open = self._open, None
+        return [TransactionRollback(open_.gtid, open_.begin,
+                                    BinlogPosition(header.file, header.position))]
+
+    def _query(self, header: EventHeader, schema: str, query: str,
+               hrnow: int | None) -> list[TransactionItem]:
+        from .ddl import classify
+
+        word = _control_word(query)
+        items: list[TransactionItem] = []
+        if self._open is None:
+            if word == "BEGIN":
+                items.append(self._begin(None, header, False, standalone=False))
+                return items
+            items.append(self._begin(None, header, classify(query) is not None,
+                                     standalone=True))
+        open_ = self._open
+        assert open_ is not None
+        if word == "BEGIN" or word in ("XA START", "XA BEGIN", "XA END"):
+            if open_.standalone is None:
+                open_.standalone = False
+            return items
+        if word == "COMMIT":
+            return items + self._commit(header, hrnow)
+        if word == "ROLLBACK":
+            return items + self._rollback(header)
+        items.append(Statement(schema, query, classify(query, schema) is not None,
+                               BinlogPosition(header.file, header.position), header.timestamp))
+        if open_.standalone is None:
+            open_.standalone = True
+        if open_.standalone:
+            if word == "XA ROLLBACK":
+                return items + self._rollback(header)
+            return items + self._commit(header, hrnow)
+        return items
+
+    def _commit(self, header: EventHeader, hrnow: int | None, *,
+                xid: int | None = None) -> list[TransactionItem]:
+        items: list[TransactionItem] = []
+        if self._open is None:  # a commit with nothing open: still a boundary to resume after
+            items.append(self._begin(None, header, False, standalone=False))
+        open_, self._open = self._open, None
+        assert open_ is not None
+        if open_.mysql_commit_us is not None:
+            commit_us = open_.mysql_commit_us
+        else:
+            commit_us = header.timestamp * 1_000_000 + (hrnow or 0)
+        items.append(TransactionCommit(open_.gtid, open_.begin,
+                                       BinlogPosition(header.file, header.next_position),
+                                       commit_us, open_.server_id, xid))
+        return items
+
+    def _rollback(self, header: EventHeader) -> list[TransactionItem]:
+        open_, self._open = self._open, None
+        assert open_ is not None
+        return [TransactionRollback(open_.gtid, open_.begin,
+                                    BinlogPosition(header.file, header.next_position))]
+
+    def _prepared(self, header: EventHeader, xid: str) -> list[TransactionItem]:
+        items: list[TransactionItem] = []
+        if self._open is None:
+            items.append(self._begin(None, header, False, standalone=False, is_xa=True))
+        open_, self._open = self._open, None
+        assert open_ is not None
+        items.append(TransactionPrepared(open_.gtid, open_.begin,
+                                         BinlogPosition(header.file, header.next_position), xid))
+        return items

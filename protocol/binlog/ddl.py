@@ -1,0 +1,355 @@
+"""Classify the SQL text of a binlogged statement: which DDL it is and what it affects.
+
+The transaction assembler uses this to tell DDL from statement-based DML, and sinks use the
+kind and the affected schema/table to invalidate cached schemas and to emit TiCDC DDL events.
+:class:`DdlKind` values *are* TiCDC Open Protocol DDL type codes (seed 000, "DDL Type Code"),
+with ``OTHER = 0`` for DDL that has no TiCDC code (triggers, routines, grants, …).
+
+This is a tokenizer, not a SQL parser: it reads the leading keywords and the first object
+name, skipping comments (``/* */``, ``-- ``, ``#``) but entering MySQL executable comments
+(``/*!50001 CREATE VIEW …*/``), and understands backquoted, double-quoted and dotted names.
+What it cannot place it still reports as DDL with ``schema``/``table`` left empty.
+"""
+
+from __future__ import annotations
+
+import enum
+import re
+from dataclasses import dataclass
+
+__all__ = ["DdlKind", "DdlStatement", "classify", "is_ddl"]
+
+
+class DdlKind(enum.IntEnum):
+    OTHER = 0
+    CREATE_SCHEMA = 1
+    DROP_SCHEMA = 2
+    CREATE_TABLE = 3
+    DROP_TABLE = 4
+    ADD_COLUMN = 5
+    DROP_COLUMN = 6
+    ADD_INDEX = 7
+    DROP_INDEX = 8
+    ADD_FOREIGN_KEY = 9
+    DROP_FOREIGN_KEY = 10
+    TRUNCATE_TABLE = 11
+    MODIFY_COLUMN = 12
+    REBASE_AUTO_ID = 13
+    RENAME_TABLE = 14
+    SET_DEFAULT_VALUE = 15
+    MODIFY_TABLE_COMMENT = 17
+    RENAME_INDEX = 18
+    ADD_TABLE_PARTITION = 19
+    DROP_TABLE_PARTITION = 20
+    CREATE_VIEW = 21
+    MODIFY_TABLE_CHARSET = 22
+    TRUNCATE_TABLE_PARTITION = 23
+    DROP_VIEW = 24
+    MODIFY_SCHEMA_CHARSET = 26
+    LOCK_TABLE = 27
+    UNLOCK_TABLE = 28
+    REPAIR_TABLE = 29
+    ADD_PRIMARY_KEY = 32
+    DROP_PRIMARY_KEY = 33
+    CREATE_SEQUENCE = 34
+    ALTER_SEQUENCE = 35
+    DROP_SEQUENCE = 36
+
+
+@dataclass(frozen=True, slots=True)
+class DdlStatement:
+    """A classified DDL statement.
+
+    ``schema`` is the object's schema (the session default when the statement does not
+    qualify the name); ``table`` is empty for schema-level statements. For RENAME,
+    ``new_schema``/``new_table`` name the target of the first pair. ``alters_table`` says the
+    statement may change the column layout of ``schema.table`` (sinks must re-read it).
+    """
+
+    kind: DdlKind
+    schema: str
+    table: str
+    new_schema: str = ""
+    new_table: str = ""
+    alters_table: bool = False
+
+
+_TOKEN = re.compile(
+    r"""\s*(?:
+        (?P<bq>`(?:[^`]|``)*`)
+      | (?P<dq>"(?:[^"\\]|\\.|"")*")
+      | (?P<sq>'(?:[^'\\]|\\.|'')*')
+      | (?P<word>[A-Za-z0-9_$\u0080-\uffff]+)
+      | (?P<sym>.)
+    )""",
+    re.VERBOSE | re.DOTALL,
+)
+_COMMENT = re.compile(r"/\*(?!!).*?\*/|--[ \t][^\n]*|#[^\n]*", re.DOTALL)
+_EXEC_COMMENT = re.compile(r"/\*!(?:M?\d{5,6})?(.*?)\*/", re.DOTALL)
+
+# First keywords of statements that are not DDL (DML and transaction control).
+_NOT_DDL = frozenset({
+    "INSERT", "UPDATE", "DELETE", "REPLACE", "LOAD", "SELECT", "DO", "CALL", "SET", "BEGIN",
+    "COMMIT", "ROLLBACK", "SAVEPOINT", "RELEASE", "XA", "START", "WITH", "VALUES", "TABLE",
+    "HANDLER", "EXECUTE", "PREPARE", "DEALLOCATE", "USE",
+})
+
+
+def _tokens(query: str) -> list[tuple[str, str]]:
+    text = _COMMENT.sub(" ", _EXEC_COMMENT.sub(r" \1 ", query))
+    out: list[tuple[str, str]] = []
+    pos = 0
+    while pos < len(text):
+        match = _TOKEN.match(text, pos)
+        if match is None or match.end() == pos:
+            break
+        pos = match.end()
+        kind = match.lastgroup or "sym"
+        value = match.group(kind)
+        if kind == "bq":
+            value = value[1:-1].replace("``", "`")
+        elif kind == "dq":
+            value = value[1:-1].replace('""', '"')
+        if kind == "sym" and value.isspace():
+            continue
+        out.append((kind, value))
+    return out
+
+
+class _Scanner:
+    def __init__(self, tokens: list[tuple[str, str]], default_schema: str) -> None:
+        self.tokens = tokens
+        self.pos = 0
+        self.default_schema = default_schema
+
+    def peek(self, ahead: int = 0) -> str:
+        index = self.pos + ahead
+        if index >= len(self.tokens):
+            return ""
+        kind, value = self.tokens[index]
+        return value.upper() if kind == "word" else value
+
+    def accept(self, *words: str) -> bool:
+        if self.peek() in words:
+            self.pos += 1
+            return True
+        return False
+
+    def skip_words(self, *words: str) -> None:
+        while self.accept(*words):
+            pass
+
+    def skip_if_exists(self) -> None:
+        if self.peek() == "IF":
+            self.pos += 1
+            self.accept("NOT")
+            self.accept("EXISTS")
+
+    def name(self) -> tuple[str, str]:
+        """A possibly schema-qualified object name: ``(schema, name)``."""
+        if self.pos >= len(self.tokens):
+            return self.default_schema, ""
+        kind, first = self.tokens[self.pos]
+        if kind not in ("word", "bq", "dq"):
+            return self.default_schema, ""
+        self.pos += 1
+        if self.peek() == "." and self.pos + 1 < len(self.tokens):
+            self.pos += 1
+            _, second = self.tokens[self.pos]
+            self.pos += 1
+            return first, second
+        return self.default_schema, first
+
+
+def classify(query: str, default_schema: str = "") -> DdlStatement | None:
+    """Classify ``query``; ``None`` when it is not DDL (DML, BEGIN/COMMIT, SET, XA, …)."""
+    scan = _Scanner(_tokens(query), default_schema)
+    head = scan.peek()
+    if not head or head in _NOT_DDL:
+        return None
+    scan.pos += 1
+    if head == "CREATE":
+        return _create(scan)
+    if head == "DROP":
+        return _drop(scan)
+    if head == "ALTER":
+        return _alter(scan)
+    if head == "TRUNCATE":
+        scan.accept("TABLE")
+        schema, table = scan.name()
+        return DdlStatement(DdlKind.TRUNCATE_TABLE, schema, table)
+    if head == "RENAME":
+        if scan.accept("TABLE", "TABLES"):
+            schema, table = scan.name()
+            scan.accept("TO")
+            new_schema, new_table = scan.name()
+            return DdlStatement(DdlKind.RENAME_TABLE, schema, table, new_schema, new_table, True)
+        return DdlStatement(DdlKind.OTHER, default_schema, "")
+    if head == "REPAIR":
+        scan.skip_words("NO_WRITE_TO_BINLOG", "LOCAL")
+        scan.accept("TABLE")
+        schema, table = scan.name()
+        return DdlStatement(DdlKind.REPAIR_TABLE, schema, table)
+    if head == "LOCK":
+        return DdlStatement(DdlKind.LOCK_TABLE, default_schema, "")
+    if head == "UNLOCK":
+        return DdlStatement(DdlKind.UNLOCK_TABLE, default_schema, "")
+    return DdlStatement(DdlKind.OTHER, default_schema, "")
+
+
+def is_ddl(query: str) -> bool:
+    return classify(query) is not None
+
+
+_CREATE_OPTION_END = frozenset({"ALGORITHM", "DEFINER", "SQL", "VIEW", "TRIGGER", "PROCEDURE",
+                                "FUNCTION", "EVENT", "AGGREGATE"})
+
+
+def _create(scan: _Scanner) -> DdlStatement:
+    if scan.accept("OR"):
+        scan.accept("REPLACE")
+    scan.skip_words("TEMPORARY", "UNIQUE", "FULLTEXT", "SPATIAL", "ONLINE", "OFFLINE")
+    # CREATE [ALGORITHM=x] [DEFINER=u@h] [SQL SECURITY y] VIEW
+    while True:
+        option = scan.peek()
+        if option in ("ALGORITHM", "DEFINER"):
+            scan.pos += 1
+            while scan.peek() and scan.peek() not in _CREATE_OPTION_END:
+                scan.pos += 1
+        elif option == "SQL":
+            scan.pos += 1
+            scan.accept("SECURITY")
+            scan.accept("DEFINER", "INVOKER")
+        else:
+            break
+    what = scan.peek()
+    scan.pos += 1
+    if what in ("DATABASE", "SCHEMA"):
+        scan.skip_if_exists()
+        schema, name = scan.name()
+        return DdlStatement(DdlKind.CREATE_SCHEMA, name, "")
+    if what == "TABLE":
+        scan.skip_if_exists()
+        schema, table = scan.name()
+        return DdlStatement(DdlKind.CREATE_TABLE, schema, table, alters_table=True)
+    if what == "VIEW":
+        scan.skip_if_exists()
+        schema, table = scan.name()
+        return DdlStatement(DdlKind.CREATE_VIEW, schema, table)
+    if what == "INDEX":
+        scan.skip_if_exists()
+        scan.name()
+        scan.accept("ON")
+        schema, table = scan.name()
+        return DdlStatement(DdlKind.ADD_INDEX, schema, table, alters_table=True)
+    if what == "SEQUENCE":
+        scan.skip_if_exists()
+        schema, table = scan.name()
+        return DdlStatement(DdlKind.CREATE_SEQUENCE, schema, table)
+    return DdlStatement(DdlKind.OTHER, scan.default_schema, "")
+
+
+def _drop(scan: _Scanner) -> DdlStatement:
+    scan.skip_words("TEMPORARY", "ONLINE", "OFFLINE")
+    what = scan.peek()
+    scan.pos += 1
+    if what in ("DATABASE", "SCHEMA"):
+        scan.skip_if_exists()
+        _, name = scan.name()
+        return DdlStatement(DdlKind.DROP_SCHEMA, name, "")
+    kinds = {"TABLE": DdlKind.DROP_TABLE, "TABLES": DdlKind.DROP_TABLE,
+             "VIEW": DdlKind.DROP_VIEW, "SEQUENCE": DdlKind.DROP_SEQUENCE}
+    if what in kinds:
+        scan.skip_if_exists()
+        schema, table = scan.name()
+        return DdlStatement(kinds[what], schema, table, alters_table=what.startswith("TABLE"))
+    if what == "INDEX":
+        scan.skip_if_exists()
+        scan.name()
+        scan.accept("ON")
+        schema, table = scan.name()
+        return DdlStatement(DdlKind.DROP_INDEX, schema, table, alters_table=True)
+    return DdlStatement(DdlKind.OTHER, scan.default_schema, "")
+
+
+def _alter(scan: _Scanner) -> DdlStatement:
+    scan.skip_words("ONLINE", "OFFLINE", "IGNORE")
+    what = scan.peek()
+    scan.pos += 1
+    if what in ("DATABASE", "SCHEMA"):
+        token, value = scan.tokens[scan.pos] if scan.pos < len(scan.tokens) else ("", "")
+        name = scan.default_schema
+        if token in ("bq", "dq") or (token == "word" and value.upper() not in (
+                "DEFAULT", "CHARACTER", "CHARSET", "COLLATE", "COMMENT", "UPGRADE")):
+            _, name = scan.name()
+        return DdlStatement(DdlKind.MODIFY_SCHEMA_CHARSET, name, "")
+    if what == "SEQUENCE":
+        scan.skip_if_exists()
+        schema, table = scan.name()
+        return DdlStatement(DdlKind.ALTER_SEQUENCE, schema, table)
+    if what != "TABLE":
+        return DdlStatement(DdlKind.OTHER, scan.default_schema, "")
+    scan.skip_if_exists()
+    schema, table = scan.name()
+    kind, new_schema, new_table = _alter_spec(scan)
+    return DdlStatement(kind, schema, table, new_schema, new_table, alters_table=True)
+
+
+def _alter_spec(scan: _Scanner) -> tuple[DdlKind, str, str]:
+    """The kind of the first alter specification (multi-spec ALTERs are named by the first)."""
+    scan.skip_words("WAIT", "NOWAIT")
+    if scan.peek().isdigit():
+        scan.pos += 1
+    word = scan.peek()
+    scan.pos += 1
+    nxt = scan.peek()
+    if word == "ADD":
+        if scan.accept("CONSTRAINT") and scan.peek() not in ("PRIMARY", "UNIQUE", "FOREIGN",
+                                                             "CHECK"):
+            scan.name()  # the constraint's name
+        nxt = scan.peek()
+        if nxt == "PRIMARY":
+            return DdlKind.ADD_PRIMARY_KEY, "", ""
+        if nxt == "FOREIGN":
+            return DdlKind.ADD_FOREIGN_KEY, "", ""
+        if nxt in ("INDEX", "KEY", "UNIQUE", "FULLTEXT", "SPATIAL", "VECTOR"):
+            return DdlKind.ADD_INDEX, "", ""
+        if nxt == "PARTITION":
+            return DdlKind.ADD_TABLE_PARTITION, "", ""
+        if nxt == "CHECK":
+            return DdlKind.OTHER, "", ""
+        return DdlKind.ADD_COLUMN, "", ""
+    if word == "DROP":
+        if nxt == "PRIMARY":
+            return DdlKind.DROP_PRIMARY_KEY, "", ""
+        if nxt == "FOREIGN":
+            return DdlKind.DROP_FOREIGN_KEY, "", ""
+        if nxt in ("INDEX", "KEY"):
+            return DdlKind.DROP_INDEX, "", ""
+        if nxt == "PARTITION":
+            return DdlKind.DROP_TABLE_PARTITION, "", ""
+        if nxt in ("CONSTRAINT", "CHECK"):
+            return DdlKind.OTHER, "", ""
+        return DdlKind.DROP_COLUMN, "", ""
+    if word in ("MODIFY", "CHANGE"):
+        return DdlKind.MODIFY_COLUMN, "", ""
+    if word == "ALTER":
+        return DdlKind.SET_DEFAULT_VALUE, "", ""
+    if word == "RENAME":
+        if nxt in ("INDEX", "KEY"):
+            return DdlKind.RENAME_INDEX, "", ""
+        if nxt == "COLUMN":
+            return DdlKind.MODIFY_COLUMN, "", ""
+        scan.accept("TO", "AS")
+        new_schema, new_table = scan.name()
+        return DdlKind.RENAME_TABLE, new_schema, new_table
+    if word == "COMMENT":
+        return DdlKind.MODIFY_TABLE_COMMENT, "", ""
+    if word in ("CONVERT", "CHARSET", "COLLATE", "CHARACTER") or (
+            word == "DEFAULT" and nxt in ("CHARSET", "CHARACTER", "COLLATE")):
+        return DdlKind.MODIFY_TABLE_CHARSET, "", ""
+    if word == "AUTO_INCREMENT":
+        return DdlKind.REBASE_AUTO_ID, "", ""
+    if word == "TRUNCATE" and nxt == "PARTITION":
+        return DdlKind.TRUNCATE_TABLE_PARTITION, "", ""
+    return DdlKind.OTHER, "", ""
