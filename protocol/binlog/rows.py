@@ -235,9 +235,13 @@ class TableDecoder:
             max_len = col.length or 0
             prefix, width = self._length_prefix(1 if max_len < 256 else 2)
             out.append(f"{ind}n = {prefix}")
-            out.append(f"{ind}off += {width + 0}")
+            out.append(f"{ind}off += {width}")
             self._text(col, "buf[off:off + n]", out, ind)
             out.append(f"{ind}off += n")
+            if t == FieldType.STRING and col.charset == 63 and max_len:
+                # BINARY(n): the server strips trailing 0x00 pad bytes; SELECT returns them.
+                out.append(f"{ind}if n < {max_len}:")
+                out.append(f"{ind}    v = v.ljust({max_len}, b'\\x00')")
         elif t in (FieldType.BLOB, FieldType.TINY_BLOB, FieldType.MEDIUM_BLOB,
                    FieldType.LONG_BLOB, FieldType.GEOMETRY, FieldType.VECTOR, FieldType.JSON):
             prefix, width = self._length_prefix(col.meta)

@@ -227,14 +227,12 @@ def decode_time2(buf: bytes, offset: int, fsp: int) -> datetime.timedelta:
         return _time_from_packed(intpart << 24)
     if fsp <= 2:
         frac = buf[offset + 3]
-        if frac > 127:
-            frac -= 256
         if intpart < 0 and frac:
             intpart += 1
             frac -= 0x100
         return _time_from_packed((intpart << 24) + frac * 10000)
     if fsp <= 4:
-        frac = int.from_bytes(buf[offset + 3:offset + 5], "big", signed=True)
+        frac = int.from_bytes(buf[offset + 3:offset + 5], "big")
         if intpart < 0 and frac:
             intpart += 1
             frac -= 0x10000
