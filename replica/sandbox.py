@@ -575,23 +575,17 @@ def remove_stale_sandboxes(parent: str | os.PathLike[str], min_age: float = 3600
     """Delete the ``binlake-sandbox-*`` directories under ``parent`` left by processes that were
     killed before they could clean up; return what was deleted.
 
-    A directory goes if its server's PID (from the pid file) no longer runs, or if it never got a
-    pid file and is older than ``min_age`` seconds (a server being initialized right now by
-    another process has no pid file yet, so young ones are kept).
+    A directory stays while its server (``mysqld.pid``) or the process that created it
+    (``owner.pid``) still runs. One with neither file stays until it is ``min_age`` seconds old.
     """
     removed = []
     for base in Path(parent).glob("binlake-sandbox-*"):
-        try:
-            pid_text = (base / "mysqld.pid").read_text().strip()
-        except OSError:
-            pid_text = ""
-        if pid_text.isdigit():
-            try:
-                os.kill(int(pid_text), 0)
-                continue  # still running: somebody's live server
-            except ProcessLookupError:
-                pass
-            except PermissionError:
+        server_pid = _read_pid(base / "mysqld.pid")
+        owner_pid = _read_pid(base / "owner.pid")
+        if server_pid is not None and _running(server_pid):
+            continue
+        if owner_pid is not None:
+            if _running(owner_pid):
                 continue
         else:
             try:
@@ -602,6 +596,24 @@ def remove_stale_sandboxes(parent: str | os.PathLike[str], min_age: float = 3600
         shutil.rmtree(base, ignore_errors=True)
         removed.append(base)
     return removed
+
+
+def _read_pid(path: Path) -> int | None:
+    try:
+        text = path.read_text().strip()
+    except OSError:
+        return None
+    return int(text) if text.isdigit() else None
+
+
+def _running(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 _next_server_id = 100 + os.getpid() % 1000 * 10
@@ -643,6 +655,7 @@ def start_server(
     base_dir = Path(tempfile.mkdtemp(prefix="binlake-sandbox-", dir=base_parent))
     # Whoever runs the server (root, or --user inside) must be able to reach it.
     os.chmod(base_dir, 0o755)
+    (base_dir / "owner.pid").write_text(f"{os.getpid()}\n")
     server = SandboxServer(
         kind=kind, root=root, server_id=server_id, base_dir=base_dir, extra_args=extra_args
     )
