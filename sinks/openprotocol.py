@@ -211,11 +211,11 @@ class OpenProtocolEncoder:
     def _ddl(self, item: Statement) -> dict[str, Any]:
         from protocol.binlog import ddl
 
-        parsed = ddl.classify(item.query, default_schema=item.schema)
+        parsed = ddl.classify(item.query, item.schema)
         return {
-            "key": {"ts": self._ts, "scm": parsed.schema or item.schema or "",
-                    "tbl": parsed.table or "", "t": 2},
-            "value": {"q": item.query, "t": parsed.open_protocol_code},
+            "key": {"ts": self._ts, "scm": parsed.schema if parsed else item.schema,
+                    "tbl": parsed.table if parsed else "", "t": 2},
+            "value": {"q": item.query, "t": int(parsed.kind) if parsed else 0},
         }
 
     def _describe(self, table: TableMapEvent) -> tuple[tuple[str, int, int], ...]:

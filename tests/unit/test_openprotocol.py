@@ -120,3 +120,13 @@ def test_value_edge_cases() -> None:
     assert open_type_code(Column(0, 252, 4, "l", ColumnFlag.NONE)) == 251
     assert open_type_code(Column(0, 252, 1, "l", ColumnFlag.NONE)) == 249
     assert open_type_code(Column(0, 17, 0, "ts", ColumnFlag.NONE)) == 7
+
+
+def test_ddl_event_carries_the_seed_type_code() -> None:
+    from protocol.binlog.transactions import Statement
+
+    pos = BinlogPosition("mysql-bin.000001", 4)
+    ddl = Statement("test", "ALTER TABLE t1 ADD COLUMN c INT", True, pos, 1_700_000_000)
+    out = _items(OpenProtocolEncoder(), _begin(), ddl, _commit())
+    assert out[0]["key"] == {"ts": out[1]["key"]["ts"], "scm": "test", "tbl": "t1", "t": 2}  # type: ignore[index]
+    assert out[0]["value"] == {"q": "ALTER TABLE t1 ADD COLUMN c INT", "t": 5}
