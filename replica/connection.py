@@ -329,9 +329,18 @@ class Connection:
         """The channel is encrypted (TLS) or local (unix socket)."""
         return self.is_tls or self.is_unix_socket
 
-    def reset_sequence(self) -> None:
-        """Start a new command exchange: the next packet sent carries sequence id 0."""
-        self._codec.reset_sequence(0)
+    def reset_sequence(self, seq: int = 0) -> None:
+        """Start a new exchange: the next packet (sent or received) carries sequence id ``seq``."""
+        self._codec.reset_sequence(seq)
+
+    @property
+    def check_sequence(self) -> bool:
+        """Whether received sequence ids are verified (on by default)."""
+        return self._codec.check_sequence
+
+    @check_sequence.setter
+    def check_sequence(self, value: bool) -> None:
+        self._codec.check_sequence = value
 
     async def send_packet(self, payload: bytes, seq: int | None = None) -> None:
         """Frame and send one payload (split at 16 MiB); ``seq`` forces its sequence id."""

@@ -279,3 +279,17 @@ async def test_query_typed_values(flavor: str, request: pytest.FixtureRequest) -
         assert await conn.execute("DO 1") is not None
         await conn.ping()
         assert conn.server_version and conn.is_mariadb == flavor.startswith("mariadb")
+
+
+async def test_tls_client_certificate(mariadb_10_11: ServerHandle) -> None:
+    assert mariadb_10_11.tls_ca is not None
+    tls_dir = os.path.dirname(mariadb_10_11.tls_ca)
+    password = "x" + secrets.token_hex(8)
+    name = _fresh_user(mariadb_10_11, "IDENTIFIED BY '{pw}' REQUIRE X509", password)
+    common: dict[str, object] = dict(tls_mode="verify-identity", tls_ca=mariadb_10_11.tls_ca)
+    with pytest.raises(AccessDenied):
+        await Connection.open(_options(mariadb_10_11, name, password, **common))
+    async with await _whoami(mariadb_10_11, name, password,
+                             tls_cert=os.path.join(tls_dir, "client-cert.pem"),
+                             tls_key=os.path.join(tls_dir, "client-key.pem"), **common):
+        pass

@@ -177,3 +177,25 @@ def test_options() -> None:
         ConnectOptions(tls_mode="bogus")
     assert is_loopback("::1") and is_loopback("localhost") and not is_loopback("10.0.0.1")
     assert "hunter2" not in repr(ConnectOptions(password="hunter2"))
+
+
+def test_options_from_config(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    from replica.config import Secret, ServerConfig
+
+    key = tmp_path / "key.pem"
+    key.write_bytes(b"-----BEGIN PUBLIC KEY-----\n")
+    secret_file = tmp_path / "pw"
+    secret_file.write_text("from-file\n")
+    options = ConnectOptions.from_config(ServerConfig(
+        host="db.example", port=3307, user="repl", password=Secret("s3cret"),
+        tls_mode="verify-ca", tls_ca="/ca.pem", server_public_key_file=str(key),
+        get_server_public_key=True, connect_timeout=3.0, read_timeout=4.0))
+    assert (options.host, options.port, options.user, options.password) == (
+        "db.example", 3307, "repl", "s3cret")
+    assert options.tls_mode == "verify-ca" and options.tls_ca == "/ca.pem"
+    assert options.rsa_public_key == b"-----BEGIN PUBLIC KEY-----\n"
+    assert options.get_server_public_key and options.connect_timeout == 3.0
+    assert "s3cret" not in repr(options)
+    from_file = ConnectOptions.from_config(ServerConfig(password_file=str(secret_file)),
+                                           read_timeout=None)
+    assert from_file.password == "from-file" and from_file.read_timeout is None
