@@ -58,14 +58,6 @@ ACCESS_DENIED_CODES = frozenset({1044, 1045, 1251, 1698, 1820, 1862, 3118})
 
 #: Collation id of the ``binary`` character set.
 BINARY_CHARSET = 63
-#: Column types whose values are byte strings; with the binary charset they are returned as
-#: bytes (numbers and temporal values also carry charset 63 but are text).
-_STRING_TYPES = frozenset({15, 16, 249, 250, 251, 252, 253, 254, 255})
-
-
-def is_binary_column(column: ColumnDefinition) -> bool:
-    """True for BINARY/VARBINARY/BLOB/BIT/GEOMETRY columns, whose text values are raw bytes."""
-    return column.charset == BINARY_CHARSET and column.type in _STRING_TYPES
 
 
 @dataclass(frozen=True, slots=True)
@@ -122,6 +114,16 @@ class ResultSet:
     @property
     def column_names(self) -> list[str]:
         return [c.name for c in self.columns]
+
+
+#: Column types whose values are byte strings; with the binary charset they are returned as
+#: bytes (numbers and temporal values also carry charset 63 but are text).
+_STRING_TYPES = frozenset({15, 16, 249, 250, 251, 252, 253, 254, 255})
+
+
+def is_binary_column(column: ColumnDefinition) -> bool:
+    """True for BINARY/VARBINARY/BLOB/BIT/GEOMETRY columns, whose text values are raw bytes."""
+    return column.charset == BINARY_CHARSET and column.type in _STRING_TYPES
 
 
 # --- classification ------------------------------------------------------------------------------
