@@ -111,7 +111,7 @@ def _key(help: str, *, choices: Sequence[str] = (), unit: str = "", secret: bool
             "name": name, "required": required}
 
 
-TLS_MODES = ("disabled", "preferred", "required", "verify-ca", "verify-identity")
+TLS_MODES = ("auto", "disabled", "preferred", "required", "verify-ca", "verify-identity")
 START_FROM = ("latest", "earliest", "gtid", "file")
 SEMI_SYNC_MODES = ("off", "ack-after-land", "ack-on-receive")
 COMPRESSIONS = ("zstd", "snappy", "gzip", "lz4", "none")
@@ -137,8 +137,9 @@ class ServerConfig:
         secret=True))
     password_file: str | None = field(default=None, metadata=_key(
         "File holding the password (one trailing newline is ignored)."))
-    tls_mode: str = field(default="preferred", metadata=_key(
-        "TLS: disabled, preferred (if the server offers it), required, verify-ca "
+    tls_mode: str = field(default="auto", metadata=_key(
+        "TLS: auto (preferred on loopback and unix sockets, required elsewhere), disabled, "
+        "preferred (if the server offers it), required, verify-ca "
         "(certificate chain checked against tls_ca), verify-identity (and the host name).",
         choices=TLS_MODES))
     tls_ca: str | None = field(default=None, metadata=_key(
@@ -174,6 +175,9 @@ class ReplicaConfig:
         "Seconds SIGTERM/SIGINT may spend flushing, committing and sending ACKs before the "
         "daemon exits anyway (what is not committed is streamed again on restart); keep it "
         "under the supervisor's grace period (docker stop: 10 s).", unit="seconds"))
+    stop_at_end: bool = field(default=False, metadata=_key(
+        "Stop (exit 0) once the server's binlog end is reached instead of streaming forever: a "
+        "batch run that catches up and stops."))
 
 
 @dataclass(frozen=True, slots=True)
@@ -248,8 +252,9 @@ class LakeConfig:
         unit="bytes"))
     flush_rows: int = field(default=1_000_000, metadata=_key(
         "Land a table's buffered rows once there are this many."))
-    flush_interval: float = field(default=60.0, metadata=_key(
-        "Land whatever is buffered at least this often, in seconds.", unit="seconds"))
+    flush_interval: float = field(default=5.0, metadata=_key(
+        "Land whatever is buffered at least this often, in seconds (data appears in the lake "
+        "within about this delay).", unit="seconds"))
     compression: str = field(default="zstd", metadata=_key(
         "Parquet compression codec.", choices=COMPRESSIONS))
 

@@ -128,8 +128,10 @@ class ConnectOptions:
                 key = f.read()
         values: dict[str, object] = dict(
             host=config.host, port=config.port, unix_socket=config.socket, user=config.user,
-            password=password, tls_mode=config.tls_mode, tls_ca=config.tls_ca,
-            tls_cert=config.tls_cert, tls_key=config.tls_key, rsa_public_key=key,
+            password=password, tls_ca=config.tls_ca, tls_cert=config.tls_cert,
+            # "auto": preferred on loopback and unix sockets, required for remote hosts.
+            tls_mode=None if config.tls_mode == "auto" else config.tls_mode,
+            tls_key=config.tls_key, rsa_public_key=key,
             get_server_public_key=config.get_server_public_key,
             connect_timeout=config.connect_timeout, read_timeout=config.read_timeout)
         values.update(overrides)
