@@ -323,10 +323,13 @@ class SandboxServer:
                 "--initialize-insecure", f"--datadir={self._inside('data')}",
                 f"--log-error={self._inside('error.log')}", "--innodb-redo-log-capacity=8M",
             ]  # fmt: skip
-        result = subprocess.run(
-            in_root_argv(self.root, argv), env=root_env(), capture_output=True, text=True,
-            stdin=subprocess.DEVNULL, timeout=300,
-        )  # fmt: skip
+        try:
+            result = subprocess.run(
+                in_root_argv(self.root, argv), env=root_env(), capture_output=True, text=True,
+                stdin=subprocess.DEVNULL, timeout=300,
+            )  # fmt: skip
+        except subprocess.TimeoutExpired:
+            raise SandboxError(f"{argv[0]} timed out:\n{self.error_log_tail()}") from None
         if result.returncode != 0 or not (self.datadir / "mysql").is_dir():
             raise SandboxError(
                 f"{argv[0]} failed (exit {result.returncode}):\n"
@@ -521,10 +524,13 @@ class SandboxServer:
             argv += ["--batch", "--skip-column-names", *extra_client_args]
             if database is not None:
                 argv.append(f"--database={database}")
-            result = subprocess.run(
-                in_root_argv(self.root, argv), env=root_env(), input=statement.encode(),
-                capture_output=True, timeout=timeout,
-            )  # fmt: skip
+            try:
+                result = subprocess.run(
+                    in_root_argv(self.root, argv), env=root_env(), input=statement.encode(),
+                    capture_output=True, timeout=timeout,
+                )  # fmt: skip
+            except subprocess.TimeoutExpired:
+                raise SandboxError(f"{argv[0]} as {user!r} timed out after {timeout} s") from None
         if result.returncode != 0:
             message = result.stderr.decode(errors="replace").strip()
             if password:
