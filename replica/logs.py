@@ -212,7 +212,17 @@ def setup_logging(config: LogConfig, *, secrets: Iterable[str] = (),
     root.addHandler(handler)
     root.setLevel(_LEVELS[config.level])
     logging.captureWarnings(True)
-    return LogSetup(handler, redactor)
+    global _current
+    _current = LogSetup(handler, redactor)
+    return _current
+
+
+_current: LogSetup | None = None
+
+
+def current_setup() -> LogSetup | None:
+    """What the last :func:`setup_logging` installed (the daemon reopens it on SIGHUP)."""
+    return _current
 
 
 async def reopen_logs_on_sighup(setup: LogSetup, *,

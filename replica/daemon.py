@@ -1,0 +1,234 @@
+"""``binlake run``: connect, register, stream, land — until stopped, across reconnects.
+
+The daemon is a loop around one :class:`~replica.pipeline.Pipeline` (which owns the lake):
+
+1. open the lake; its checkpoint, if any, is where streaming resumes (the configured start
+   point is used only for a new lake);
+2. connect and register (:class:`~replica.session.ReplicationSession`), stream into the
+   pipeline;
+3. on a failure :func:`replica.backoff.classify` decides: network errors, stalls and server
+   restarts are retried after an exponential, jittered delay, resuming from the lake's
+   durable checkpoint (so nothing is lost or landed twice); permanent errors (authentication,
+   privileges, purged binlogs, configuration) end the daemon with a non-zero exit instead of a
+   retry storm.
+
+SIGTERM/SIGINT stop reading at once; the open transaction is abandoned (it is not in the
+checkpoint and will be streamed again), everything complete is flushed and committed, pending
+semi-sync ACKs are sent, and the process exits 0 — all within ``replica.stop_timeout``.
+SIGHUP reopens the log file.
+"""
+
+from __future__ import annotations
+
+import logging
+import signal
+import time
+from dataclasses import dataclass
+
+import trio
+
+from protocol.binlog.model import BinlogPosition
+from protocol.gtid import GtidPosition, GtidSet
+from sinks.parquet import Checkpoint, ParquetSink, SinkOptions
+
+from . import logs
+from .backoff import Backoff, Disposition, classify
+from .config import Config
+from .connection import Connection, ConnectOptions
+from .metrics import Metrics, serve_http
+from .pipeline import Pipeline, PipelineOptions
+from .session import ReplicationSession, SemiSyncMode, SessionOptions, StartFrom, StartPoint
+
+log = logging.getLogger("binlake.daemon")
+
+__all__ = ["Daemon", "run", "sink_options", "start_point"]
+
+
+def sink_options(config: Config) -> SinkOptions:
+    lake = config.lake
+    return SinkOptions(
+        file_size_bytes=lake.flush_bytes,
+        flush_rows=lake.flush_rows,
+        flush_interval_s=lake.flush_interval,
+        compression=lake.compression,
+    )
+
+
+def pipeline_options(config: Config) -> PipelineOptions:
+    filters = config.filter
+    accepts = filters.accepts if (filters.include or filters.exclude) else None
+    return PipelineOptions(
+        accepts=accepts,
+        skip_server_ids=frozenset(filters.skip_server_ids),
+        skip_gtid_domains=frozenset(filters.skip_gtid_domains),
+        semi_sync=SemiSyncMode(config.semi_sync.mode),
+    )
+
+
+def start_point(config: Config, checkpoint: Checkpoint | None, *, mariadb: bool) -> StartPoint:
+    """Where to stream from: right after the lake's checkpoint, else the configured start.
+
+    A checkpoint resumes by binlog position (exact, and valid for this server's binlog); its
+    GTID state is there for failover to another server (``start.from = gtid``).
+    """
+    if checkpoint is not None:
+        if checkpoint.position is not None:
+            return checkpoint.position
+        if checkpoint.gtid_state:
+            return _parse_gtid(checkpoint.gtid_state, mariadb=mariadb)
+    start = config.start
+    if start.from_ == "earliest":
+        return StartFrom.EARLIEST
+    if start.from_ == "file":
+        if not start.file:
+            raise ValueError("start.from = file needs start.file")
+        return BinlogPosition(start.file, start.pos)
+    if start.from_ == "gtid":
+        return _parse_gtid(start.gtid or "", mariadb=mariadb)
+    return StartFrom.LATEST
+
+
+def _parse_gtid(text: str, *, mariadb: bool) -> GtidPosition | GtidSet:
+    return GtidPosition.parse(text) if mariadb else GtidSet.parse(text)
+
+
+@dataclass(slots=True)
+class _Attempt:
+    """What one connection achieved, for the backoff and for logs."""
+
+    started: float
+    streamed: bool = False
+
+
+class Daemon:
+    """One ``binlake run``. ``await Daemon(config).run()`` returns the exit code."""
+
+    def __init__(self, config: Config, *, metrics: Metrics | None = None) -> None:
+        self.config = config
+        self.metrics = metrics or Metrics(ready_max_lag=config.metrics.ready_max_lag)
+        self.sink = ParquetSink(config.lake.path, sink_options(config))
+        self.pipeline = Pipeline(self.sink, pipeline_options(config), self.metrics)
+        self.backoff = Backoff.from_config(config.reconnect)
+        self._stopping = False
+        self._stream_scope: trio.CancelScope | None = None
+        self._session: ReplicationSession | None = None
+        #: Set once the metrics endpoint listens: (host, port).
+        self.metrics_address: tuple[str, int] | None = None
+
+    def stop(self) -> None:
+        """Ask the daemon to stop (what SIGTERM does): finish safely, then return 0."""
+        self._stopping = True
+        if self._stream_scope is not None:
+            self._stream_scope.cancel()
+
+    async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> int:
+        checkpoint = self.pipeline.open()
+        if checkpoint is not None:
+            log.info("lake %s: resuming after transaction %d (%s, GTID state %s)",
+                     self.config.lake.path, checkpoint.seq, checkpoint.position,
+                     checkpoint.gtid_state or "-")
+        else:
+            log.info("lake %s is new: starting from %s", self.config.lake.path,
+                     self.config.start.from_)
+        try:
+            async with trio.open_nursery() as nursery:
+                await self._start_services(nursery)
+                task_status.started()
+                await self._replicate()
+                nursery.cancel_scope.cancel()
+        finally:
+            final = self.pipeline.close()
+            if final is not None:
+                log.info("landed up to transaction %d (%s); stopped", final.seq, final.position)
+        return 0
+
+    async def _start_services(self, nursery: trio.Nursery) -> None:
+        nursery.start_soon(self._watch_signals)
+        setup = logs.current_setup()
+        if setup is not None:
+            await nursery.start(logs.reopen_logs_on_sighup, setup)
+        address = self.config.metrics.address
+        if address:
+            port = await nursery.start(serve_http, self.metrics, self.config.metrics.host,
+                                       self.config.metrics.port)
+            self.metrics_address = (self.config.metrics.host, int(port))
+            log.info("metrics on http://%s:%s/metrics", self.config.metrics.host, port)
+
+    async def _watch_signals(self) -> None:
+        with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
+            async for signum in signals:
+                log.info("%s: stopping (flushing what is complete)", signal.Signals(signum).name)
+                self.stop()
+
+    async def _replicate(self) -> None:
+        while not self._stopping:
+            attempt = _Attempt(started=time.monotonic())
+            try:
+                finished = await self._connect_and_stream(attempt)
+                if finished:
+                    return
+            except Exception as exc:
+                if self._stopping:
+                    return
+                if classify(exc) is Disposition.STOP:
+                    raise
+                self.metrics.count_reconnect(exc)
+                if attempt.streamed and (time.monotonic() - attempt.started
+                                         >= self.config.reconnect.healthy_after):
+                    self.backoff.reset()
+                if self.backoff.exhausted:
+                    log.error("giving up after %d attempts: %s", self.backoff.attempts, exc)
+                    raise
+                delay = self.backoff.next_delay()
+                log.warning("replication interrupted (%s: %s); reconnecting in %.1f s",
+                            type(exc).__name__, exc, delay)
+                await trio.sleep(delay)
+
+    async def _connect_and_stream(self, attempt: _Attempt) -> bool:
+        """One connection: True when the daemon is done (stopped or caught up)."""
+        config = self.config
+        conn = await Connection.open(ConnectOptions.from_config(config.server))
+        try:
+            start = start_point(config, self.pipeline.durable, mariadb=conn.is_mariadb)
+            options = SessionOptions(
+                server_id=config.replica.server_id,
+                start=start,
+                heartbeat_period=config.replica.heartbeat_period,
+                semi_sync=SemiSyncMode(config.semi_sync.mode),
+                report_host=config.replica.report_host or "",
+                report_port=config.replica.report_port,
+                gtid_strict_mode=config.start.gtid_strict_mode,
+                gtid_ignore_duplicates=config.start.gtid_ignore_duplicates,
+                non_blocking=config.replica.stop_at_end,
+            )
+            session = await ReplicationSession.start(conn, options)
+            log.info("streaming from %s (server %s)", start, conn.server_version)
+            attempt.streamed = True
+            self._session = session
+            with trio.CancelScope() as scope:
+                self._stream_scope = scope
+                if self._stopping:
+                    scope.cancel()
+                await self.pipeline.stream(session)
+                log.info("caught up with the server's binlog end; stopping")
+                return True
+            # Cancelled by stop(): land what is complete and ACK it while still connected.
+            with trio.move_on_after(config.replica.stop_timeout) as budget:
+                budget.shield = True
+                self.pipeline.close()
+                await self.pipeline.ack_durable(session)
+            return True
+        finally:
+            self._stream_scope = None
+            self._session = None
+            with trio.move_on_after(1.0) as closing:
+                closing.shield = True
+                try:
+                    await conn.close()
+                except Exception:  # a broken connection: the error that broke it is raised
+                    pass
+
+
+async def run(config: Config) -> int:
+    """Entry point of ``binlake run`` (called by :mod:`replica.cli`)."""
+    return await Daemon(config).run()
