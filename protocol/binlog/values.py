@@ -83,27 +83,20 @@ def decimal_decoder(precision: int, scale: int) -> tuple[int, Any]:
     size = decimal_size(precision, scale)
     top = 1 << (size * 8 - 1)
     mask = (1 << (size * 8)) - 1
-    # Groups from least significant: (bits, decimal digits); fraction first.
-    frac_groups: list[tuple[int, int]] = []
+    # Groups from the least significant end: (bit mask, bits, digit limit, decimal weight).
+    # The fraction comes first, so the groups compose one integer N = whole * 10**scale + frac.
+    layout: list[tuple[int, int]] = []  # (bits, digits)
     if fx:
-        frac_groups.append((_DIG2BYTES[fx] * 8, fx))
-    frac_groups.extend([(32, 9)] * f0)
-    int_groups: list[tuple[int, int]] = [(32, 9)] * i0
+        layout.append((_DIG2BYTES[fx] * 8, fx))
+    layout.extend([(32, 9)] * (f0 + i0))
     if ix:
-        int_groups.append((_DIG2BYTES[ix] * 8, ix))
+        layout.append((_DIG2BYTES[ix] * 8, ix))
+    groups = []
+    weight = 1
+    for bits, digits in layout:
+        groups.append(((1 << bits) - 1, bits, _POW10[digits], weight))
+        weight *= _POW10[digits]
     from_bytes = int.from_bytes
-
-    def split(v: int, groups: list[tuple[int, int]]) -> tuple[int, int]:
-        value = 0
-        mult = 1
-        for bits, digits in groups:
-            g = v & ((1 << bits) - 1)
-            v >>= bits
-            if g >= _POW10[digits]:
-                raise ValueError("DECIMAL group out of range")
-            value += g * mult
-            mult *= _POW10[digits]
-        return value, v
 
     def decode(buf: bytes, offset: int) -> Decimal:
         raw = from_bytes(buf[offset:offset + size], "big")
@@ -113,11 +106,17 @@ def decimal_decoder(precision: int, scale: int) -> tuple[int, Any]:
         else:
             v = raw ^ mask ^ top
             sign = "-"
-        frac, v = split(v, frac_groups)
-        whole, _ = split(v, int_groups)
+        n = 0
+        for gmask, bits, limit, w in groups:
+            g = v & gmask
+            if g >= limit:
+                raise ValueError("DECIMAL group out of range")
+            n += g * w
+            v >>= bits
         if scale:
-            return Decimal(f"{sign}{whole}.{frac:0{scale}d}")
-        return Decimal(f"{sign}{whole}")
+            text = str(n).rjust(scale + 1, "0")
+            return Decimal(f"{sign}{text[:-scale]}.{text[-scale:]}")
+        return Decimal(f"{sign}{n}")
 
     return size, decode
 
