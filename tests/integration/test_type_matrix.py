@@ -394,3 +394,22 @@ def test_mysql_json_opaque_values_and_partial_updates(mysql_9_7: ServerHandle) -
     else:  # MySQL 9.7 logs the full value here (seen): nothing to surface
         assert last == final[1]
     server.sql(f"DROP DATABASE `{schema}`")
+
+
+def test_mysql_vector(mysql_9_7: ServerHandle) -> None:
+    """MySQL 9 VECTOR: decoded as the stored bytes (little-endian float32s); the TABLE_MAP's
+    VECTOR_DIMENSIONALITY lands in ``Column.precision``."""
+    server = mysql_9_7
+    schema = _db("vec")
+    t = f"`{schema}`.t"
+    server.sql(f"CREATE DATABASE `{schema}`; CREATE TABLE {t} (id INT PRIMARY KEY, v VECTOR(3));"
+               f"INSERT INTO {t} VALUES (1, STRING_TO_VECTOR('[1.5, -2, 3.25]'))")
+    events = decoded_rows(server, schema)
+    hex_value = server.sql(f"SELECT HEX(v) FROM {t}")[0][0]
+    (value,) = events[0].after[1]
+    assert isinstance(value, bytes) and value.hex().upper() == hex_value
+    import struct
+    assert struct.unpack("<3f", value) == (1.5, -2.0, 3.25)
+    column = events[0].table.columns[1]
+    assert column.type_code == 242 and column.precision == 3, column
+    server.sql(f"DROP DATABASE `{schema}`")
