@@ -338,8 +338,21 @@ class SandboxServer:
 
     def server_argv(self) -> list[str]:
         """The full command line of the server as run inside its root."""
+        if self.kind == MARIADB:
+            program = "/usr/sbin/mariadbd"
+            # --log-basename resets the log file names given before it (--log-error included),
+            # so it goes first, right after --no-defaults (which must be first of all).
+            leading = ["--log-basename=mysql"]
+            specific = ["--innodb-log-file-size=8M"]
+        else:
+            program = "/usr/sbin/mysqld"
+            leading = []
+            specific = [
+                "--innodb-redo-log-capacity=8M", "--gtid-mode=ON",
+                "--enforce-gtid-consistency=ON", "--secure-file-priv=NULL", "--mysqlx=OFF",
+            ]  # fmt: skip
         common = [
-            "--no-defaults", *self._user_args(),
+            *self._user_args(),
             f"--datadir={self._inside('data')}",
             f"--socket={self._inside('mysqld.sock')}",
             f"--pid-file={self._inside('mysqld.pid')}",
@@ -349,19 +362,7 @@ class SandboxServer:
             "--log-bin=mysql-bin", "--binlog-format=ROW", "--binlog-row-metadata=FULL",
             "--binlog-checksum=CRC32",
         ]  # fmt: skip
-        if self.kind == MARIADB:
-            specific = [
-                "--log-basename=mysql",
-                "--innodb-log-file-size=8M",
-            ]
-            program = "/usr/sbin/mariadbd"
-        else:
-            specific = [
-                "--innodb-redo-log-capacity=8M", "--gtid-mode=ON",
-                "--enforce-gtid-consistency=ON", "--secure-file-priv=NULL", "--mysqlx=OFF",
-            ]  # fmt: skip
-            program = "/usr/sbin/mysqld"
-        return [program, *common, *specific, *self.extra_args]
+        return [program, "--no-defaults", *leading, *common, *specific, *self.extra_args]
 
     def start(self, timeout: float = DEFAULT_START_TIMEOUT) -> None:
         """Start the server and return once it accepts connections on its socket.
