@@ -570,3 +570,26 @@ def test_speed_smoke() -> None:
 
 if __name__ == "__main__":  # python -m tests.unit.test_rows
     print(f"{bench_rows():,.0f} rows/s")
+
+
+def test_fuzz_table_map_gives_typed_errors() -> None:
+    iterations = int(os.environ.get("BINLAKE_FUZZ_ITERATIONS", "300"))
+    cols = [Col(T.LONG, name="id"), Col(T.VARCHAR, u16(10), name="v", charset=45),
+            Col(T.STRING, bytes([T.SET, 1]), name="s", labels=("a", "b")),
+            Col(T.NEWDECIMAL, bytes([10, 2]), name="d")]
+    body = table_map_body(cols, numeric=[0, 3], character=[1], sets=[2], pk=[0])
+    rng = random.Random(7)
+    for _ in range(iterations):
+        data = bytearray(body)
+        for _ in range(rng.randint(1, 4)):
+            data[rng.randrange(len(data))] ^= 1 << rng.randrange(8)
+        if rng.random() < 0.3:
+            data = data[:rng.randrange(len(data))]
+        try:
+            table = decode_table_map(header(), bytes(data), 8)
+        except EventDecodeError:
+            continue
+        try:  # whatever the map says, rows against it fail typed or decode
+            decode(table, rows_body(len(table.columns), [b"\x00" * 8]))
+        except (RowDecodeError, UnknownTable):
+            pass
