@@ -25,7 +25,6 @@ from dataclasses import dataclass
 
 from .capabilities import Command
 from .errors import (
-    AccessDenied,
     BinlogDumpError,
     BinlogFormatNotRow,
     BinlogNotEnabled,
@@ -442,12 +441,13 @@ def dump_error(code: int, sqlstate: str, message: str) -> ProtocolError:
     if code == 4052:  # ER_SLAVE_SAME_ID (MariaDB)
         return DuplicateServerId(code, sqlstate, message + " — another replica connected "
                                  "with binlake's server_id: give every replica its own")
-    if code in (1227, 1142, 1044):  # missing REPLICATION SLAVE / BINLOG MONITOR / SELECT
+    # 1227 ER_SPECIFIC_ACCESS_DENIED; and 1045: replication commands run on an authenticated
+    # connection, so "access denied" there is COM_REGISTER_SLAVE/COM_BINLOG_DUMP refused for
+    # lack of REPLICATION SLAVE (seen on MariaDB 10.11, 11.8 and MySQL 9.7), not bad credentials.
+    if code in (1227, 1142, 1044, 1045):
         return MissingPrivilege(code, sqlstate, message + " — grant the replication user "
                                 "REPLICATION SLAVE and REPLICATION CLIENT (BINLOG MONITOR on "
                                 "MariaDB)")
-    if code == 1045:
-        return AccessDenied(code, sqlstate, message)
     if code == 1381:  # ER_NO_BINARY_LOGGING
         return BinlogNotEnabled(f"({code}) {message} — start the server with --log-bin")
     for needle, cls, advice in _DUMP_1236:

@@ -347,3 +347,26 @@ async def test_40mb_row_event(server_factory) -> None:
     assert session.position == _binlog_status(server)
 
 
+
+
+async def test_missing_replication_privilege(server: ServerHandle) -> None:
+    name, password = _unique("noslave"), "Pw-" + uuid.uuid4().hex
+    server.sql(f"CREATE USER '{name}'@'%' IDENTIFIED BY '{password}'; "
+               f"GRANT SELECT ON *.* TO '{name}'@'%'")
+    conn = await Connection.open(ConnectOptions(unix_socket=server.socket, user=name,
+                                                password=password))
+    try:
+        with pytest.raises(errors.MissingPrivilege) as info:
+            await ReplicationSession.start(conn, SessionOptions(server_id=_server_id()))
+        assert "REPLICATION SLAVE" in str(info.value)
+    finally:
+        await conn.close()
+        server.sql(f"DROP USER '{name}'@'%'")
+
+
+async def test_binlog_format_not_row(server_factory) -> None:
+    server = server_factory.start("mariadb-10.11", ["--binlog-format=MIXED"], name="s4-mixed")
+    with pytest.raises(errors.BinlogFormatNotRow, match="binlog_format=ROW"):
+        await _catch_up(server)
+    events, _ = await _catch_up(server, allow_statement_format=True)
+    assert events

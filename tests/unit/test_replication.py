@@ -189,6 +189,7 @@ def _err(code: int, message: str) -> bytes:
            "master", errors.DuplicateServerId),
     (1227, "Access denied; you need (at least one of) the REPLICATION SLAVE privilege(s) for "
            "this operation", errors.MissingPrivilege),
+    (1045, "Access denied for user 'u'@'%' (using password: YES)", errors.MissingPrivilege),
     (1236, "something new", errors.BinlogDumpError),
 ])
 def test_dump_errors_are_typed(code, message, cls):
