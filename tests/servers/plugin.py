@@ -29,8 +29,10 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import functools
 import os
 import secrets
+import subprocess
 import tempfile
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -85,6 +87,26 @@ def user_or_skip(server: ServerHandle, role: str) -> User:
     return server.users[role]
 
 
+@functools.cache
+def _can_mount_privately() -> bool:
+    """Whether this process may do what ``in_root_argv`` does: mount /proc in a namespace."""
+    probe = [
+        "unshare",
+        "--mount",
+        "--propagation",
+        "private",
+        "mount",
+        "-t",
+        "proc",
+        "proc",
+        "/proc",
+    ]
+    try:
+        return subprocess.run(probe, capture_output=True, timeout=30).returncode == 0
+    except (OSError, subprocess.SubprocessError):
+        return False
+
+
 def _find_root(flavor: Flavor) -> str:
     """The flavor's filesystem root, or raise LookupError saying why it cannot be had."""
     if flavor.chroot is None:
@@ -96,6 +118,11 @@ def _find_root(flavor: Flavor) -> str:
         return "/"
     if os.geteuid() != 0:
         raise LookupError(f"{flavor.name}: running servers from a chroot needs root")
+    if not _can_mount_privately():
+        raise LookupError(
+            f"{flavor.name}: cannot create a private mount namespace (`unshare --mount` failed; "
+            "a container needs CAP_SYS_ADMIN) to give the chroot /proc and /dev"
+        )
     root = ready_chroot(flavor.chroot)
     if root is None:
         raise LookupError(
