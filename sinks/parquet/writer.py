@@ -60,8 +60,8 @@ class SinkOptions:
     """Tuning knobs; the defaults suit Spark (big files, row groups of tens of MB)."""
 
     file_size_bytes: int = 128 * MiB  # close a data file (and flush) once it is this big on disk
-    row_group_bytes: int = 64 * MiB  # Arrow bytes buffered per file before writing a row group
-    memory_limit_bytes: int = 96 * MiB  # all buffered rows; above it, spill / write row groups
+    row_group_bytes: int = 32 * MiB  # Arrow bytes buffered per file before writing a row group
+    memory_limit_bytes: int = 64 * MiB  # all buffered rows; above it, spill / write row groups
     flush_rows: int = 1_000_000  # committed rows since the last flush that force a flush
     flush_interval_s: float = 5.0  # maybe_flush() flushes data older than this
     flush_on_ack: bool = False  # flush at once when a commit asks for a semi-sync ACK
