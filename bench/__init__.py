@@ -1,0 +1,1 @@
+"""binlake's benchmark: ``python -m bench`` (see bench/README.md)."""

@@ -1,0 +1,60 @@
+"""``python -m bench``: the whole benchmark with one command (see bench/README.md)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from .run import BenchOptions, run
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m bench",
+        description="binlake vs python-mysql-replication vs mariadb-binlog on a sandbox "
+                    "MariaDB 10.11: throughput, memory and semi-sync latency.")
+    parser.add_argument("--scale", type=float, default=1.0,
+                        help="workload size factor (1.0: 200k rows per workload, 2M-row "
+                             "transaction)")
+    parser.add_argument("--repeats", type=int, default=3, help="runs per peer (median)")
+    parser.add_argument("--seed", type=int, default=20241121)
+    parser.add_argument("--smoke", action="store_true",
+                        help="CI mode: tiny sizes, 1 repeat, no install of the Python peer")
+    parser.add_argument("--no-memory", action="store_true", help="skip the memory runs")
+    parser.add_argument("--no-semisync", action="store_true", help="skip the semi-sync runs")
+    parser.add_argument("--commits", type=int, default=2000,
+                        help="autocommit INSERTs per semi-sync configuration and round")
+    parser.add_argument("--profile", action="store_true",
+                        help="also cProfile binlake decode on workload (a)")
+    parser.add_argument("--no-install", action="store_true",
+                        help="do not create the python-mysql-replication venv (skip the peer "
+                             "unless it is cached)")
+    parser.add_argument("--setup", action="store_true",
+                        help="only create the python-mysql-replication venv, then exit")
+    parser.add_argument("--results-dir", type=Path, default=None)
+    args = parser.parse_args(argv)
+
+    if args.setup:
+        from .pmr_venv import ensure_pmr_venv  # noqa: PLC0415
+
+        return 0 if ensure_pmr_venv() is not None else 1
+    options = BenchOptions(
+        scale=0.002 if args.smoke else args.scale,
+        repeats=1 if args.smoke else max(1, args.repeats),
+        seed=args.seed,
+        smoke=args.smoke,
+        install_pmr=not (args.smoke or args.no_install),
+        memory=not args.no_memory,
+        semisync=not args.no_semisync,
+        semisync_commits=20 if args.smoke else args.commits,
+        profile=args.profile,
+    )
+    if args.results_dir is not None:
+        options = BenchOptions(**{**options.__dict__, "results_dir": args.results_dir})
+    run(options)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,175 @@
+"""binlake as a benchmark subject: one process per measurement, so its peak RSS is its own.
+
+``python -m bench.binlake_reader MODE --port P --user U --server-id N [--file F]`` connects over
+loopback TCP (no TLS: the sandbox has none, and the peers get none either), dumps from ``F``/4
+with BINLOG_DUMP_NON_BLOCK to the server's end of binlog, and prints one JSON line. Modes:
+
+``fetch``
+    raw packets only: the wire ceiling (no event decoding at all).
+``decode``
+    ``EventStream`` (CRC32 checked, every row value decoded) + ``TransactionAssembler``.
+``land``
+    ``decode`` + ``ParquetSink`` into ``--lake``, closed at the end: every transaction committed.
+``ack-on-receive`` / ``ack-after-land``
+    a long-running semi-sync replica from the server's current end (blocking dump) for the
+    commit-latency test: ACK on arrival, or land + flush the transaction and ACK its end.
+    Prints ``{"ready": true}`` once registered, runs until SIGTERM.
+
+The password comes from ``$BENCH_PASSWORD`` (never argv). This is the simplest loop that
+exercises the real pieces; the daemon's pipeline adds backpressure and metrics, not decoding.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import sys
+import time
+from typing import Any
+
+import trio
+
+from protocol.binlog.model import BinlogPosition, RowsEvent
+from protocol.binlog.stream import EventStream
+from protocol.binlog.transactions import TransactionAssembler, TransactionCommit
+from replica.connection import Connection, ConnectOptions
+from replica.session import ReplicationSession, SemiSyncMode, SessionOptions, StartFrom
+
+MODES = ("fetch", "decode", "land", "ack-on-receive", "ack-after-land")
+
+
+def _connect_options(args: argparse.Namespace) -> ConnectOptions:
+    return ConnectOptions(host=args.host, port=args.port, user=args.user,
+                          password=os.environ.get("BENCH_PASSWORD", ""), tls_mode="disabled",
+                          read_timeout=None)
+
+
+async def _session(args: argparse.Namespace, **options: Any) -> ReplicationSession:
+    conn = await Connection.open(_connect_options(args))
+    try:
+        return await ReplicationSession.start(
+            conn, SessionOptions(server_id=args.server_id, **options))
+    except BaseException:
+        await conn.close()
+        raise
+
+
+async def catch_up(args: argparse.Namespace) -> dict[str, Any]:
+    """Dump ``args.file`` onwards to the end of binlog; count (and in ``land`` mode, land) rows."""
+    mode = args.mode
+    started = time.perf_counter()
+    session = await _session(args, start=BinlogPosition(args.file, 4), non_blocking=True,
+                             heartbeat_period=0)
+    stream = EventStream()
+    assembler = TransactionAssembler()
+    sink = None
+    if mode == "land":
+        from sinks.parquet import ParquetSink, SinkOptions  # noqa: PLC0415 - pyarrow: land only
+
+        sink = ParquetSink(args.lake, SinkOptions())
+        sink.open()
+    events = rows = values = nbytes = 0
+    try:
+        while True:
+            item = await session.next_event()
+            if item is None:
+                break
+            events += 1
+            nbytes += len(item.data)
+            if mode == "fetch":
+                continue
+            for event in stream.feed(item.data):
+                if isinstance(event, RowsEvent):
+                    rows += event.row_count
+                    images = len(event.after_columns) + len(event.before_columns)
+                    values += images * event.row_count
+                for txn_item in assembler.feed(event):
+                    if sink is not None:
+                        sink.handle(txn_item)
+        if sink is not None:
+            sink.close()
+            if sink.stats["rows"] != rows:
+                raise SystemExit(f"landed {sink.stats['rows']} rows of {rows} decoded")
+    finally:
+        await session.close()
+    seconds = time.perf_counter() - started
+    report: dict[str, Any] = {"events": events, "bytes": nbytes, "seconds": seconds,
+                              "self_vmhwm_kib": _peak_kib()}
+    if mode != "fetch":  # fetch does not look inside events, so it has no row count
+        report.update(rows=rows, values=values)
+    return report
+
+
+async def semi_sync_replica(args: argparse.Namespace) -> None:
+    """ACK every flagged transaction until SIGTERM (see the module docstring)."""
+    after_land = args.mode == "ack-after-land"
+    mode = SemiSyncMode.ACK_AFTER_LAND if after_land else SemiSyncMode.ACK_ON_RECEIVE
+    session = await _session(args, start=StartFrom.LATEST, semi_sync=mode)
+    if not session.semi_sync:
+        raise SystemExit("the server did not negotiate semi-sync (is it enabled on the master?)")
+    print(json.dumps({"ready": True}), flush=True)
+    stream = EventStream()
+    assembler = TransactionAssembler()
+    sink = None
+    if after_land:
+        from sinks.parquet import ParquetSink, SinkOptions  # noqa: PLC0415 - pyarrow: land only
+
+        sink = ParquetSink(args.lake, SinkOptions())
+        sink.open()
+    with trio.open_signal_receiver(signal.SIGTERM) as signals:
+        async with trio.open_nursery() as nursery:
+            async def stop_on_signal() -> None:
+                async for _ in signals:
+                    nursery.cancel_scope.cancel()
+            nursery.start_soon(stop_on_signal)
+            async for item in session:
+                for event in stream.feed(item.data):
+                    for txn_item in assembler.feed(event):
+                        if sink is None:
+                            continue
+                        sink.handle(txn_item)
+                        if isinstance(txn_item, TransactionCommit) and session.pending_acks:
+                            sink.flush()  # durable and visible before the master hears of it
+                            await session.ack(txn_item.end)
+    if sink is not None:
+        sink.close()
+    print(json.dumps({"acks_sent": session.acks_sent, "self_vmhwm_kib": _peak_kib()}),
+          flush=True)
+    with trio.CancelScope(shield=True):
+        await session.close()
+
+
+def _peak_kib() -> int:
+    """Peak RSS of this process since its exec (ru_maxrss would include the parent's image)."""
+    with open("/proc/self/status", "rb") as f:
+        for line in f:
+            if line.startswith(b"VmHWM:"):
+                return int(line.split()[1])
+    return 0
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="python -m bench.binlake_reader")
+    parser.add_argument("mode", choices=MODES)
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--port", type=int, required=True)
+    parser.add_argument("--user", required=True)
+    parser.add_argument("--server-id", type=int, required=True)
+    parser.add_argument("--file", help="binlog file to start from (catch-up modes)")
+    parser.add_argument("--lake", help="lake directory (land, ack-after-land)")
+    args = parser.parse_args(argv)
+    if args.mode in ("fetch", "decode", "land"):
+        if not args.file or (args.mode == "land" and not args.lake):
+            parser.error("catch-up modes need --file (and --lake for land)")
+        print(json.dumps(trio.run(catch_up, args)), flush=True)
+    else:
+        if args.mode == "ack-after-land" and not args.lake:
+            parser.error("ack-after-land needs --lake")
+        trio.run(semi_sync_replica, args)
+    sys.stdout.flush()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,71 @@
+"""The python-mysql-replication peer lives in its own venv, so its dependencies (and its pinned
+PyMySQL) never meet binlake's. The venv is cached between runs under the bench cache directory.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+__all__ = ["PMR_PACKAGES", "cache_dir", "ensure_pmr_venv", "pmr_python", "pmr_version"]
+
+#: What the peer needs; the versions pip picks are recorded in the results.
+PMR_PACKAGES = ("mysql-replication", "pymysql")
+
+
+def cache_dir() -> Path:
+    """``$BINLAKE_BENCH_CACHE``, else ``$XDG_CACHE_HOME/binlake-bench``, else ``~/.cache/...``."""
+    explicit = os.environ.get("BINLAKE_BENCH_CACHE")
+    if explicit:
+        return Path(explicit)
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base) / "binlake-bench"
+
+
+def pmr_python() -> Path:
+    return cache_dir() / "pmr-venv" / "bin" / "python"
+
+
+def pmr_version() -> str | None:
+    """The installed mysql-replication version, or None when the venv is not ready."""
+    python = pmr_python()
+    if not python.exists():
+        return None
+    result = subprocess.run(
+        [os.fspath(python), "-c",
+         "import importlib.metadata as m; print(m.version('mysql-replication'), "
+         "m.version('pymysql'))"],
+        capture_output=True, text=True,
+    )  # fmt: skip
+    return result.stdout.strip() or None if result.returncode == 0 else None
+
+
+def ensure_pmr_venv(*, install: bool = True) -> Path | None:
+    """Return the venv's python, creating the venv and installing the peer if needed.
+
+    With ``install=False`` (the smoke mode: no network in CI) only an existing venv is used.
+    Returns None when the peer is unavailable; the reason is printed to stderr.
+    """
+    python = pmr_python()
+    if pmr_version() is not None:
+        return python
+    if not install:
+        print("bench: python-mysql-replication venv not cached; skipping that peer "
+              "(run `python -m bench --setup` once)", file=sys.stderr)
+        return None
+    venv = python.parent.parent
+    venv.parent.mkdir(parents=True, exist_ok=True)
+    steps = [
+        [sys.executable, "-m", "venv", "--clear", os.fspath(venv)],
+        [os.fspath(python), "-m", "pip", "install", "-q", "--disable-pip-version-check",
+         *PMR_PACKAGES],
+    ]
+    for argv in steps:
+        result = subprocess.run(argv, capture_output=True, text=True)
+        if result.returncode != 0:
+            print(f"bench: {' '.join(argv[:4])} failed; skipping python-mysql-replication:\n"
+                  f"{result.stderr.strip()[-2000:]}", file=sys.stderr)
+            return None
+    return python if pmr_version() is not None else None

@@ -1,0 +1,305 @@
+"""The benchmark run: one sandbox MariaDB 10.11, the workloads, every peer on the same binlog.
+
+Order (each step only appends to the binlog, so what a step measures is exactly its workload):
+
+1. start the server (ROW, FULL metadata, CRC32, annotate events on), a ``bench`` replication user;
+2. for each workload (a)–(d): ``FLUSH BINARY LOGS``, load it, then ``repeats`` rounds of every
+   peer reading from the workload's first binlog file to the end of binlog;
+3. memory: binlake decode and land of the whole backlog (a)–(d) from the first file, then of a
+   single 2M-row transaction;
+4. semi-sync commit latency with a real MariaDB replica, binlake ACKing on receive, binlake
+   ACKing after landing, and no replica (asynchronous, the floor);
+5. the table, and JSON under ``bench/results/``.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import os
+import platform
+import secrets
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from replica.sandbox import MARIADB, SandboxServer, start_server
+
+from . import report, semisync
+from .measure import MeasureError, Measurement, run_measured
+from .pmr_venv import ensure_pmr_venv, pmr_version
+from .workloads import DATABASE, Workload, big_transaction, standard_workloads
+
+__all__ = ["BenchOptions", "run"]
+
+BENCH_USER = "bench"
+#: The peers of the throughput table, in display order.
+PEERS = ("pmr", "mariadb-binlog", "binlake-fetch", "binlake-decode", "binlake-land")
+PEER_TITLES = {
+    "pmr": "python-mysql-replication (decode)",
+    "mariadb-binlog": "mariadb-binlog --verbose (C, files)",
+    "binlake-fetch": "binlake fetch only (wire, no decode)",
+    "binlake-decode": "binlake decode (wire)",
+    "binlake-land": "binlake end to end (wire -> Parquet)",
+}
+SERVER_ARGS = (
+    "--binlog-annotate-row-events=ON",
+    "--binlog-row-image=FULL",
+    # Loading speed only; every peer reads the same finished binlog.
+    "--innodb-flush-log-at-trx-commit=2", "--sync-binlog=0",
+    "--innodb-buffer-pool-size=512M", "--max-allowed-packet=256M",
+)
+
+
+@dataclass(frozen=True)
+class BenchOptions:
+    scale: float = 1.0
+    repeats: int = 3
+    seed: int = 20241121
+    smoke: bool = False
+    install_pmr: bool = True
+    memory: bool = True
+    semisync: bool = True
+    semisync_commits: int = 2000
+    profile: bool = False
+    results_dir: Path = Path(__file__).resolve().parent / "results"
+
+
+_server_ids = itertools.count(7000 + os.getpid() % 1000 * 5)
+
+
+class Bench:
+    """State shared by the steps: the server, the user's password, the peers' command lines."""
+
+    def __init__(self, options: BenchOptions, server: SandboxServer, work_dir: Path) -> None:
+        self.options = options
+        self.server = server
+        self.work_dir = work_dir
+        self.password = secrets.token_hex(12)
+        self.pmr_python = ensure_pmr_venv(install=options.install_pmr)
+        self.env = dict(os.environ, BENCH_PASSWORD=self.password)
+
+    def log(self, message: str) -> None:
+        print(f"[bench {time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
+
+    # --- server -----------------------------------------------------------------------------
+
+    def prepare(self) -> None:
+        self.server.sql(
+            f"CREATE DATABASE {DATABASE};"
+            f"CREATE USER '{BENCH_USER}'@'%' IDENTIFIED BY '{self.password}';"
+            f"GRANT REPLICATION SLAVE, BINLOG MONITOR, SELECT ON *.* TO '{BENCH_USER}'@'%';"
+        )
+
+    def current_file(self) -> str:
+        rows = self.server.sql("SHOW MASTER STATUS")
+        return rows[0][0] or ""
+
+    def binlog_paths(self, first: str) -> list[str]:
+        names = [r[0] for r in self.server.sql("SHOW BINARY LOGS") if r[0] is not None]
+        return [os.fspath(self.server.datadir / n) for n in names if n >= first]
+
+    def binlog_bytes(self, first: str) -> int:
+        return sum(os.path.getsize(p) for p in self.binlog_paths(first))
+
+    def load(self, workload: Workload) -> float:
+        started = time.perf_counter()
+        if workload.setup:
+            self.server.sql(workload.setup)
+        # Batches keep the client's stdin moderate; each statement is its own transaction.
+        for start in range(0, len(workload.statements), 5000):
+            chunk = workload.statements[start:start + 5000]
+            self.server.sql("\n".join(chunk), timeout=3600)
+        return time.perf_counter() - started
+
+    # --- peers ------------------------------------------------------------------------------
+
+    def _binlake_argv(self, mode: str, first: str, lake: Path | None = None) -> list[str]:
+        argv = [sys.executable, "-m", "bench.binlake_reader", mode, "--port",
+                str(self.server.port), "--user", BENCH_USER, "--server-id",
+                str(next(_server_ids)), "--file", first]
+        if lake is not None:
+            argv += ["--lake", os.fspath(lake)]
+        return argv
+
+    def measure_peer(self, peer: str, first: str) -> Measurement | None:
+        """One run of ``peer`` over the binlog from ``first`` to the end."""
+        if peer == "pmr":
+            if self.pmr_python is None:
+                return None
+            argv = [os.fspath(self.pmr_python), os.fspath(Path(__file__).parent / "pmr_reader.py"),
+                    "--port", str(self.server.port), "--user", BENCH_USER,
+                    "--server-id", str(next(_server_ids)), "--file", first]
+            return run_measured(argv, env=self.env)
+        if peer == "mariadb-binlog":
+            argv = ["mariadb-binlog", "--no-defaults", "--verbose",
+                    "--base64-output=decode-rows", *self.binlog_paths(first)]
+            return run_measured(argv, stdout_to_devnull=True)
+        mode = peer.removeprefix("binlake-")
+        lake = None
+        if mode == "land":
+            lake = Path(tempfile.mkdtemp(prefix="lake-", dir=self.work_dir))
+        try:
+            measurement = run_measured(self._binlake_argv(mode, first, lake), env=self.env)
+            if lake is not None:
+                measurement.report["lake_bytes"] = _tree_size(lake)
+            return measurement
+        finally:
+            if lake is not None:
+                shutil.rmtree(lake, ignore_errors=True)
+
+    def throughput(self, workload: Workload, first: str) -> dict[str, Any]:
+        runs: dict[str, list[Measurement]] = {peer: [] for peer in PEERS}
+        errors: dict[str, str] = {}
+        for round_no in range(self.options.repeats):
+            for peer in PEERS:
+                if peer in errors:
+                    continue
+                try:
+                    measurement = self.measure_peer(peer, first)
+                except MeasureError as exc:
+                    errors[peer] = str(exc)
+                    self.log(f"{workload.name}: {peer} failed: {exc}")
+                    continue
+                if measurement is None:
+                    continue
+                runs[peer].append(measurement)
+                self.log(f"{workload.name} round {round_no + 1}: {peer} "
+                         f"{_seconds(measurement):.2f} s, {measurement.peak_rss_kib // 1024} MiB")
+        peers: dict[str, Any] = {}
+        for peer, measured in runs.items():
+            if measured:
+                peers[peer] = summarize(measured, workload.rows)
+            elif peer in errors:
+                peers[peer] = {"error": errors[peer]}
+            else:
+                peers[peer] = {"skipped": "python-mysql-replication venv unavailable"}
+        return {"rows": workload.rows, "description": workload.description,
+                "binlog_bytes": self.binlog_bytes(first), "peers": peers}
+
+    # --- memory -----------------------------------------------------------------------------
+
+    def memory(self, name: str, first: str, rows: int, modes: tuple[str, ...]) -> dict[str, Any]:
+        out: dict[str, Any] = {"rows": rows, "binlog_bytes": self.binlog_bytes(first)}
+        for mode in modes:
+            peer = f"binlake-{mode}"
+            try:
+                measurement = self.measure_peer(peer, first)
+            except MeasureError as exc:
+                out[peer] = {"error": str(exc)}
+                continue
+            assert measurement is not None
+            out[peer] = summarize([measurement], rows)
+            self.log(f"memory {name}: {peer} {_seconds(measurement):.1f} s, "
+                     f"peak RSS {measurement.peak_rss_kib // 1024} MiB")
+        return out
+
+    # --- profile ----------------------------------------------------------------------------
+
+    def profile_decode(self, first: str, out_dir: Path, stamp: str) -> str:
+        """cProfile of binlake decode over ``first``…end; returns the top of the profile."""
+        import pstats  # noqa: PLC0415 - only for --profile
+
+        prof = out_dir / f"profile-{stamp}.pstats"
+        argv = [sys.executable, "-m", "cProfile", "-o", os.fspath(prof),
+                *self._binlake_argv("decode", first)[1:]]
+        run_measured(argv, env=self.env)
+        text_path = out_dir / f"profile-{stamp}.txt"
+        with open(text_path, "w") as f:
+            stats = pstats.Stats(os.fspath(prof), stream=f)
+            stats.sort_stats("tottime").print_stats(25)
+            stats.sort_stats("cumulative").print_stats(25)
+        return os.fspath(text_path)
+
+
+def _seconds(m: Measurement) -> float:
+    """The stream time the program reports (imports excluded), else the process wall time."""
+    return float(m.report.get("seconds", m.wall_seconds))
+
+
+def summarize(runs: list[Measurement], expected_rows: int) -> dict[str, Any]:
+    seconds = statistics.median(_seconds(m) for m in runs)
+    summary: dict[str, Any] = {
+        "runs": [{"seconds": round(_seconds(m), 4), "wall_seconds": round(m.wall_seconds, 4),
+                  "peak_rss_mib": round(m.peak_rss_kib / 1024, 1), **m.report} for m in runs],
+        "median_seconds": round(seconds, 4),
+        "median_wall_seconds": round(statistics.median(m.wall_seconds for m in runs), 4),
+        "rows_per_s": round(expected_rows / seconds) if seconds > 0 else None,
+        "peak_rss_mib": round(max(m.peak_rss_kib for m in runs) / 1024, 1),
+    }
+    reported = {m.report["rows"] for m in runs if "rows" in m.report}
+    if reported and reported != {expected_rows}:
+        summary["rows_mismatch"] = sorted(reported)
+    return summary
+
+
+def _tree_size(path: Path) -> int:
+    return sum(f.stat().st_size for f in path.rglob("*") if f.is_file())
+
+
+def run(options: BenchOptions) -> dict[str, Any]:
+    stamp = time.strftime("%Y%m%dT%H%M%S")
+    options.results_dir.mkdir(parents=True, exist_ok=True)
+    work_dir = Path(tempfile.mkdtemp(prefix="binlake-bench-"))
+    results: dict[str, Any] = {
+        "started": stamp,
+        "options": {"scale": options.scale, "repeats": options.repeats, "seed": options.seed,
+                    "smoke": options.smoke},
+        "machine": {"python": platform.python_version(), "platform": platform.platform(),
+                    "cpus": os.cpu_count()},
+    }
+    server = start_server("/", kind=MARIADB, extra_args=SERVER_ARGS)
+    try:
+        bench = Bench(options, server, work_dir)
+        bench.prepare()
+        results["server"] = {"version": server.version(), "args": list(SERVER_ARGS)}
+        results["peers"] = {"pmr": pmr_version(), "python": sys.executable}
+        bench.log(f"server {results['server']['version']} on port {server.port}; "
+                  f"python-mysql-replication {results['peers']['pmr'] or 'unavailable'}")
+
+        workloads: dict[str, Any] = {}
+        firsts: dict[str, str] = {}
+        for workload in standard_workloads(options.scale, options.seed):
+            server.sql("FLUSH BINARY LOGS")
+            first = firsts[workload.name] = bench.current_file()
+            load_seconds = bench.load(workload)
+            bench.log(f"{workload.name}: loaded {workload.rows} rows in {load_seconds:.1f} s")
+            workloads[workload.name] = bench.throughput(workload, first)
+            workloads[workload.name]["load_seconds"] = round(load_seconds, 2)
+            if options.profile and workload.name == "a_bulk_insert":
+                results["profile"] = bench.profile_decode(first, options.results_dir, stamp)
+                bench.log(f"profile written to {results['profile']}")
+        results["workloads"] = workloads
+
+        if options.memory:
+            memory: dict[str, Any] = {}
+            backlog_rows = sum(w["rows"] for w in workloads.values())
+            memory["backlog"] = bench.memory("backlog", firsts["a_bulk_insert"], backlog_rows,
+                                             ("decode", "land"))
+            big = big_transaction(options.scale)
+            server.sql("FLUSH BINARY LOGS")
+            first = bench.current_file()
+            load_seconds = bench.load(big)
+            bench.log(f"big transaction: {big.rows} rows loaded in {load_seconds:.1f} s")
+            memory["big_transaction"] = bench.memory("big transaction", first, big.rows,
+                                                     ("decode", "land"))
+            results["memory"] = memory
+
+        if options.semisync:
+            results["semisync"] = semisync.measure(bench, options.semisync_commits,
+                                                   rounds=options.repeats)
+    finally:
+        server.cleanup()
+        shutil.rmtree(work_dir, ignore_errors=True)
+
+    path = options.results_dir / f"{stamp}.json"
+    path.write_text(json.dumps(results, indent=2) + "\n")
+    results["json_path"] = os.fspath(path)
+    print(report.render(results))
+    print(f"\nresults: {path}")
+    return results
