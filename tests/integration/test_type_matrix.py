@@ -19,6 +19,7 @@ from typing import Any
 
 import pytest
 
+from protocol.binlog.events import ChecksumAlg
 from protocol.binlog.filereader import END_OF_FILE, BinlogFileReader
 from protocol.binlog.model import RowsEvent, RowsKind, TableMapEvent
 from protocol.binlog.stream import EventStream
@@ -47,8 +48,8 @@ def decoded_rows(server: ServerHandle, schema: str) -> list[RowsEvent]:
     out: list[RowsEvent] = []
     for path in server.binlog_files():
         reader = BinlogFileReader()
-        # CRCs are not what this test is about (and see the report about the FDE in-use flag).
-        stream = EventStream(file=Path(path).name, verify_checksums=False)
+        # CRC32 is verified on every event, the FDE included (its in-use flag cleared first).
+        stream = EventStream(file=Path(path).name)
         reader.receive_data(Path(path).read_bytes())
         reader.receive_data(b"")
         while (raw := reader.next_event()) is not END_OF_FILE:
@@ -56,6 +57,8 @@ def decoded_rows(server: ServerHandle, schema: str) -> list[RowsEvent]:
             for event in stream.feed(raw):
                 if isinstance(event, RowsEvent) and event.table.schema == schema:
                     out.append(event)
+        fde = stream.format_description
+        assert fde is not None and fde.checksum_alg == ChecksumAlg.CRC32, path  # really checked
     return out
 
 
