@@ -9,6 +9,7 @@ import random
 import struct
 import time
 from decimal import Decimal
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -16,10 +17,12 @@ import pytest
 from protocol.binlog import values
 from protocol.binlog.coltypes import FieldType as T
 from protocol.binlog.coltypes import codec_for_collation, resolve_string_meta
+from protocol.binlog.filereader import split_binlog
 from protocol.binlog.model import RowsKind, TableMapEvent
 from protocol.binlog.rows import decode_rows_event, decoder_for
+from protocol.binlog.stream import EventStream
 from protocol.binlog.tablemap import decode_table_map
-from protocol.errors import EventDecodeError, RowDecodeError, UnknownTable
+from protocol.errors import ChecksumMismatch, EventDecodeError, RowDecodeError, UnknownTable
 from tests.unit.rowbuild import (
     Col,
     header,
@@ -593,3 +596,56 @@ def test_fuzz_table_map_gives_typed_errors() -> None:
             decode(table, rows_body(len(table.columns), [b"\x00" * 8]))
         except (RowDecodeError, UnknownTable):
             pass
+
+
+# --- CRC32 over recorded row events ---------------------------------------------------------------
+
+_FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "binlogs"
+# WRITE/UPDATE/DELETE_ROWS v1 and v2, MariaDB's compressed forms, MySQL's TRANSACTION_PAYLOAD.
+_ROW_CARRYING = {23, 24, 25, 30, 31, 32, 166, 167, 168, 169, 170, 171, 40}
+
+
+def _recorded_row_events() -> list[tuple[Path, int, bytes]]:
+    out = []
+    for path in sorted(_FIXTURES.glob("*/mysql-bin.0*")):
+        out += [(path, offset, raw) for offset, raw in split_binlog(path.read_bytes())
+                if raw[4] in _ROW_CARRYING]
+    return out
+
+
+def _feed_file(path: Path, data: bytes, verify: bool = True) -> list[Any]:
+    stream = EventStream(file=path.name, verify_checksums=verify)
+    return [event for _, raw in split_binlog(data) for event in stream.feed(raw)]
+
+
+@pytest.mark.parametrize("flavor", ["mariadb-10.11", "mariadb-11.8", "mysql-9.7"])
+def test_corrupted_row_byte_in_a_recorded_binlog_is_caught_by_crc(flavor: str) -> None:
+    """A flipped byte anywhere in a row-carrying event of a real server's binlog (row values,
+    compressed payloads) stops decoding with ChecksumMismatch naming the file and the event's
+    position — it must never turn into a silently different value."""
+    targets = [t for t in _recorded_row_events() if t[0].parent.name == flavor]
+    assert targets
+    rng = random.Random(11)
+    for path, offset, raw in targets:
+        data = bytearray(path.read_bytes())
+        where = offset + 19 + rng.randrange(len(raw) - 19 - 4)  # body, not the CRC itself
+        data[where] ^= 1 << rng.randrange(8)
+        with pytest.raises(ChecksumMismatch) as info:
+            _feed_file(path, bytes(data))
+        assert (info.value.file, info.value.position) == (path.name, offset)
+        assert path.name in str(info.value) and str(offset) in str(info.value)
+
+
+def test_without_crc_a_flipped_value_byte_decodes_silently() -> None:
+    """Why the check matters: the last byte of a row value flipped, CRC off, decodes quietly to
+    a different value (the MariaDB 10.11 fixture's first WRITE_ROWS)."""
+    path, offset, raw = next(t for t in _recorded_row_events()
+                             if t[0].parent.name == "mariadb-10.11" and t[2][4] == 23)
+    clean = [e for e in _feed_file(path, path.read_bytes()) if e.header.position == offset]
+    data = bytearray(path.read_bytes())
+    data[offset + len(raw) - 5] ^= 0x01  # the last byte before the CRC: inside the last value
+    dirty = [e for e in _feed_file(path, bytes(data), verify=False)
+             if e.header.position == offset]
+    assert clean[0].rows_after() != dirty[0].rows_after()
+    with pytest.raises(ChecksumMismatch):
+        _feed_file(path, bytes(data))
