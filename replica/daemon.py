@@ -149,8 +149,10 @@ class Daemon:
             await nursery.start(logs.reopen_logs_on_sighup, setup)
         address = self.config.metrics.address
         if address:
-            port = await nursery.start(serve_http, self.metrics, self.config.metrics.host,
-                                       self.config.metrics.port)
+            listeners = await nursery.start(serve_http, self.metrics, self.config.metrics.host,
+                                            self.config.metrics.port)
+            # serve_http reports its listeners: the bound port matters when the config says 0.
+            port = listeners[0].socket.getsockname()[1]
             self.metrics_address = (self.config.metrics.host, int(port))
             log.info("metrics on http://%s:%s/metrics", self.config.metrics.host, port)
 
@@ -210,6 +212,11 @@ class Daemon:
                 if self._stopping:
                     scope.cancel()
                 await self.pipeline.stream(session)
+                if not config.replica.stop_at_end:
+                    # A blocking dump never ends by itself: the server ended it (shutdown,
+                    # KILL of the dump thread). That is a reason to reconnect, not to stop.
+                    raise EOFError("the server ended the binlog dump (shutting down, or the "
+                                   "dump thread was killed)")
                 log.info("caught up with the server's binlog end; stopping")
                 return True
             # Cancelled by stop(): land what is complete and ACK it while still connected.
