@@ -1,0 +1,199 @@
+"""``binlake run`` as a subprocess, the way an operator runs it: a TOML file plus environment.
+
+:class:`DaemonProcess` writes the config file, starts ``python -m replica.cli run --config FILE``
+with the password in ``BINLAKE_SERVER_PASSWORD`` (never on the command line), captures stdout and
+stderr to files, and offers what end-to-end tests need: wait for a log line, find the metrics
+port, SIGTERM with a deadline, SIGKILL, and a check that a secret never appeared in any output.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+from sinks.parquet.commit import CHECKPOINT
+
+__all__ = ["DaemonProcess", "DaemonExited", "free_server_id", "http_get", "read_checkpoint"]
+
+REPO = Path(__file__).resolve().parents[2]
+_METRICS_LINE = re.compile(r"metrics on http://([^\s/]+):(\d+)/metrics")
+_next_server_id = 7000 + os.getpid() % 1000 * 10
+
+
+def free_server_id() -> int:
+    """A replica server_id no other daemon of this test session uses."""
+    global _next_server_id
+    _next_server_id += 1
+    return _next_server_id
+
+
+class DaemonExited(AssertionError):
+    """The daemon exited while the test expected it to run."""
+
+
+def _toml_value(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int | float):
+        return repr(value)
+    if isinstance(value, list | tuple):
+        return "[" + ", ".join(_toml_value(v) for v in value) + "]"
+    return json.dumps(str(value))  # a TOML basic string is JSON-compatible for our values
+
+
+def http_get(url: str, timeout: float = 5.0) -> tuple[int, str]:
+    """(status, body) of a GET; HTTP errors are returned, not raised."""
+    try:
+        with urllib.request.urlopen(url, timeout=timeout) as response:
+            return response.status, response.read().decode()
+    except urllib.error.HTTPError as exc:
+        return exc.code, exc.read().decode()
+
+
+def read_checkpoint(lake: str | os.PathLike[str]) -> dict[str, Any] | None:
+    try:
+        return json.loads(Path(lake, CHECKPOINT).read_text())
+    except FileNotFoundError:
+        return None
+
+
+class DaemonProcess:
+    """One ``binlake run`` subprocess.
+
+    Args:
+        workdir: where the config file and the captured output go.
+        settings: ``{section: {key: value}}`` written to the TOML file.
+        password: put in ``BINLAKE_SERVER_PASSWORD``.
+        env: more environment variables.
+    """
+
+    def __init__(self, workdir: str | os.PathLike[str], settings: dict[str, dict[str, Any]], *,
+                 password: str | None, env: dict[str, str] | None = None,
+                 name: str = "daemon") -> None:
+        self.workdir = Path(workdir)
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        self.settings = settings
+        self.password = password
+        self.extra_env = env or {}
+        self.name = name
+        self.config_path = self.workdir / f"{name}.toml"
+        self.config_path.write_text(self._toml())
+        self.runs = 0
+        self.process: subprocess.Popen[bytes] | None = None
+        self.stdout_path = self.workdir / f"{name}.stdout"
+        self.stderr_path = self.workdir / f"{name}.stderr"
+        self._stderr_offset = 0
+
+    def _toml(self) -> str:
+        lines = []
+        for section, values in self.settings.items():
+            lines.append(f"[{section}]")
+            lines += [f"{key} = {_toml_value(v)}" for key, v in values.items()]
+            lines.append("")
+        return "\n".join(lines)
+
+    @property
+    def argv(self) -> list[str]:
+        return [sys.executable, "-m", "replica.cli", "run", "--config", str(self.config_path)]
+
+    def _env(self) -> dict[str, str]:
+        env = {k: v for k, v in os.environ.items() if not k.startswith("BINLAKE_")}
+        if self.password is not None:
+            env["BINLAKE_SERVER_PASSWORD"] = self.password
+        env.update(self.extra_env)
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), env.get("PYTHONPATH")]))
+        return env
+
+    # --- lifecycle -------------------------------------------------------------------------------
+
+    def start(self) -> DaemonProcess:
+        assert self.process is None or self.process.poll() is not None, "already running"
+        self.runs += 1
+        # Output of every run is appended, so a test can check all of it at the end.
+        with open(self.stdout_path, "ab") as out, open(self.stderr_path, "ab") as err:
+            self._stderr_offset = err.tell()
+            self.process = subprocess.Popen(self.argv, stdout=out, stderr=err, env=self._env(),
+                                            cwd=self.workdir, start_new_session=True)
+        return self
+
+    @property
+    def running(self) -> bool:
+        return self.process is not None and self.process.poll() is None
+
+    def check_alive(self) -> None:
+        """Raise :class:`DaemonExited` (with its stderr) if the daemon is not running."""
+        if not self.running:
+            code = self.process.returncode if self.process else None
+            raise DaemonExited(f"{self.name} exited with {code}:\n{self.run_stderr()[-4000:]}")
+
+    def wait(self, timeout: float) -> int:
+        assert self.process is not None
+        try:
+            return self.process.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.kill()
+            raise AssertionError(f"{self.name} did not exit within {timeout} s:\n"
+                                 f"{self.run_stderr()[-4000:]}") from None
+
+    def terminate(self, timeout: float) -> tuple[int, float]:
+        """SIGTERM; returns (exit code, seconds it took)."""
+        assert self.process is not None
+        started = time.monotonic()
+        self.process.send_signal(signal.SIGTERM)
+        code = self.wait(timeout)
+        return code, time.monotonic() - started
+
+    def kill(self) -> None:
+        """SIGKILL, no chance to flush (a crash)."""
+        if self.process is not None and self.process.poll() is None:
+            self.process.kill()
+            self.process.wait(10)
+
+    # --- output ----------------------------------------------------------------------------------
+
+    def stderr(self) -> str:
+        """Everything every run wrote to stderr."""
+        return self.stderr_path.read_text(errors="replace") if self.stderr_path.exists() else ""
+
+    def stdout(self) -> str:
+        return self.stdout_path.read_text(errors="replace") if self.stdout_path.exists() else ""
+
+    def run_stderr(self) -> str:
+        """What the current (or last) run wrote to stderr."""
+        with open(self.stderr_path, "rb") as f:
+            f.seek(self._stderr_offset)
+            return f.read().decode(errors="replace")
+
+    def wait_for(self, pattern: str, timeout: float = 20.0, *, since: int = 0,
+                 alive: bool = True) -> re.Match[str]:
+        """Wait until this run's stderr (from offset ``since``) matches ``pattern``."""
+        compiled = re.compile(pattern)
+        deadline = time.monotonic() + timeout
+        while True:
+            match = compiled.search(self.run_stderr(), since)
+            if match:
+                return match
+            if alive:
+                self.check_alive()
+            if time.monotonic() > deadline:
+                raise AssertionError(f"{self.name}: no {pattern!r} in stderr within {timeout} s:"
+                                     f"\n{self.run_stderr()[-4000:]}")
+            time.sleep(0.1)
+
+    def metrics_url(self, timeout: float = 20.0) -> str:
+        match = self.wait_for(_METRICS_LINE.pattern, timeout)
+        return f"http://{match.group(1)}:{match.group(2)}"
+
+    def assert_secret_never_shown(self, secret: str) -> None:
+        for path in (self.stdout_path, self.stderr_path, self.config_path):
+            if path.exists():
+                assert secret not in path.read_text(errors="replace"), f"password in {path.name}"

@@ -1,0 +1,141 @@
+"""A loopback TCP proxy that tests can use to break the network between binlake and a server.
+
+The daemon connects to the proxy's port instead of the server's; the proxy forwards bytes both
+ways and, on request:
+
+* :meth:`TcpProxy.drop` resets every open connection (what a restarted load balancer or a
+  firewall's connection-table flush does): the daemon sees a broken connection at once;
+* :meth:`TcpProxy.stall` stops forwarding while keeping connections open (a black-holed network
+  path): nothing tells the daemon, which must notice the missing heartbeats by itself;
+  :meth:`TcpProxy.resume` forwards again.
+
+Threads rather than trio, because the tests around it are synchronous (subprocesses and the
+stock client). Two pump threads per connection; each forwards one direction in chunks and holds
+a chunk while the proxy is stalled.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import socket
+import struct
+import threading
+from types import TracebackType
+
+__all__ = ["TcpProxy"]
+
+_LINGER_RESET = struct.pack("ii", 1, 0)  # SO_LINGER on, 0 s: close() sends RST
+
+
+class TcpProxy:
+    """Forwards ``127.0.0.1:<port>`` to ``(upstream_host, upstream_port)``.
+
+    Use as a context manager (or call :meth:`close`)::
+
+        with TcpProxy("127.0.0.1", server.port) as proxy:
+            ... daemon configured with port=proxy.port ...
+            proxy.drop()
+    """
+
+    def __init__(self, upstream_host: str, upstream_port: int) -> None:
+        self.upstream = (upstream_host, upstream_port)
+        self._listener = socket.create_server(("127.0.0.1", 0))
+        self.port: int = self._listener.getsockname()[1]
+        self._lock = threading.Lock()
+        self._flowing = threading.Event()
+        self._flowing.set()
+        self._sockets: set[socket.socket] = set()
+        self._closed = False
+        #: Connections accepted so far (a reconnecting client makes it grow).
+        self.accepted = 0
+        self._acceptor = threading.Thread(target=self._accept_loop, name="proxy-accept",
+                                          daemon=True)
+        self._acceptor.start()
+
+    # --- control ---------------------------------------------------------------------------------
+
+    def drop(self) -> int:
+        """Reset every open connection; returns how many pairs were cut."""
+        with self._lock:
+            sockets = list(self._sockets)
+            self._sockets.clear()
+        for sock in sockets:
+            _reset(sock)
+        return len(sockets) // 2
+
+    def stall(self) -> None:
+        """Stop forwarding in both directions (connections stay open, new ones are accepted
+        and stalled too)."""
+        self._flowing.clear()
+
+    def resume(self) -> None:
+        self._flowing.set()
+
+    @property
+    def open_connections(self) -> int:
+        with self._lock:
+            return len(self._sockets) // 2
+
+    def close(self) -> None:
+        self._closed = True
+        self._flowing.set()
+        with contextlib.suppress(OSError):
+            self._listener.close()
+        self.drop()
+
+    def __enter__(self) -> TcpProxy:
+        return self
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        self.close()
+
+    # --- forwarding ------------------------------------------------------------------------------
+
+    def _accept_loop(self) -> None:
+        while not self._closed:
+            try:
+                client, _address = self._listener.accept()
+            except OSError:
+                return
+            try:
+                server = socket.create_connection(self.upstream, timeout=5)
+                server.settimeout(None)
+            except OSError:
+                _reset(client)  # the upstream is down: so is the proxy, to the client
+                continue
+            with self._lock:
+                self.accepted += 1
+                self._sockets.update((client, server))
+            for source, sink, name in ((client, server, "up"), (server, client, "down")):
+                threading.Thread(target=self._pump, args=(source, sink), daemon=True,
+                                 name=f"proxy-{name}-{self.accepted}").start()
+
+    def _pump(self, source: socket.socket, sink: socket.socket) -> None:
+        try:
+            while True:
+                chunk = source.recv(65536)
+                if not chunk:
+                    with contextlib.suppress(OSError):
+                        sink.shutdown(socket.SHUT_WR)
+                    return
+                self._flowing.wait()
+                sink.sendall(chunk)
+        except OSError:
+            _reset(sink)
+        finally:
+            with self._lock:
+                self._sockets.discard(source)
+                other_done = sink not in self._sockets
+            if other_done:  # both directions are over
+                _reset(source)
+                _reset(sink)
+
+
+def _reset(sock: socket.socket) -> None:
+    with contextlib.suppress(OSError):
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, _LINGER_RESET)
+    with contextlib.suppress(OSError):
+        sock.shutdown(socket.SHUT_RDWR)
+    with contextlib.suppress(OSError):
+        sock.close()

@@ -1,0 +1,120 @@
+"""``binlake run`` end to end on a real server: stop, restart, server restart, dropped and stalled
+connections — and at the end the lake equals the source, every change exactly once.
+
+The daemon runs as a subprocess with a TOML file and the password in the environment, and reaches
+the server through :class:`~tests.integration.proxy.TcpProxy` so the test can cut or stall the
+network. A seeded :class:`~tests.integration.workload.Workload` makes the changes; after each
+disturbance the test waits until the lake holds exactly the change rows the workload made.
+"""
+
+from __future__ import annotations
+
+import uuid
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.servers.handle import ServerHandle
+
+from .daemon_process import DaemonProcess, free_server_id
+from .proxy import TcpProxy
+from .workload import Workload, compare_lake, wait_for_lake
+
+pytestmark = pytest.mark.server
+
+STOP_TIMEOUT = 5.0
+
+
+def binlog_end(server: ServerHandle) -> tuple[str, int]:
+    status = "SHOW MASTER STATUS" if server.is_mariadb else "SHOW BINARY LOG STATUS"
+    row = server.sql(status)[0]
+    assert row[0] is not None and row[1] is not None
+    return row[0], int(row[1])
+
+
+def daemon_settings(server: ServerHandle, lake: Path, database: str, *, port: int | None = None,
+                    log_format: str = "human", **sections: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """A config for a test daemon: fast heartbeats, reconnects and flushes; only ``database``
+    lands; a new lake starts at the server's current end."""
+    file, pos = binlog_end(server)
+    settings: dict[str, dict[str, Any]] = {
+        "server": {"host": "127.0.0.1", "port": port or server.port, "user": "repl",
+                   "connect_timeout": 3.0, "read_timeout": 5.0},
+        "replica": {"server_id": free_server_id(), "heartbeat_period": 1.0,
+                    "stop_timeout": STOP_TIMEOUT},
+        "start": {"from": "file", "file": file, "pos": pos},
+        "filter": {"include": [database]},
+        "lake": {"path": str(lake), "flush_interval": 0.3},
+        "reconnect": {"initial_delay": 0.2, "max_delay": 1.0, "healthy_after": 2.0},
+        "metrics": {"address": "127.0.0.1:0", "ready_max_lag": 30.0},
+        "log": {"format": log_format, "level": "info"},
+    }
+    for section, values in sections.items():
+        settings.setdefault(section, {}).update(values)
+    return settings
+
+
+def unique_db(prefix: str) -> str:
+    return f"{prefix}_{uuid.uuid4().hex[:8]}"
+
+
+def test_daemon_survives_stop_restart_server_restart_drop_and_stall(
+        mariadb_10_11: ServerHandle, tmp_path: Path) -> None:
+    server = mariadb_10_11
+    password = server.users["repl"].password
+    database = unique_db("e2e_life")
+    lake = tmp_path / "lake"
+    with TcpProxy("127.0.0.1", server.port) as proxy:
+        daemon = DaemonProcess(tmp_path, daemon_settings(server, lake, database, port=proxy.port),
+                               password=password)
+        workload = Workload(server, database, seed=20261121)
+        workload.create_tables()
+        daemon.start()
+        daemon.wait_for(r"streaming from")
+
+        # 1. live landing, then SIGTERM in the middle of a stream of changes
+        workload.run(60)
+        wait_for_lake(lake, workload, alive=daemon.check_alive)
+        workload.run(20)
+        code, took = daemon.terminate(timeout=STOP_TIMEOUT + 5)
+        assert code == 0, daemon.run_stderr()
+        assert took < STOP_TIMEOUT + 2
+        assert "stopping" in daemon.run_stderr()
+
+        # 2. restart: resumes from the checkpoint, lands what it missed and what follows
+        daemon.start()
+        daemon.wait_for(r"resuming after transaction")
+        workload.run(60)
+        wait_for_lake(lake, workload, alive=daemon.check_alive)
+
+        # 3. the server restarts under the running daemon
+        mark = len(daemon.run_stderr())
+        server.stop()
+        daemon.wait_for(r"reconnecting in", since=mark)
+        server.start()
+        workload.run(40)
+        wait_for_lake(lake, workload, timeout=60, alive=daemon.check_alive)
+
+        # 4. the network drops every connection while changes flow
+        mark = len(daemon.run_stderr())
+        workload.run(20)
+        assert proxy.drop() >= 1
+        workload.run(20)
+        daemon.wait_for(r"reconnecting in", since=mark)
+        wait_for_lake(lake, workload, timeout=60, alive=daemon.check_alive)
+
+        # 5. the network stalls: only the missing heartbeats can tell
+        mark = len(daemon.run_stderr())
+        proxy.stall()
+        workload.run(20)
+        daemon.wait_for(r"HeartbeatTimeout", since=mark, timeout=10)
+        proxy.resume()
+        workload.run(20)
+        wait_for_lake(lake, workload, timeout=60, alive=daemon.check_alive)
+
+        code, took = daemon.terminate(timeout=STOP_TIMEOUT + 5)
+        assert code == 0, daemon.run_stderr()
+    compare_lake(server, lake, workload)
+    assert workload.rollbacks > 0 and workload.transactions > 200
+    daemon.assert_secret_never_shown(password)
