@@ -189,7 +189,8 @@ class OpenProtocolEncoder:
     def __init__(self) -> None:
         self._last_ts = 0
         self._ts = 0
-        self._columns: dict[int, tuple[tuple[str, int, int], ...]] = {}
+        # The last table described, kept alive so that its id() cannot be reused by another.
+        self._described: tuple[TableMapEvent, tuple[tuple[str, int, int], ...]] | None = None
 
     def _next_ts(self, seconds: int) -> int:
         ts = max((seconds * 1000) << _LOGICAL_BITS, self._last_ts + 1)
@@ -219,13 +220,13 @@ class OpenProtocolEncoder:
         }
 
     def _describe(self, table: TableMapEvent) -> tuple[tuple[str, int, int], ...]:
-        described = self._columns.get(id(table))
-        if described is None:
-            described = tuple(
-                (c.name or f"col_{c.index + 1}", open_type_code(c), column_flags(c, table))
-                for c in table.columns
-            )
-            self._columns = {id(table): described}  # keep one: table maps repeat per txn
+        if self._described is not None and self._described[0] is table:
+            return self._described[1]
+        described = tuple(
+            (c.name or f"col_{c.index + 1}", open_type_code(c), column_flags(c, table))
+            for c in table.columns
+        )
+        self._described = (table, described)  # keep one: table maps repeat per txn
         return described
 
     def _image(self, table: TableMapEvent, described: tuple[tuple[str, int, int], ...],
