@@ -4,8 +4,9 @@ Values arrive column-wise, so each column is converted with one ``pa.array`` cal
 Python work is limited to UPDATEs of tables with a primary key, where each row's key is compared
 to decide whether the update moved the row.
 
-An UPDATE that changes the primary key is landed as two rows: ``D`` carrying the old row (and
-``_before``), then ``I`` carrying the new row, with consecutive ``_row`` numbers. A consumer that
+An UPDATE that changes the primary key is landed as two rows: ``D`` carrying the old row, then
+``I`` carrying the new row, with consecutive ``_row`` numbers; both carry the old row in
+``_before`` (an ``I`` with a ``_before`` is the second half of a key change). A consumer that
 keys on the primary key therefore sees the old key disappear and the new one appear, exactly as
 if the application had deleted and re-inserted the row.
 """
@@ -147,7 +148,7 @@ def _split_key_changes(after: list[pa.Array], before: list[pa.Array], before_str
     for i in range(n):
         if i in moved_set:
             main_take += (n + i, i)
-            before_take += (i, None)
+            before_take += (i, i)
             ops += ("D", "I")
             missing += (before_m, after_m)
         else:

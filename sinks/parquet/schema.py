@@ -7,7 +7,8 @@ or a DROP + CREATE — the table gets version N+1: old files keep their schema i
 physical types inside one directory.
 
 The landed row is the table's columns followed by the metadata columns below. Data columns keep
-their source names; one that collides with a metadata name gets ``_`` appended (the original is
+their source names; one that collides with a metadata or partition column name
+(``schema_version``, ``commit_date``) gets ``_`` appended (the original is
 in its field metadata). Without column names (``binlog_row_metadata`` other than FULL) the
 columns are called ``col_1``, ``col_2``… in table order.
 """
@@ -42,7 +43,9 @@ METADATA_FIELDS: tuple[pa.Field, ...] = (
     pa.field("_commit_ts", T.TIMESTAMP_UTC),
     pa.field("_missing", pa.list_(pa.string())),  # columns absent from a MINIMAL/NOBLOB image
 )
-METADATA_NAMES = frozenset(f.name for f in METADATA_FIELDS) | {"_before"}
+#: Names a data column cannot have: the metadata columns and the partition columns.
+METADATA_NAMES = frozenset(f.name for f in METADATA_FIELDS) | {"_before", "schema_version",
+                                                               "commit_date"}
 COMMIT_TS_FIELD = next(f for f in METADATA_FIELDS if f.name == "_commit_ts")
 
 _FLAG_NAMES = [(flag, flag.name or "") for flag in ColumnFlag if flag is not ColumnFlag.NONE]

@@ -93,7 +93,7 @@ def test_primary_key_change_lands_as_delete_plus_insert(lake):
     rows = read_table(lake, "shop", "users").to_pylist()[2:]
     assert [(r["_op"], r["_row"], r["id"]) for r in rows] == [
         ("U", 0, 1), ("D", 1, 2), ("I", 2, 20)]
-    assert rows[1]["_before"]["id"] == 2 and rows[2]["_before"] is None
+    assert rows[1]["_before"]["id"] == 2 and rows[2]["_before"]["id"] == 2
 
 
 def test_rollback_and_skipped_replay_land_nothing(lake):

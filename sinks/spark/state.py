@@ -1,0 +1,109 @@
+"""Reduce a change log to the table's present rows.
+
+The latest change per primary key by the total order ``(_seq, _row)`` wins; keys whose latest
+change is a delete disappear. A primary-key change was landed as D(old key) + I(new key), so it
+needs no special case here.
+
+Row images that lack columns (``binlog_row_image=MINIMAL``/``NOBLOB``: listed in ``_missing``)
+are merged: each column takes its value from the latest change that carried it, and a key
+column absent from an UPDATE's after image comes from its before image.
+"""
+
+from __future__ import annotations
+
+import glob
+import json
+import os
+from collections.abc import Sequence
+
+from pyspark.sql import Column, DataFrame, SparkSession, Window
+from pyspark.sql import functions as F
+
+from ..parquet import layout as L
+from .readers import read_changes
+from .schema import load_versions
+
+METADATA_COLUMNS = ("_op", "_seq", "_row", "_gtid", "_gtid_domain", "_gtid_server_id",
+                    "_gtid_uuid", "_gtid_tag", "_gtid_seq", "_binlog_file", "_binlog_pos",
+                    "_commit_ts", "_missing", "_before", "schema_version", "commit_date")
+
+
+def _is_missing(name: str) -> Column:
+    return F.coalesce(F.array_contains(F.col("_missing"), F.lit(name)), F.lit(False))
+
+
+def current_state(df: DataFrame, key_columns: Sequence[str],
+                  columns: Sequence[str] | None = None,
+                  partial_images: bool | None = None) -> DataFrame:
+    """The present rows of the table whose change log is ``df``.
+
+    Args:
+        df: a change log, e.g. from :func:`read_changes`.
+        key_columns: the primary key (or another unique, non-null key).
+        columns: the data columns to return (default: every non-metadata column of ``df``).
+        partial_images: merge rows that lack columns; ``None`` checks ``_missing`` to decide.
+    """
+    if not key_columns:
+        raise ValueError("current_state needs the table's key columns")
+    if columns is None:
+        columns = [c for c in df.columns if c not in METADATA_COLUMNS]
+    if partial_images is None:
+        partial_images = bool(df.where(F.col("_missing").isNotNull()).limit(1).count())
+    order = [F.col("_seq").desc(), F.col("_row").desc()]
+    if not partial_images:
+        latest = Window.partitionBy(*[F.col(f"`{k}`") for k in key_columns]).orderBy(*order)
+        return (df.withColumn("__rank", F.row_number().over(latest))
+                .where((F.col("__rank") == 1) & (F.col("_op") != "D"))
+                .select(*[F.col(f"`{c}`") for c in columns]))
+    keyed = df
+    for k in key_columns:
+        keyed = keyed.withColumn(
+            k, F.when(_is_missing(k), F.col("_before").getField(k)).otherwise(F.col(f"`{k}`")))
+    keys = [F.col(f"`{k}`") for k in key_columns]
+    history = (Window.partitionBy(*keys).orderBy(F.col("_seq"), F.col("_row"))
+               .rowsBetween(Window.unboundedPreceding, Window.currentRow))
+    merged = keyed
+    for c in columns:
+        if c in key_columns:
+            continue
+        carried = F.when(~_is_missing(c), F.struct(F.col(f"`{c}`").alias("v")))
+        merged = merged.withColumn(c, F.last(carried, ignorenulls=True).over(history)
+                                   .getField("v"))
+    latest = Window.partitionBy(*keys).orderBy(*order)
+    return (merged.withColumn("__rank", F.row_number().over(latest))
+            .where((F.col("__rank") == 1) & (F.col("_op") != "D"))
+            .select(*[F.col(f"`{c}`") for c in columns]))
+
+
+def last_reset_seq(lake: str, database: str, table: str) -> int:
+    """The ``_seq`` of the last DDL that emptied or replaced the table (TRUNCATE, DROP, CREATE),
+    from the DDL log; 0 if none. Changes at or before it do not describe present rows."""
+    last = 0
+    pattern = os.path.join(lake, L.DDL_DIR, "*", "*.jsonl")
+    for path in glob.glob(pattern):
+        with open(path, encoding="utf-8") as f:
+            for line in f:
+                entry = json.loads(line)
+                if entry.get("resets_table") and [database, table] in entry.get("tables", []):
+                    last = max(last, int(entry["seq"]))
+    return last
+
+
+def read_current_state(spark: SparkSession, lake: str, database: str, table: str,
+                       key_columns: Sequence[str] | None = None) -> DataFrame:
+    """The table's present rows, with its current columns (those of its latest schema version).
+
+    The key defaults to the primary key recorded in the latest ``_schema/v<N>.json``.
+    """
+    versions = load_versions(lake, database, table)
+    if not versions:
+        raise FileNotFoundError(f"no landed table {database}.{table} under {lake}")
+    latest = list(versions.values())[-1]
+    keys = list(key_columns or latest["primary_key"])
+    if not keys:
+        raise ValueError(f"{database}.{table} has no primary key recorded; pass key_columns")
+    changes = read_changes(spark, lake, database, table)
+    reset = last_reset_seq(lake, database, table)
+    if reset:
+        changes = changes.where(F.col("_seq") > reset)
+    return current_state(changes, keys, [c["name"] for c in latest["columns"]])
