@@ -34,7 +34,8 @@ def binlog_end(server: ServerHandle) -> tuple[str, int]:
 
 
 def daemon_settings(server: ServerHandle, lake: Path, database: str, *, port: int | None = None,
-                    log_format: str = "human", **sections: dict[str, Any]) -> dict[str, dict[str, Any]]:
+                    log_format: str = "human", overrides: dict[str, dict[str, Any]] | None = None,
+                    ) -> dict[str, dict[str, Any]]:
     """A config for a test daemon: fast heartbeats, reconnects and flushes; only ``database``
     lands; a new lake starts at the server's current end."""
     file, pos = binlog_end(server)
@@ -50,7 +51,7 @@ def daemon_settings(server: ServerHandle, lake: Path, database: str, *, port: in
         "metrics": {"address": "127.0.0.1:0", "ready_max_lag": 30.0},
         "log": {"format": log_format, "level": "info"},
     }
-    for section, values in sections.items():
+    for section, values in (overrides or {}).items():
         settings.setdefault(section, {}).update(values)
     return settings
 

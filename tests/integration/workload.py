@@ -251,6 +251,7 @@ class _TableModel:
     keys: list[Key] = field(default_factory=list)
     next_id: int = 1
     expected: Counter[str] = field(default_factory=Counter)  # op -> rows in the lake
+    row_events: Counter[str] = field(default_factory=Counter)  # binlog rows by insert/update/delete
 
 
 class Workload:
@@ -313,6 +314,12 @@ class Workload:
         """table -> {op: rows} the lake must hold for this workload, exactly."""
         return {name: Counter(model.expected) for name, model in self.tables.items()}
 
+    @property
+    def row_events(self) -> dict[str, Counter[str]]:
+        """table -> {insert|update|delete: rows} as the binlog's rows events carry them (a key
+        move is one updated row there, but D + I in the lake)."""
+        return {name: Counter(model.row_events) for name, model in self.tables.items()}
+
     def transaction(self) -> str:
         """SQL text of one random transaction; the model is updated as if it commits."""
         rng = self.rng
@@ -328,11 +335,13 @@ class Workload:
     def _rolled_back(self) -> str:
         """A transaction that changes rows and rolls back: the model must not see it."""
         self.rollbacks += 1
-        saved = {name: (list(m.keys), Counter(m.expected)) for name, m in self.tables.items()}
+        saved = {name: (list(m.keys), Counter(m.expected), Counter(m.row_events))
+                 for name, m in self.tables.items()}
         statements = [self._statement(self._pick_table()) for _ in range(self.rng.randrange(1, 4))]
-        for name, (keys, expected) in saved.items():
+        for name, (keys, expected, row_events) in saved.items():
             model = self.tables[name]
-            model.keys, model.expected = keys, expected  # next_id stays: keys are not reused
+            # next_id stays: keys are never reused
+            model.keys, model.expected, model.row_events = keys, expected, row_events
         return "BEGIN; " + "; ".join(statements) + "; ROLLBACK;"
 
     def _pick_table(self) -> _TableModel:
@@ -379,6 +388,7 @@ class Workload:
             values = [_key_literal(v) for v in key] + ["0"] + [self._value(c) for c in spec.columns]
             rows.append(f"({', '.join(values)})")
         model.expected["I"] += n
+        model.row_events["insert"] += n
         names = [*spec.key_names, "rev", *spec.columns]
         return f"INSERT INTO {spec.name} ({', '.join(names)}) VALUES {', '.join(rows)}"
 
@@ -387,6 +397,7 @@ class Workload:
         chosen = self.rng.sample(spec.columns, self.rng.randrange(1, len(spec.columns) + 1))
         sets = ["rev = rev + 1", *(f"{c} = {self._value(c)}" for c in chosen)]
         model.expected["U"] += len(keys)
+        model.row_events["update"] += len(keys)
         return f"UPDATE {spec.name} SET {', '.join(sets)} WHERE {self._where(spec, keys)}"
 
     def _move(self, model: _TableModel, key: Key) -> str:
@@ -396,6 +407,7 @@ class Workload:
         model.keys[model.keys.index(key)] = new_key
         model.expected["D"] += 1
         model.expected["I"] += 1
+        model.row_events["update"] += 1
         sets = ["rev = rev + 1", *(f"{name} = {_key_literal(v)}" for name, v in zip(
             spec.key_names, new_key, strict=True))]
         return f"UPDATE {spec.name} SET {', '.join(sets)} WHERE {self._where(spec, [key])}"
@@ -405,6 +417,7 @@ class Workload:
         for key in keys:
             model.keys.remove(key)
         model.expected["D"] += len(keys)
+        model.row_events["delete"] += len(keys)
         return f"DELETE FROM {spec.name} WHERE {self._where(spec, keys)}"
 
 

@@ -1,0 +1,153 @@
+"""Operating ``binlake run``: permanent errors end it at once with a clear line, /metrics shows
+rows and lag during a run, /readyz follows the server, JSON logs are JSON, passwords stay secret.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+
+from replica.cli import EXIT_PERMANENT
+from tests.servers.handle import ServerHandle
+
+from .daemon_process import DaemonProcess, http_get
+from .proxy import TcpProxy
+from .test_daemon_lifecycle import daemon_settings, unique_db
+from .workload import Workload, compare_lake, wait_for_lake
+
+pytestmark = pytest.mark.server
+
+
+def _error_lines(stderr: str) -> list[str]:
+    return [line for line in stderr.splitlines() if line.startswith("binlake: error:")]
+
+
+def test_wrong_password_exits_permanent_without_retrying(mariadb_10_11: ServerHandle,
+                                                         tmp_path: Path) -> None:
+    server = mariadb_10_11
+    wrong = f"wrong-{uuid.uuid4().hex}"
+    with TcpProxy("127.0.0.1", server.port) as proxy:
+        daemon = DaemonProcess(
+            tmp_path, daemon_settings(server, tmp_path / "lake", "unused", port=proxy.port),
+            password=wrong)
+        started = time.monotonic()
+        code = daemon.start().wait(timeout=30)
+        took = time.monotonic() - started
+        attempts = proxy.accepted
+    stderr = daemon.stderr()
+    assert code == EXIT_PERMANENT, stderr
+    assert took < 10, f"took {took:.1f} s to give up"
+    assert attempts == 1, f"{attempts} connection attempts for a wrong password: a retry storm"
+    (line,) = _error_lines(stderr)
+    assert "AccessDenied" in line
+    assert "fix:" in stderr and "Traceback" not in stderr
+    daemon.assert_secret_never_shown(wrong)
+
+
+def test_user_without_replication_slave_exits_with_one_clear_line(
+        mariadb_10_11: ServerHandle, tmp_path: Path) -> None:
+    server = mariadb_10_11
+    user = f"norepl_{uuid.uuid4().hex[:8]}"
+    password = uuid.uuid4().hex
+    server.sql(f"CREATE USER '{user}'@'%' IDENTIFIED BY '{password}'; "
+               f"GRANT SELECT, BINLOG MONITOR ON *.* TO '{user}'@'%'")
+    try:
+        settings = daemon_settings(server, tmp_path / "lake", "unused",
+                                   overrides={"server": {"user": user}})
+        daemon = DaemonProcess(tmp_path, settings, password=password)
+        code = daemon.start().wait(timeout=30)
+    finally:
+        server.sql(f"DROP USER '{user}'@'%'")
+    stderr = daemon.stderr()
+    assert code == EXIT_PERMANENT, stderr
+    (line,) = _error_lines(stderr)
+    assert "MissingPrivilege" in line or "REPLICATION SLAVE" in line, line
+    assert "REPLICATION SLAVE" in stderr  # the fix names the grant
+    assert "Traceback" not in stderr
+    assert stderr.count("reconnecting") == 0
+    daemon.assert_secret_never_shown(password)
+
+
+def _metric(text: str, name: str, **labels: str) -> float | None:
+    """The value of one sample in Prometheus text, or None."""
+    for line in text.splitlines():
+        if line.startswith("#"):
+            continue
+        match = re.match(r"([a-zA-Z_:][\w:]*)(\{[^}]*\})?\s+(\S+)", line)
+        if not match or match.group(1) != name:
+            continue
+        found = dict(re.findall(r'(\w+)="((?:[^"\\]|\\.)*)"', match.group(2) or ""))
+        if all(found.get(k) == v for k, v in labels.items()):
+            return float(match.group(3))
+    return None
+
+
+def _wait_status(url: str, status: int, timeout: float) -> str:
+    deadline = time.monotonic() + timeout
+    while True:
+        got, body = http_get(url)
+        if got == status:
+            return body
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{url}: {got} {body!r}, expected {status} within {timeout} s")
+        time.sleep(0.2)
+
+
+def test_metrics_readiness_and_json_logs_during_a_run(mariadb_10_11: ServerHandle,
+                                                      tmp_path: Path) -> None:
+    server = mariadb_10_11
+    password = server.users["repl"].password
+    database = unique_db("e2e_ops")
+    lake = tmp_path / "lake"
+    daemon = DaemonProcess(tmp_path, daemon_settings(server, lake, database, log_format="json"),
+                           password=password)
+    workload = Workload(server, database, seed=7)
+    workload.create_tables()
+    daemon.start()
+    try:
+        base = daemon.metrics_url()
+        assert http_get(f"{base}/healthz")[0] == 200
+        workload.run(40)
+        wait_for_lake(lake, workload, alive=daemon.check_alive)
+        _wait_status(f"{base}/readyz", 200, timeout=10)
+
+        status, text = http_get(f"{base}/metrics")
+        assert status == 200
+        for table, ops in workload.row_events.items():
+            for op in ("insert", "update", "delete"):
+                value = _metric(text, "binlake_rows_total", database=database, table=table,
+                                op=op)
+                assert (value or 0) == ops[op], (table, op, value, ops)
+        assert _metric(text, "binlake_lag_seconds") is not None
+        assert _metric(text, "binlake_connected") == 1
+        assert (_metric(text, "binlake_transactions_total") or 0) > 0
+        assert 'binlake_last_landed_info{' in text and "gtid=\"0-" in text
+        assert (_metric(text, "binlake_received_bytes_total") or 0) > 0
+
+        server.stop()
+        try:
+            body = _wait_status(f"{base}/readyz", 503, timeout=10)
+            assert "not connected" in body
+            assert http_get(f"{base}/healthz")[0] == 200  # alive, just not ready
+        finally:
+            server.start()
+        _wait_status(f"{base}/readyz", 200, timeout=20)
+        status, text = http_get(f"{base}/metrics")
+        assert (_metric(text, "binlake_reconnects_total", reason="EOFError") or 0) >= 1
+    finally:
+        code, _took = daemon.terminate(timeout=15)
+    assert code == 0, daemon.stderr()
+    compare_lake(server, lake, workload)
+
+    lines = daemon.stderr().splitlines()
+    assert lines
+    for line in lines:
+        record = json.loads(line)  # every line is one JSON object
+        assert {"time", "level", "message"} <= set(record), record
+    assert any(json.loads(line)["level"].lower().startswith("warn") for line in lines)
+    daemon.assert_secret_never_shown(password)
