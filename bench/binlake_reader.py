@@ -60,6 +60,7 @@ async def catch_up(args: argparse.Namespace) -> dict[str, Any]:
     """Dump ``args.file`` onwards to the end of binlog; count (and in ``land`` mode, land) rows."""
     mode = args.mode
     started = time.perf_counter()
+    cpu_started = time.process_time()
     session = await _session(args, start=BinlogPosition(args.file, 4), non_blocking=True,
                              heartbeat_period=0)
     stream = EventStream()
@@ -96,6 +97,7 @@ async def catch_up(args: argparse.Namespace) -> dict[str, Any]:
         await session.close()
     seconds = time.perf_counter() - started
     report: dict[str, Any] = {"events": events, "bytes": nbytes, "seconds": seconds,
+                              "cpu_seconds": time.process_time() - cpu_started,
                               "self_vmhwm_kib": _peak_kib()}
     if mode != "fetch":  # fetch does not look inside events, so it has no row count
         report.update(rows=rows, values=values)

@@ -28,7 +28,8 @@ class MeasureError(Exception):
 @dataclass
 class Measurement:
     wall_seconds: float  # the whole process, start to exit
-    peak_rss_kib: int  # ru_maxrss of the process (Linux: KiB)
+    peak_rss_kib: int  # VmHWM of the process (KiB), see the module docstring
+    cpu_seconds: float  # user + system CPU of the whole process
     report: dict[str, Any] = field(default_factory=dict)  # its JSON line, if it printed one
 
 
@@ -45,7 +46,7 @@ def run_measured(argv: Sequence[str], *, env: Mapping[str, str] | None = None,
         deadline = started + timeout
         peak = 0
         while True:
-            pid, status, _usage = os.wait4(proc.pid, os.WNOHANG)
+            pid, status, usage = os.wait4(proc.pid, os.WNOHANG)
             if pid:
                 break
             peak = max(peak, vm_hwm_kib(proc.pid))
@@ -69,7 +70,7 @@ def run_measured(argv: Sequence[str], *, env: Mapping[str, str] | None = None,
             if lines:
                 report = json.loads(lines[-1])
         peak = max(peak, int(report.get("self_vmhwm_kib", 0)))
-        return Measurement(wall, peak, report)
+        return Measurement(wall, peak, usage.ru_utime + usage.ru_stime, report)
 
 
 def vm_hwm_kib(pid: int | str = "self") -> int:

@@ -40,6 +40,7 @@ def main() -> None:
     settings = {"host": args.host, "port": args.port, "user": args.user,
                 "passwd": os.environ.get("BENCH_PASSWORD", "")}
     started = time.perf_counter()
+    cpu_started = time.process_time()
     stream = BinLogStreamReader(
         connection_settings=settings, server_id=args.server_id, blocking=False,
         resume_stream=True, log_file=args.file, log_pos=4,
@@ -59,7 +60,9 @@ def main() -> None:
         stream.close()
     seconds = time.perf_counter() - started
     peak_kib = _vm_hwm_kib()
+    cpu_seconds = time.process_time() - cpu_started
     print(json.dumps({"rows": rows, "values": values, "seconds": seconds,
+                      "cpu_seconds": cpu_seconds,
                       "self_vmhwm_kib": peak_kib}))
 
 

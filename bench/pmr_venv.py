@@ -68,4 +68,7 @@ def ensure_pmr_venv(*, install: bool = True) -> Path | None:
             print(f"bench: {' '.join(argv[:4])} failed; skipping python-mysql-replication:\n"
                   f"{result.stderr.strip()[-2000:]}", file=sys.stderr)
             return None
+    # py-spy for --profile; optional (a binary wheel), so a failure only loses that profile.
+    subprocess.run([os.fspath(python), "-m", "pip", "install", "-q",
+                    "--disable-pip-version-check", "py-spy"], capture_output=True)
     return python if pmr_version() is not None else None

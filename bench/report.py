@@ -16,10 +16,10 @@ _TITLES = {
 }
 
 
-def _rate(entry: dict[str, Any] | None) -> float | None:
-    if not entry or not entry.get("rows_per_s"):
+def _rate(entry: dict[str, Any] | None, key: str = "rows_per_s") -> float | None:
+    if not entry or not entry.get(key):
         return None
-    return float(entry["rows_per_s"])
+    return float(entry[key])
 
 
 def _ratio(a: float | None, b: float | None) -> str:
@@ -43,30 +43,38 @@ def render(results: dict[str, Any]) -> str:
                f"server {results.get('server', {}).get('version', '?')}  "
                f"python-mysql-replication {results.get('peers', {}).get('pmr') or 'n/a'}")
     out.append("rows/s = rows / median stream seconds (Python peers: connect to end of stream; "
-               "mariadb-binlog: process wall). RSS = peak of the process.")
+               "mariadb-binlog: process wall); rows/CPU-s likewise with CPU time (steadier on a "
+               "shared machine). RSS = peak of the process.")
     for name, workload in results.get("workloads", {}).items():
         peers = workload["peers"]
         pmr = _rate(peers.get("pmr"))
         c = _rate(peers.get("mariadb-binlog"))
+        pmr_cpu = _rate(peers.get("pmr"), "rows_per_cpu_s")
+        c_cpu = _rate(peers.get("mariadb-binlog"), "rows_per_cpu_s")
         rows = []
         for peer in _PEER_ORDER:
             entry = peers.get(peer, {})
             if "error" in entry or "skipped" in entry:
                 reason = "error" if "error" in entry else "skipped"
-                rows.append([_TITLES[peer], reason, "", "", "", ""])
+                rows.append([_TITLES[peer], reason, "", "", "", "", "", "", "", ""])
                 continue
             rate = _rate(entry)
+            cpu_rate = _rate(entry, "rows_per_cpu_s")
             binlake = peer.startswith("binlake")
             mismatch = " (rows!)" if "rows_mismatch" in entry else ""
             rows.append([
                 _TITLES[peer], f"{entry['median_seconds']:.3f}", f"{rate:,.0f}{mismatch}",
                 _ratio(rate, pmr) if binlake else "", _ratio(rate, c) if binlake else "",
+                f"{entry.get('median_cpu_seconds', 0):.3f}", f"{cpu_rate or 0:,.0f}",
+                _ratio(cpu_rate, pmr_cpu) if binlake else "",
+                _ratio(cpu_rate, c_cpu) if binlake else "",
                 f"{entry['peak_rss_mib']:.0f}",
             ])
         out.append("")
         out.append(f"{name}: {workload['description']}; binlog "
                    f"{workload['binlog_bytes'] / 1e6:.1f} MB")
-        out.append(_table(["peer", "seconds", "rows/s", "vs pmr", "vs C", "RSS MiB"], rows))
+        out.append(_table(["peer", "seconds", "rows/s", "vs pmr", "vs C", "CPU s", "rows/CPU-s",
+                           "vs pmr", "vs C", "RSS MiB"], rows))
     memory = results.get("memory")
     if memory:
         rows = []

@@ -30,7 +30,7 @@ from typing import Any
 
 from replica.sandbox import MARIADB, SandboxServer, start_server
 
-from . import report, semisync
+from . import profile, report, semisync
 from .measure import MeasureError, Measurement, run_measured
 from .pmr_venv import ensure_pmr_venv, pmr_version
 from .workloads import DATABASE, Workload, big_transaction, standard_workloads
@@ -90,8 +90,9 @@ class Bench:
     # --- server -----------------------------------------------------------------------------
 
     def prepare(self) -> None:
+        # utf8mb4 as production tables are (the sandbox's --no-defaults server says latin1).
         self.server.sql(
-            f"CREATE DATABASE {DATABASE};"
+            f"CREATE DATABASE {DATABASE} CHARACTER SET utf8mb4 COLLATE utf8mb4_general_ci;"
             f"CREATE USER '{BENCH_USER}'@'%' IDENTIFIED BY '{self.password}';"
             f"GRANT REPLICATION SLAVE, BINLOG MONITOR, SELECT ON *.* TO '{BENCH_USER}'@'%';"
         )
@@ -199,22 +200,12 @@ class Bench:
                      f"peak RSS {measurement.peak_rss_kib // 1024} MiB")
         return out
 
-    # --- profile ----------------------------------------------------------------------------
+    # --- profile ---------------------------------------------------------------------------
 
     def profile_decode(self, first: str, out_dir: Path, stamp: str) -> str:
-        """cProfile of binlake decode over ``first``…end; returns the top of the profile."""
-        import pstats  # noqa: PLC0415 - only for --profile
-
-        prof = out_dir / f"profile-{stamp}.pstats"
-        argv = [sys.executable, "-m", "cProfile", "-o", os.fspath(prof),
-                *self._binlake_argv("decode", first)[1:]]
-        run_measured(argv, env=self.env)
-        text_path = out_dir / f"profile-{stamp}.txt"
-        with open(text_path, "w") as f:
-            stats = pstats.Stats(os.fspath(prof), stream=f)
-            stats.sort_stats("tottime").print_stats(25)
-            stats.sort_stats("cumulative").print_stats(25)
-        return os.fspath(text_path)
+        """cProfile (and py-spy) of binlake decode over ``first``…end; returns the summary's path."""
+        return profile.profile_decode(self._binlake_argv("decode", first), self.env, out_dir,
+                                      stamp)
 
 
 def _seconds(m: Measurement) -> float:
@@ -222,14 +213,24 @@ def _seconds(m: Measurement) -> float:
     return float(m.report.get("seconds", m.wall_seconds))
 
 
+def _cpu_seconds(m: Measurement) -> float:
+    """CPU of the stream part as the program reports it, else of the whole process. Less
+    sensitive than wall time to other work sharing the machine."""
+    return float(m.report.get("cpu_seconds", m.cpu_seconds))
+
+
 def summarize(runs: list[Measurement], expected_rows: int) -> dict[str, Any]:
     seconds = statistics.median(_seconds(m) for m in runs)
+    cpu = statistics.median(_cpu_seconds(m) for m in runs)
     summary: dict[str, Any] = {
         "runs": [{"seconds": round(_seconds(m), 4), "wall_seconds": round(m.wall_seconds, 4),
+                  "process_cpu_seconds": round(m.cpu_seconds, 4),
                   "peak_rss_mib": round(m.peak_rss_kib / 1024, 1), **m.report} for m in runs],
         "median_seconds": round(seconds, 4),
         "median_wall_seconds": round(statistics.median(m.wall_seconds for m in runs), 4),
+        "median_cpu_seconds": round(cpu, 4),
         "rows_per_s": round(expected_rows / seconds) if seconds > 0 else None,
+        "rows_per_cpu_s": round(expected_rows / cpu) if cpu > 0 else None,
         "peak_rss_mib": round(max(m.peak_rss_kib for m in runs) / 1024, 1),
     }
     reported = {m.report["rows"] for m in runs if "rows" in m.report}

@@ -78,7 +78,8 @@ class _MariadbReplica:
         self.bench = bench
         self.server = start_server("/", kind=MARIADB, extra_args=[
             "--rpl-semi-sync-slave-enabled=ON", "--skip-slave-start"])
-        self.server.sql(f"CREATE DATABASE IF NOT EXISTS {DATABASE}; {_TABLE_DDL}")
+        self.server.sql(f"CREATE DATABASE IF NOT EXISTS {DATABASE} CHARACTER SET utf8mb4; "
+                        f"{_TABLE_DDL}")
 
     def attach(self) -> None:
         master = self.bench.server
