@@ -36,9 +36,10 @@ def _aligned(df: DataFrame, target: S.StructType, version: int) -> DataFrame:
         elif f.name == "_before":
             columns.append(_aligned_struct(df, f.dataType).alias(f.name))
         elif f.name in present:
-            columns.append(F.col(f"`{f.name}`").cast(f.dataType).alias(f.name))
+            columns.append(F.col(f"`{f.name}`").cast(f.dataType).alias(f.name,
+                                                                      metadata=f.metadata))
         else:
-            columns.append(F.lit(None).cast(f.dataType).alias(f.name))
+            columns.append(F.lit(None).cast(f.dataType).alias(f.name, metadata=f.metadata))
     return df.select(*columns)
 
 
@@ -60,6 +61,8 @@ def read_changes(spark: SparkSession, lake: str, database: str, table: str) -> D
     Columns: the table's columns, ``_op``, ``_seq``, ``_row``, ``_gtid*``, ``_binlog_file``,
     ``_binlog_pos``, ``_commit_ts``, ``_missing``, ``_before``, ``schema_version``,
     ``commit_date``. Order rows by ``(_seq, _row)`` for the source's commit order.
+    Data columns carry Spark field metadata ``binlake.primary_key`` and ``binlake.current``
+    (the column exists in the latest schema version), which :func:`current_state` uses.
     """
     versions = load_versions(lake, database, table)
     if not versions:

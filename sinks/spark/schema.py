@@ -122,8 +122,18 @@ def union_schema(versions: dict[int, dict[str, Any]]) -> S.StructType:
     """The schema every version is aligned to: data columns, metadata, ``_before``,
     ``schema_version``, ``commit_date``."""
     docs = list(versions.values())
-    data = union_struct([S.StructType(data_fields(d)) for d in docs])
+    latest = docs[-1]
+    keys = set(latest["primary_key"])
+    current = {c["name"] for c in latest["columns"]}
+    merged = union_struct([S.StructType(data_fields(d)) for d in docs])
+    # Field metadata tells current_state() the key and today's columns without the JSON files.
+    data = S.StructType([
+        S.StructField(f.name, f.dataType, True,
+                      {"binlake.primary_key": f.name in keys, "binlake.current": f.name in current})
+        for f in merged.fields
+    ])
     meta = [S.StructField(m["name"], spark_type(m["spark_type"]), True)
             for m in docs[-1]["metadata_columns"]]
-    before = S.StructField("_before", S.StructType(list(data.fields)), True)
+    before = S.StructField("_before", S.StructType([S.StructField(f.name, f.dataType, True)
+                                                    for f in data.fields]), True)
     return S.StructType([*data.fields, *meta, before, *PARTITION_FIELDS])

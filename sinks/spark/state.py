@@ -32,21 +32,27 @@ def _is_missing(name: str) -> Column:
     return F.coalesce(F.array_contains(F.col("_missing"), F.lit(name)), F.lit(False))
 
 
-def current_state(df: DataFrame, key_columns: Sequence[str],
+def current_state(df: DataFrame, key_columns: Sequence[str] | None = None,
                   columns: Sequence[str] | None = None,
                   partial_images: bool | None = None) -> DataFrame:
     """The present rows of the table whose change log is ``df``.
 
     Args:
         df: a change log, e.g. from :func:`read_changes`.
-        key_columns: the primary key (or another unique, non-null key).
-        columns: the data columns to return (default: every non-metadata column of ``df``).
+        key_columns: the primary key (or another unique, non-null key); by default the
+            columns :func:`read_changes` marked ``binlake.primary_key``.
+        columns: the data columns to return; by default those marked ``binlake.current``
+            (the latest schema version's), else every non-metadata column.
         partial_images: merge rows that lack columns; ``None`` checks ``_missing`` to decide.
     """
+    data = [f for f in df.schema.fields if f.name not in METADATA_COLUMNS]
+    if key_columns is None:
+        key_columns = [f.name for f in data if f.metadata.get("binlake.primary_key")]
     if not key_columns:
-        raise ValueError("current_state needs the table's key columns")
+        raise ValueError("current_state needs the table's key columns (none recorded)")
     if columns is None:
-        columns = [c for c in df.columns if c not in METADATA_COLUMNS]
+        marked = [f.name for f in data if f.metadata.get("binlake.current")]
+        columns = marked or [f.name for f in data]
     if partial_images is None:
         partial_images = bool(df.where(F.col("_missing").isNotNull()).limit(1).count())
     order = [F.col("_seq").desc(), F.col("_row").desc()]

@@ -108,6 +108,9 @@ def test_current_state_equals_the_source_model(spark, tmp_path):  # noqa: F811
     got = {r["id"]: _as_tuple(r, state.columns) for r in state.collect()}
     assert got == _replay_model(transactions, 4)
     changes = read_changes(spark, lake, "bank", "accounts")
+    state2 = current_state(changes)  # key and columns from the field metadata
+    assert state2.columns == state.columns
+    assert {r["id"]: _as_tuple(r, state2.columns) for r in state2.collect()} == got
     assert sorted(r[0] for r in changes.select("schema_version").distinct().collect()) == [1, 2]
     assert changes.groupBy("_seq", "_row").count().where("count > 1").count() == 0
 
@@ -164,7 +167,7 @@ def test_truncate_resets_the_current_state(spark, tmp_path):  # noqa: F811
     state = read_current_state(spark, lake, "db", "r")
     assert [r["id"] for r in state.collect()] == [3]
     changes = read_changes(spark, lake, "db", "r")
-    assert current_state(changes, ["id"]).count() == 3  # the raw reduction keeps history
+    assert current_state(changes).count() == 3  # the raw reduction keeps history
 
 
 def test_streaming_picks_up_a_later_transaction(spark, tmp_path):  # noqa: F811

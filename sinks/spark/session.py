@@ -1,0 +1,28 @@
+"""A SparkSession configured the way the lake is meant to be read.
+
+The session time zone is UTC so that ``TIMESTAMP`` columns (landed as UTC instants) print as
+the server's UTC values; ``DATETIME`` columns are ``timestamp_ntz`` and print as stored anyway.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+
+def spark_session(app_name: str = "binlake", master: str | None = "local[2]",
+                  **config: str) -> Any:
+    """Get or create a SparkSession (``master=None`` leaves it to ``spark-submit``)."""
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    from pyspark.sql import SparkSession
+
+    builder = SparkSession.builder.appName(app_name)
+    if master is not None:
+        builder = builder.master(master)
+    settings = {"spark.sql.session.timeZone": "UTC", "spark.ui.enabled": "false",
+                "spark.sql.shuffle.partitions": "4", **config}
+    for key, value in settings.items():
+        builder = builder.config(key, value)
+    session = builder.getOrCreate()
+    session.sparkContext.setLogLevel("WARN")
+    return session
