@@ -438,23 +438,54 @@ class LakeChanges:
         return {table: Counter(r["_op"] for r in rows) for table, rows in self.rows.items()}
 
 
-def read_lake(lake: str | os.PathLike[str], database: str) -> LakeChanges:
-    """Read ``<lake>/<database>/<table>/**/*.parquet`` (skipping ``_``/``.`` directories, as
-    Spark does) with pyarrow, file by file (schema versions may differ)."""
+def _data_files(lake: str | os.PathLike[str], database: str) -> dict[str, list[Path]]:
+    """table -> its visible Parquet files (skipping ``_``/``.`` directories, as Spark does)."""
     root = Path(lake, database)
-    tables: dict[str, list[dict[str, Any]]] = {}
+    tables: dict[str, list[Path]] = {}
     if not root.is_dir():
-        return LakeChanges(tables)
+        return tables
     for table_dir in sorted(p for p in root.iterdir() if p.is_dir() and p.name[0] not in "_."):
+        tables[table_dir.name] = [
+            path for path in sorted(table_dir.rglob("*.parquet"))
+            if not any(part[0] in "_." for part in path.relative_to(table_dir).parts)]
+    return tables
+
+
+def read_lake(lake: str | os.PathLike[str], database: str) -> LakeChanges:
+    """Read ``<lake>/<database>/<table>/**/*.parquet`` with pyarrow, file by file (schema
+    versions may differ)."""
+    tables: dict[str, list[dict[str, Any]]] = {}
+    for table, paths in _data_files(lake, database).items():
         rows: list[dict[str, Any]] = []
-        for path in sorted(table_dir.rglob("*.parquet")):
-            parts = path.relative_to(table_dir).parts
-            if any(part[0] in "_." for part in parts):
-                continue
+        for path in paths:
             rows.extend(pq.read_table(path).to_pylist())
         rows.sort(key=lambda r: (r["_seq"], r["_row"]))
-        tables[table_dir.name] = rows
+        tables[table] = rows
     return LakeChanges(tables)
+
+
+class OpCounter:
+    """Change rows per table and ``_op``, counted incrementally: landed files are immutable, so
+    each is read once (only its ``_op`` column)."""
+
+    def __init__(self, lake: str | os.PathLike[str], database: str) -> None:
+        self.lake = lake
+        self.database = database
+        self._files: dict[Path, Counter[str]] = {}
+
+    def counts(self) -> dict[str, Counter[str]]:
+        out: dict[str, Counter[str]] = {}
+        for table, paths in _data_files(self.lake, self.database).items():
+            total: Counter[str] = Counter()
+            for path in paths:
+                counted = self._files.get(path)
+                if counted is None:
+                    ops = pq.read_table(path, columns=["_op"]).column("_op").to_pylist()
+                    counted = self._files[path] = Counter(ops)
+                total.update(counted)
+            if total:
+                out[table] = total
+        return out
 
 
 def check_exactly_once(changes: LakeChanges) -> None:
@@ -551,8 +582,9 @@ def wait_for_lake(lake: str | os.PathLike[str], workload: Workload, timeout: flo
     expected = {t: c for t, c in workload.expected.items() if c}
     deadline = time.monotonic() + timeout
     counts: dict[str, Counter[str]] = {}
+    counter = OpCounter(lake, workload.database)
     while True:
-        counts = {t: c for t, c in read_lake(lake, workload.database).counts().items() if c}
+        counts = counter.counts()
         if counts == expected:
             return
         for table, ops in counts.items():
