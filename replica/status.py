@@ -1,0 +1,409 @@
+"""``binlake status``: where the lake stands, and how far behind the server it is.
+
+Lake facts come from the lake alone, cheaply, and never change it:
+
+* the last landed transaction, from ``_checkpoint.json``: its number, GTID, the binlog position
+  streaming resumes from, its commit time (an interrupted commit record, ``_commit.json``, is
+  mentioned: the next run rolls it forward);
+* per table: its schema versions (``_schema/v<N>.json``), data files, and rows landed — the
+  row counts are read from the Parquet *footers* only, never from the data.
+
+If the server of the configuration answers, the lag:
+
+* the server's binlog end (``SHOW MASTER STATUS`` / ``SHOW BINARY LOG STATUS``) and GTID
+  position (``@@gtid_binlog_pos`` / ``@@gtid_executed``);
+* ``caught_up``: the lake's resume position is the server's end, or its GTID state is the
+  server's (then ``seconds_behind`` is 0);
+* ``seconds_behind``: otherwise, the server's clock now minus the last landed commit time (an
+  upper bound when the server has been idle since);
+* ``bytes_behind``: binlog bytes between the resume position and the server's end (from
+  ``SHOW BINARY LOGS``; absent without the REPLICATION CLIENT/BINLOG MONITOR privilege).
+
+A server that cannot be reached is reported, not fatal: exit 0 whenever the lake exists, 1 when
+it does not. ``--json`` prints the same facts as one JSON document (see :func:`collect`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as _dt
+import json
+import os
+import sys
+import time
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any, TextIO
+
+from .config import Config
+
+__all__ = ["TableFacts", "LakeFacts", "ServerPosition", "Status", "lake_facts",
+           "server_position", "collect", "render_text", "add_arguments", "run"]
+
+_CHECKPOINT = "_checkpoint.json"
+_MANIFEST = "_commit.json"
+_SCHEMA_DIR = "_schema"
+
+
+@dataclass(slots=True)
+class TableFacts:
+    database: str
+    table: str
+    schema_versions: list[int]
+    files: int = 0
+    rows: int = 0
+    bytes: int = 0
+
+
+@dataclass(slots=True)
+class LakeFacts:
+    path: str
+    exists: bool
+    checkpoint: dict[str, Any] | None = None
+    commit_in_progress: bool = False
+    tables: list[TableFacts] = field(default_factory=list)
+    unreadable: list[str] = field(default_factory=list)  # files whose footer did not read
+
+    @property
+    def rows(self) -> int:
+        return sum(t.rows for t in self.tables)
+
+    @property
+    def files(self) -> int:
+        return sum(t.files for t in self.tables)
+
+    @property
+    def bytes(self) -> int:
+        return sum(t.bytes for t in self.tables)
+
+
+@dataclass(slots=True)
+class ServerPosition:
+    """The server's end and the lake's distance to it (None where unknown)."""
+
+    reachable: bool
+    error: str | None = None
+    version: str | None = None
+    flavor: str | None = None  # "mariadb" or "mysql"
+    binlog_file: str | None = None
+    binlog_pos: int | None = None
+    gtid: str | None = None
+    now_us: int | None = None
+    caught_up: bool | None = None
+    seconds_behind: float | None = None
+    bytes_behind: int | None = None
+
+
+@dataclass(slots=True)
+class Status:
+    lake: LakeFacts
+    server: ServerPosition | None
+
+
+# --- the lake -----------------------------------------------------------------------------------
+
+
+def _hidden(name: str) -> bool:
+    return name.startswith(("_", "."))
+
+
+def _read_json(path: str) -> Any:
+    with open(path, "rb") as f:
+        return json.load(f)
+
+
+def lake_facts(path: str) -> LakeFacts:
+    """Everything the lake says about itself; reads footers and small JSON files only."""
+    import pyarrow.parquet as pq
+
+    facts = LakeFacts(path=os.path.abspath(path), exists=os.path.isdir(path))
+    if not facts.exists:
+        return facts
+    checkpoint = os.path.join(path, _CHECKPOINT)
+    if os.path.exists(checkpoint):
+        doc = _read_json(checkpoint)
+        facts.checkpoint = doc if isinstance(doc, dict) else None
+    facts.commit_in_progress = os.path.exists(os.path.join(path, _MANIFEST))
+    for database_dir in sorted(os.listdir(path)):
+        database_path = os.path.join(path, database_dir)
+        if _hidden(database_dir) or not os.path.isdir(database_path):
+            continue
+        for table_dir in sorted(os.listdir(database_path)):
+            table_path = os.path.join(database_path, table_dir)
+            if _hidden(table_dir) or not os.path.isdir(table_path):
+                continue
+            facts.tables.append(_table_facts(table_path, database_dir, table_dir, facts, pq))
+    return facts
+
+
+def _table_facts(table_path: str, database_dir: str, table_dir: str, lake: LakeFacts,
+                 pq: Any) -> TableFacts:
+    from urllib.parse import unquote
+
+    versions: list[int] = []
+    names = (unquote(database_dir), unquote(table_dir))  # layout.dir_name percent-encodes
+    schema_dir = os.path.join(table_path, _SCHEMA_DIR)
+    if os.path.isdir(schema_dir):
+        for entry in os.listdir(schema_dir):
+            if entry.startswith("v") and entry.endswith(".json") and entry[1:-5].isdigit():
+                versions.append(int(entry[1:-5]))
+        versions.sort()
+        if versions:
+            doc = _read_json(os.path.join(schema_dir, f"v{versions[-1]}.json"))
+            names = (doc.get("database", names[0]), doc.get("table", names[1]))
+    table = TableFacts(database=names[0], table=names[1], schema_versions=versions)
+    for root, dirs, files in os.walk(table_path):
+        dirs[:] = sorted(d for d in dirs if not _hidden(d))
+        for name in sorted(files):
+            if _hidden(name) or not name.endswith(".parquet"):
+                continue
+            file_path = os.path.join(root, name)
+            try:
+                table.rows += pq.read_metadata(file_path).num_rows
+            except (OSError, ValueError) as exc:
+                lake.unreadable.append(f"{file_path}: {exc}")
+                continue
+            table.files += 1
+            table.bytes += os.path.getsize(file_path)
+    return table
+
+
+# --- the server ---------------------------------------------------------------------------------
+
+
+def _text(value: str | bytes | None) -> str | None:
+    if value is None:
+        return None
+    return value.decode("utf-8", "replace") if isinstance(value, bytes) else value
+
+
+async def server_position(config: Config, checkpoint: dict[str, Any] | None) -> ServerPosition:
+    """Ask the server for its end, and compare with the checkpoint; never raises for the
+    server's sake (an unreachable server is a fact to report)."""
+    from .connection import Connection, ConnectOptions
+
+    options = ConnectOptions.from_config(
+        config.server, connect_timeout=min(config.server.connect_timeout, 5.0),
+        read_timeout=min(config.server.read_timeout, 10.0))
+    try:
+        conn = await Connection.open(options)
+    except Exception as exc:
+        return ServerPosition(reachable=False, error=_one_line(exc))
+    result = ServerPosition(reachable=True, version=conn.server_version,
+                            flavor="mariadb" if conn.is_mariadb else "mysql")
+    logs: list[tuple[str, int]] = []
+    try:
+        async with conn:
+            logs = await _ask(conn, result)
+    except Exception as exc:
+        result.error = _one_line(exc)
+    _compare(result, checkpoint, logs)
+    return result
+
+
+async def _ask(conn: Any, result: ServerPosition) -> list[tuple[str, int]]:
+    """Fill in the server's clock, GTID and binlog end; return SHOW BINARY LOGS."""
+    from protocol.errors import ServerError
+
+    if conn.is_mariadb:
+        rows = await conn.query("SELECT UNIX_TIMESTAMP(NOW(6)), @@gtid_binlog_pos")
+        now, gtid = rows[0]
+        status_sql = "SHOW MASTER STATUS"
+    else:
+        rows = await conn.query("SELECT UNIX_TIMESTAMP(NOW(6)), @@gtid_executed")
+        now, gtid = rows[0]
+        status_sql = "SHOW BINARY LOG STATUS"
+    result.now_us = round(float(_text(now) or 0) * 1_000_000)
+    result.gtid = (_text(gtid) or "").replace("\n", "") or None
+    try:
+        rows = await conn.query(status_sql)
+        if rows:
+            result.binlog_file = _text(rows[0][0])
+            result.binlog_pos = int(_text(rows[0][1]) or 0)
+        logs = [(_text(r[0]) or "", int(_text(r[1]) or 0))
+                for r in await conn.query("SHOW BINARY LOGS")]
+    except ServerError as exc:
+        result.error = f"{exc.message} (binlog position unknown)"
+        return []
+    return logs
+
+
+def _compare(result: ServerPosition, checkpoint: dict[str, Any] | None,
+             logs: list[tuple[str, int]]) -> None:
+    if checkpoint is None:
+        return
+    file, pos = checkpoint.get("binlog_file"), checkpoint.get("binlog_pos")
+    at_end = (file is not None and file == result.binlog_file and pos == result.binlog_pos)
+    same_gtid = _same_gtid_state(checkpoint.get("gtid_state"), result.gtid, result.flavor)
+    if result.binlog_file is not None or result.gtid is not None:
+        result.caught_up = at_end or same_gtid
+    if isinstance(file, str) and isinstance(pos, int) and result.binlog_file is not None:
+        result.bytes_behind = _distance(logs, file, pos, result.binlog_file,
+                                        result.binlog_pos or 0)
+    commit_us = checkpoint.get("commit_time_us")
+    if result.caught_up:
+        result.seconds_behind = 0.0
+    elif isinstance(commit_us, int) and result.now_us is not None:
+        result.seconds_behind = max(0.0, (result.now_us - commit_us) / 1_000_000)
+
+
+def _same_gtid_state(lake: object, server: str | None, flavor: str | None) -> bool:
+    from protocol.errors import GtidError
+    from protocol.gtid import GtidPosition, GtidSet
+
+    if not isinstance(lake, str) or not lake or not server:
+        return False
+    try:
+        if flavor == "mariadb":
+            return GtidPosition.parse(lake) == GtidPosition.parse(server)
+        return GtidSet.parse(lake) == GtidSet.parse(server)
+    except GtidError:
+        return False
+
+
+def _distance(logs: list[tuple[str, int]], file: str, pos: int, end_file: str,
+              end_pos: int) -> int | None:
+    """Binlog bytes from ``file:pos`` to ``end_file:end_pos`` (None if not computable)."""
+    if file == end_file:
+        return max(0, end_pos - pos)
+    names = [name for name, _size in logs]
+    if file not in names or end_file not in names:
+        return None
+    total = 0
+    for name, size in logs[names.index(file):names.index(end_file)]:
+        total += size - (pos if name == file else 0)
+    return total + end_pos
+
+
+def _one_line(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
+# --- together -----------------------------------------------------------------------------------
+
+
+async def collect(config: Config, *, ask_server: bool = True) -> Status:
+    lake = lake_facts(config.lake.path)
+    server = await server_position(config, lake.checkpoint) if ask_server else None
+    return Status(lake=lake, server=server)
+
+
+def as_json(status: Status) -> dict[str, Any]:
+    """The ``--json`` document: ``{"lake": {...}, "tables": [...], "server": {...}|null}``."""
+    lake = status.lake
+    server = asdict(status.server) if status.server is not None else None
+    return {
+        "lake": {"path": lake.path, "exists": lake.exists, "checkpoint": lake.checkpoint,
+                 "commit_in_progress": lake.commit_in_progress, "tables": len(lake.tables),
+                 "files": lake.files, "rows": lake.rows, "bytes": lake.bytes,
+                 "unreadable": lake.unreadable},
+        "tables": [asdict(t) for t in lake.tables],
+        "server": server,
+    }
+
+
+def _when(micros: int, now: float) -> str:
+    moment = _dt.datetime.fromtimestamp(micros / 1_000_000, _dt.UTC)
+    ago = max(0.0, now - micros / 1_000_000)
+    return f"{moment.strftime('%Y-%m-%dT%H:%M:%S.%fZ')} ({_duration(ago)} ago)"
+
+
+def _duration(seconds: float) -> str:
+    if seconds < 120:
+        return f"{seconds:.1f} s"
+    if seconds < 7200:
+        return f"{seconds / 60:.1f} min"
+    if seconds < 172800:
+        return f"{seconds / 3600:.1f} h"
+    return f"{seconds / 86400:.1f} days"
+
+
+def _size(n: int) -> str:
+    value = float(n)
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if value < 1024 or unit == "GiB":
+            return f"{value:.0f} {unit}" if unit == "B" else f"{value:.1f} {unit}"
+        value /= 1024
+    return f"{n} B"
+
+
+def render_text(status: Status, out: TextIO, *, now: float | None = None) -> None:
+    now = time.time() if now is None else now
+    lake = status.lake
+    write = out.write
+    write(f"lake {lake.path}\n")
+    if not lake.exists:
+        write("  does not exist: nothing has landed yet (check lake.path)\n")
+    else:
+        cp = lake.checkpoint
+        if cp is None:
+            write("  checkpoint      none: no transaction landed yet\n")
+        else:
+            where = (f"{cp.get('binlog_file')}:{cp.get('binlog_pos')}"
+                     if cp.get("binlog_file") else "-")
+            write(f"  checkpoint      transaction {cp.get('seq')}, GTID {cp.get('gtid') or '-'}, "
+                  f"resumes at {where}\n")
+            if cp.get("gtid_state"):
+                write(f"  gtid state      {cp['gtid_state']}\n")
+            if isinstance(cp.get("commit_time_us"), int):
+                write(f"  last commit     {_when(cp['commit_time_us'], now)}\n")
+        if lake.commit_in_progress:
+            write("  note            an interrupted commit (_commit.json): the next run "
+                  "rolls it forward\n")
+        write(f"  landed          {lake.rows} rows in {lake.files} files ({_size(lake.bytes)}), "
+              f"{len(lake.tables)} tables\n")
+        width = max((len(f"{t.database}.{t.table}") for t in lake.tables), default=0)
+        for t in lake.tables:
+            versions = ",".join(f"v{v}" for v in t.schema_versions) or "-"
+            write(f"    {t.database + '.' + t.table:<{width}}  {t.rows:>12} rows  "
+                  f"{t.files:>5} files  {_size(t.bytes):>10}  schema {versions}\n")
+        for problem in lake.unreadable:
+            write(f"  unreadable      {problem}\n")
+    server = status.server
+    if server is None:
+        return
+    if not server.reachable:
+        write(f"server unreachable: {server.error}\n")
+        return
+    write(f"server {server.flavor} {server.version}\n")
+    if server.binlog_file is not None:
+        write(f"  binlog end      {server.binlog_file}:{server.binlog_pos}\n")
+    if server.gtid:
+        write(f"  gtid            {server.gtid}\n")
+    if server.error:
+        write(f"  note            {server.error}\n")
+    if lake.checkpoint is None:
+        return
+    if server.caught_up:
+        write("  lag             caught up (0 s)\n")
+    elif server.seconds_behind is not None:
+        behind = f", {_size(server.bytes_behind)} of binlog" if server.bytes_behind else ""
+        write(f"  lag             {_duration(server.seconds_behind)} behind{behind}\n")
+
+
+# --- command ------------------------------------------------------------------------------------
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """``binlake status`` options (for :mod:`replica.cli`, next to the config flags)."""
+    parser.add_argument("--json", action="store_true",
+                        help="print one JSON document instead of text")
+    parser.add_argument("--no-server", action="store_true",
+                        help="only the lake's facts; do not contact the server")
+
+
+async def run(config: Config, args: argparse.Namespace | Sequence[str] | None = None) -> int:
+    """Entry point of ``binlake status``: 0 if the lake exists, else 1.
+
+    ``args`` are the command's own options (``--json``, ``--no-server``) when the caller parsed
+    them with :func:`add_arguments`.
+    """
+    as_json_output = bool(getattr(args, "json", False))
+    ask_server = not getattr(args, "no_server", False)
+    status = await collect(config, ask_server=ask_server)
+    if as_json_output:
+        sys.stdout.write(json.dumps(as_json(status), indent=1, sort_keys=True) + "\n")
+    else:
+        render_text(status, sys.stdout)
+    return 0 if status.lake.exists else 1

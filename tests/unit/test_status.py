@@ -1,0 +1,125 @@
+"""binlake status on a lake written by the Parquet sink: checkpoint, tables, versions and rows
+from the footers; the server unreachable; the lag arithmetic; text and JSON output."""
+
+from __future__ import annotations
+
+import argparse
+import io
+import json
+from pathlib import Path
+
+import pytest
+
+from protocol.binlog.model import Column, ColumnFlag
+from replica import status
+from replica.config import Config, LakeConfig, ReplicaConfig, ServerConfig
+from sinks.parquet import ParquetSink
+from sinks.parquet.testing import StreamBuilder, col
+
+LONGLONG, VARCHAR = 8, 15
+
+
+def _build_lake(path: Path) -> StreamBuilder:
+    sink = ParquetSink(str(path))
+    sink.open()
+    b = StreamBuilder()
+    users = b.table("shop", "users", [col(0, LONGLONG, "id", pk=True), col(1, VARCHAR, "name")])
+    odd = b.table("shop", "_audit", [col(0, LONGLONG, "id", pk=True)])
+    items = [b.begin(), b.insert(users, [(1, "ann"), (2, "bob")]), b.insert(odd, [(7,)]),
+             b.commit(),
+             b.begin(), b.update(users, [((1, "ann"), (1, "anne"))]), b.commit()]
+    wider = b.table("shop", "users", [col(0, LONGLONG, "id", pk=True), col(1, VARCHAR, "name"),
+                                      Column(2, LONGLONG, 0, "age", ColumnFlag.NULLABLE)])
+    items += [b.begin(), b.ddl("shop", "ALTER TABLE users ADD age BIGINT"), b.commit(),
+              b.begin(), b.insert(wider, [(3, "cy", 30)]), b.delete(wider, [(2, "bob", None)]),
+              b.commit()]
+    for item in items:
+        sink.handle(item)
+    sink.close()
+    return b
+
+
+def _config(lake: Path, **server: object) -> Config:
+    return Config(replica=ReplicaConfig(server_id=5), lake=LakeConfig(path=str(lake)),
+                  server=ServerConfig(**server))  # type: ignore[arg-type]
+
+
+def test_lake_facts(tmp_path: Path) -> None:
+    _build_lake(tmp_path / "lake")
+    facts = status.lake_facts(str(tmp_path / "lake"))
+    assert facts.exists and not facts.commit_in_progress
+    assert facts.checkpoint is not None and facts.checkpoint["seq"] == 4
+    tables = {(t.database, t.table): t for t in facts.tables}
+    assert set(tables) == {("shop", "users"), ("shop", "_audit")}  # names from _schema
+    users = tables[("shop", "users")]
+    assert users.schema_versions == [1, 2]
+    assert users.rows == 5  # 2 inserts, 1 update, 1 insert, 1 delete
+    assert users.files >= 2 and users.bytes > 0
+    assert tables[("shop", "_audit")].rows == 1
+    assert facts.rows == 6 and not facts.unreadable
+
+
+def test_a_missing_lake(tmp_path: Path) -> None:
+    facts = status.lake_facts(str(tmp_path / "nowhere"))
+    assert not facts.exists
+    out = io.StringIO()
+    status.render_text(status.Status(facts, None), out)
+    assert "does not exist" in out.getvalue()
+
+
+async def test_unreachable_server_is_reported_not_fatal(tmp_path: Path,
+                                                        capsys: pytest.CaptureFixture[str]) -> None:
+    _build_lake(tmp_path / "lake")
+    config = _config(tmp_path / "lake", socket=str(tmp_path / "no.sock"))
+    assert await status.run(config) == 0
+    out = capsys.readouterr().out
+    assert "checkpoint      transaction 4, GTID 0-1-4" in out
+    assert "last commit     2026-01-01T00:00:03.000000Z" in out
+    assert "6 rows in" in out and "2 tables" in out
+    assert "schema v1,v2" in out
+    assert "server unreachable: " in out
+    assert await status.run(config, argparse.Namespace(json=True, no_server=False)) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["lake"]["rows"] == 6 and doc["lake"]["checkpoint"]["seq"] == 4
+    assert doc["server"]["reachable"] is False and doc["server"]["error"]
+    assert {t["table"] for t in doc["tables"]} == {"users", "_audit"}
+    assert await status.run(config, argparse.Namespace(json=True, no_server=True)) == 0
+    assert json.loads(capsys.readouterr().out)["server"] is None
+
+
+async def test_missing_lake_exits_1(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    config = _config(tmp_path / "nowhere", socket=str(tmp_path / "no.sock"))
+    assert await status.run(config) == 1
+
+
+def test_interrupted_commit_is_mentioned(tmp_path: Path) -> None:
+    _build_lake(tmp_path / "lake")
+    (tmp_path / "lake" / "_commit.json").write_text("{}")
+    out = io.StringIO()
+    status.render_text(status.Status(status.lake_facts(str(tmp_path / "lake")), None), out)
+    assert "interrupted commit" in out.getvalue()
+
+
+def test_lag_arithmetic() -> None:
+    checkpoint = {"binlog_file": "b.000002", "binlog_pos": 100, "commit_time_us": 1_000_000,
+                  "gtid_state": "0-1-5"}
+    logs = [("b.000001", 1000), ("b.000002", 500), ("b.000003", 300)]
+    behind = status.ServerPosition(reachable=True, flavor="mariadb", binlog_file="b.000003",
+                                   binlog_pos=200, gtid="0-1-9", now_us=11_500_000)
+    status._compare(behind, checkpoint, logs)
+    assert behind.caught_up is False
+    assert behind.bytes_behind == 400 + 200
+    assert behind.seconds_behind == 10.5
+    level = status.ServerPosition(reachable=True, flavor="mariadb", binlog_file="b.000002",
+                                  binlog_pos=100, gtid="0-1-5", now_us=99_000_000)
+    status._compare(level, checkpoint, logs)
+    assert level.caught_up and level.seconds_behind == 0 and level.bytes_behind == 0
+    # GTID state equal although the server wrote non-transaction events since
+    idle = status.ServerPosition(reachable=True, flavor="mariadb", binlog_file="b.000003",
+                                 binlog_pos=385, gtid="0-1-5", now_us=99_000_000)
+    status._compare(idle, checkpoint, logs)
+    assert idle.caught_up and idle.seconds_behind == 0
+    out = io.StringIO()
+    lake = status.LakeFacts(path="/l", exists=True, checkpoint=checkpoint)
+    status.render_text(status.Status(lake, behind), out, now=20.0)
+    assert "lag             10.5 s behind, 600 B of binlog" in out.getvalue()
