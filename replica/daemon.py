@@ -22,12 +22,14 @@ from __future__ import annotations
 
 import logging
 import signal
+import sys
 import time
 from dataclasses import dataclass
 
 import trio
 
 from protocol.binlog.model import BinlogPosition
+from protocol.errors import ServerError
 from protocol.gtid import GtidPosition, GtidSet
 from sinks.parquet import Checkpoint, ParquetSink, SinkOptions
 
@@ -37,9 +39,13 @@ from .config import Config
 from .connection import Connection, ConnectOptions
 from .metrics import Metrics, serve_http
 from .pipeline import Pipeline, PipelineOptions
+from .progress import BinlogFile, CatchUpProgress
 from .session import ReplicationSession, SemiSyncMode, SessionOptions, StartFrom, StartPoint
 
 log = logging.getLogger("binlake.daemon")
+
+#: Seconds between catch-up progress lines (only when stderr is a terminal).
+PROGRESS_INTERVAL = 2.0
 
 __all__ = ["Daemon", "run", "sink_options", "start_point"]
 
@@ -114,6 +120,10 @@ class Daemon:
         self._session: ReplicationSession | None = None
         #: Set once the metrics endpoint listens: (host, port).
         self.metrics_address: tuple[str, int] | None = None
+        #: Log catch-up progress lines (position vs the server's binlog end): for a person
+        #: watching a terminal, not for log shippers.
+        self.show_progress = sys.stderr.isatty()
+        self._progress: CatchUpProgress | None = None
 
     def stop(self) -> None:
         """Ask the daemon to stop (what SIGTERM does): finish safely, then return 0."""
@@ -144,6 +154,8 @@ class Daemon:
 
     async def _start_services(self, nursery: trio.Nursery) -> None:
         nursery.start_soon(self._watch_signals)
+        if self.show_progress:
+            nursery.start_soon(self._report_progress)
         setup = logs.current_setup()
         if setup is not None:
             await nursery.start(logs.reopen_logs_on_sighup, setup)
@@ -161,6 +173,25 @@ class Daemon:
             async for signum in signals:
                 log.info("%s: stopping (flushing what is complete)", signal.Signals(signum).name)
                 self.stop()
+
+    async def _report_progress(self) -> None:
+        while True:
+            await trio.sleep(PROGRESS_INTERVAL)
+            session, progress = self._session, self._progress
+            if session is not None and progress is not None:
+                line = progress.update(time.monotonic(), session.position)
+                if line is not None:
+                    log.info("%s", line)
+
+    async def _catch_up_target(self, conn: Connection) -> CatchUpProgress | None:
+        """The server's binlog files and sizes now: where this connection's catch-up ends."""
+        try:
+            rows = await conn.query("SHOW BINARY LOGS")
+            files = [BinlogFile(_text(row[0]), int(_text(row[1]))) for row in rows]
+        except (ServerError, ValueError, IndexError) as exc:  # progress is a nicety, not a need
+            log.debug("no catch-up progress: SHOW BINARY LOGS failed: %s", exc)
+            return None
+        return CatchUpProgress(files)
 
     async def _replicate(self) -> None:
         while not self._stopping:
@@ -192,6 +223,8 @@ class Daemon:
         conn = await Connection.open(ConnectOptions.from_config(config.server))
         try:
             start = start_point(config, self.pipeline.durable, mariadb=conn.is_mariadb)
+            if self.show_progress:
+                self._progress = await self._catch_up_target(conn)
             options = SessionOptions(
                 server_id=config.replica.server_id,
                 start=start,
@@ -234,6 +267,10 @@ class Daemon:
                     await conn.close()
                 except Exception:  # a broken connection: the error that broke it is raised
                     pass
+
+
+def _text(value: str | bytes | None) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)
 
 
 async def run(config: Config) -> int:

@@ -10,10 +10,12 @@ from __future__ import annotations
 
 import json
 import os
+import pty
 import re
 import signal
 import subprocess
 import sys
+import threading
 import time
 import urllib.error
 import urllib.request
@@ -74,17 +76,21 @@ class DaemonProcess:
         settings: ``{section: {key: value}}`` written to the TOML file.
         password: put in ``BINLAKE_SERVER_PASSWORD``.
         env: more environment variables.
+        tty: give the daemon a pseudo-terminal as stderr (what a person running it in a
+            terminal has); its output is still collected in the stderr file.
     """
 
     def __init__(self, workdir: str | os.PathLike[str], settings: dict[str, dict[str, Any]], *,
                  password: str | None, env: dict[str, str] | None = None,
-                 name: str = "daemon") -> None:
+                 name: str = "daemon", tty: bool = False) -> None:
         self.workdir = Path(workdir)
         self.workdir.mkdir(parents=True, exist_ok=True)
         self.settings = settings
         self.password = password
         self.extra_env = env or {}
         self.name = name
+        self.tty = tty
+        self._tty_copier: threading.Thread | None = None
         self.config_path = self.workdir / f"{name}.toml"
         self.config_path.write_text(self._toml())
         self.runs = 0
@@ -121,9 +127,35 @@ class DaemonProcess:
         # Output of every run is appended, so a test can check all of it at the end.
         with open(self.stdout_path, "ab") as out, open(self.stderr_path, "ab") as err:
             self._stderr_offset = err.tell()
-            self.process = subprocess.Popen(self.argv, stdout=out, stderr=err, env=self._env(),
-                                            cwd=self.workdir, start_new_session=True)
+            if not self.tty:
+                self.process = subprocess.Popen(self.argv, stdout=out, stderr=err,
+                                                env=self._env(), cwd=self.workdir,
+                                                start_new_session=True)
+                return self
+            leader, follower = pty.openpty()
+            try:
+                self.process = subprocess.Popen(self.argv, stdout=out, stderr=follower,
+                                                env=self._env(), cwd=self.workdir,
+                                                start_new_session=True)
+            finally:
+                os.close(follower)
+        self._tty_copier = threading.Thread(target=self._copy_tty, args=(leader,), daemon=True)
+        self._tty_copier.start()
         return self
+
+    def _copy_tty(self, leader: int) -> None:
+        """Drain the pseudo-terminal into the stderr file (else the daemon blocks on a full
+        terminal buffer)."""
+        with open(self.stderr_path, "ab", buffering=0) as err:
+            while True:
+                try:
+                    chunk = os.read(leader, 65536)
+                except OSError:  # EIO: the daemon closed its side
+                    break
+                if not chunk:
+                    break
+                err.write(chunk.replace(b"\r\n", b"\n"))
+        os.close(leader)
 
     @property
     def running(self) -> bool:
@@ -150,6 +182,8 @@ class DaemonProcess:
         started = time.monotonic()
         self.process.send_signal(signal.SIGTERM)
         code = self.wait(timeout)
+        if self._tty_copier is not None:
+            self._tty_copier.join(5)
         return code, time.monotonic() - started
 
     def kill(self) -> None:
