@@ -16,7 +16,6 @@ columns are called ``col_1``, ``col_2``… in table order.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -261,13 +260,3 @@ class TableVersion:
         result.signature = signature(fake)
         result._resolve(counter)
         return result
-
-
-def constant(value: Any, arrow_type: pa.DataType, length: int) -> pa.Array:
-    """An array repeating one value (or nulls): the per-transaction metadata columns."""
-    if value is None:
-        return pa.nulls(length, arrow_type)
-    return pa.repeat(pa.scalar(value, arrow_type), length)
-
-
-ArrayBuilder = Callable[[Sequence[Any]], pa.Array]

@@ -46,13 +46,21 @@ from ..errors import SinkStateError
 from . import commit as C
 from . import ddl as D
 from . import layout as L
-from .rows import TransactionTags, rows_batch
+from .rows import PendingRows, TransactionTags, key_changed_rows, rows_batch
 from .schema import COMMIT_TS_FIELD, TableVersion, VersionOrigin, signature
 from .types import new_counter
 
 log = logging.getLogger("binlake.sinks.parquet")
 
 MiB = 1024 * 1024
+
+#: Rows events are converted to Arrow in groups of about this many rows (see rows.py).
+GROUP_ROWS = 4096
+
+
+def _estimate(version: TableVersion, rows: int) -> int:
+    """Rough Arrow bytes of not yet converted rows, for the memory budget."""
+    return rows * (len(version.names) + 14) * 12
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,8 +83,10 @@ class _TxnTable:
     """The open transaction's rows of one table version: batches in memory and/or spilled."""
 
     version: TableVersion
-    batches: list[pa.RecordBatch] = field(default_factory=list)
-    nbytes: int = 0
+    batches: list[pa.RecordBatch] = field(default_factory=list)  # staging schema
+    nbytes: int = 0  # of batches and pending (estimated)
+    pending: list[PendingRows] = field(default_factory=list)  # newer than batches
+    pending_rows: int = 0
     spill_path: str | None = None
     spill_file: Any = None
     spill_writer: Any = None
@@ -100,7 +110,9 @@ class _Part:
     commit_date: str
     first_seq: int = 0
     batches: list[pa.RecordBatch] = field(default_factory=list)
-    nbytes: int = 0
+    nbytes: int = 0  # of batches and pending (estimated)
+    pending: list[PendingRows] = field(default_factory=list)  # newer than batches
+    pending_rows: int = 0
     writer: pq.ParquetWriter | None = None
     staged: str = ""  # relative to the lake
     final: str = ""
@@ -267,14 +279,26 @@ class ParquetSink:
         table = txn.tables.get(key)
         if table is None:
             table = txn.tables[key] = _TxnTable(version)
-        batch = rows_batch(version, event, txn.tags, txn.next_row)
-        txn.next_row += batch.num_rows
-        table.batches.append(batch)
-        size = batch.nbytes
+        entry = PendingRows(event, txn.tags, txn.next_row, key_changed_rows(version, event))
+        txn.next_row += entry.landed_rows
+        table.pending.append(entry)
+        table.pending_rows += event.row_count
+        size = _estimate(version, event.row_count)
         table.nbytes += size
         self._buffered += size
+        if table.pending_rows >= GROUP_ROWS:
+            self._convert_txn_pending(table)
         if self._buffered > self.options.memory_limit_bytes:
             self._relieve_memory()
+
+    def _convert_txn_pending(self, table: _TxnTable) -> None:
+        batch = rows_batch(table.version, table.pending, with_commit_time=False)
+        estimate = _estimate(table.version, table.pending_rows)
+        table.pending = []
+        table.pending_rows = 0
+        table.batches.append(batch)
+        table.nbytes += batch.nbytes - estimate
+        self._buffered += batch.nbytes - estimate
 
     def _on_statement(self, statement: Statement) -> None:
         txn = self._txn
@@ -321,6 +345,24 @@ class ParquetSink:
                 self._append_committed(
                     part_key, version, commit_date, seq,
                     pa.RecordBatch.from_arrays(columns, schema=version.schema))
+            if table.pending:
+                part = self._part(part_key, version, commit_date, seq)
+                for entry in table.pending:
+                    part.pending.append(PendingRows(entry.event, entry.tags, entry.first_row,
+                                                    entry.moved, commit_us))
+                    rows += entry.landed_rows
+                part.pending_rows += table.pending_rows
+                estimate = _estimate(version, table.pending_rows)
+                part.nbytes += estimate
+                table.nbytes -= estimate
+                table.pending = []
+                table.pending_rows = 0
+                if part.pending_rows >= GROUP_ROWS:
+                    self._convert_part_pending(part)
+                if part.nbytes >= self.options.row_group_bytes:
+                    self._write_row_group(part)
+        if self._buffered > self.options.memory_limit_bytes:
+            self._relieve_memory()
         for statement in txn.statements:
             self._log_ddl(statement, txn, commit)
         self._seq = seq
@@ -421,13 +463,29 @@ class ParquetSink:
 
     # --- buffers ---------------------------------------------------------------------------------
 
-    def _append_committed(self, key: tuple[str, str, int, str], version: TableVersion,
-                          commit_date: str, seq: int, batch: pa.RecordBatch) -> None:
+    def _part(self, key: tuple[str, str, int, str], version: TableVersion, commit_date: str,
+              seq: int) -> _Part:
         part = self._parts.get(key)
         if part is None:
             part = self._parts[key] = _Part(version, commit_date, first_seq=seq)
-        elif part.writer is None and not part.batches:
+        elif part.writer is None and not part.batches and not part.pending:
             part.first_seq = seq
+        return part
+
+    def _convert_part_pending(self, part: _Part) -> None:
+        batch = rows_batch(part.version, part.pending, with_commit_time=True)
+        estimate = _estimate(part.version, part.pending_rows)
+        part.pending = []
+        part.pending_rows = 0
+        part.batches.append(batch)
+        part.nbytes += batch.nbytes - estimate
+        self._buffered += batch.nbytes - estimate
+
+    def _append_committed(self, key: tuple[str, str, int, str], version: TableVersion,
+                          commit_date: str, seq: int, batch: pa.RecordBatch) -> None:
+        part = self._part(key, version, commit_date, seq)
+        if part.pending:
+            self._convert_part_pending(part)  # keep the file in commit order
         part.batches.append(batch)
         size = batch.nbytes
         part.nbytes += size
@@ -442,11 +500,13 @@ class ParquetSink:
         limit = self.options.memory_limit_bytes
         if self._txn is not None:
             for table in self._txn.tables.values():
+                if table.pending:
+                    self._convert_txn_pending(table)
                 if table.batches:
                     self._spill(table)
         parts = sorted(self._parts.values(), key=lambda p: p.nbytes, reverse=True)
         for part in parts:
-            if self._buffered <= limit // 2 or not part.batches:
+            if self._buffered <= limit // 2 or not (part.batches or part.pending):
                 break
             self._write_row_group(part)
 
@@ -463,9 +523,9 @@ class ParquetSink:
         for batch in table.batches:
             table.spill_writer.write_batch(batch)
             self.stats["spilled_batches"] += 1
+            table.nbytes -= batch.nbytes
+            self._buffered -= batch.nbytes
         table.batches.clear()
-        self._buffered -= table.nbytes
-        table.nbytes = 0
 
     def _drain(self, table: _TxnTable) -> Any:
         """Yield a committed transaction's batches in order: spilled ones, then in-memory."""
@@ -480,8 +540,9 @@ class ParquetSink:
             os.remove(table.spill_path)
             table.spill_path = None
         batches, table.batches = table.batches, []
-        self._buffered -= table.nbytes
-        table.nbytes = 0
+        for batch in batches:
+            table.nbytes -= batch.nbytes
+            self._buffered -= batch.nbytes
         yield from batches
 
     def _discard(self, txn: _Transaction) -> None:
@@ -496,6 +557,8 @@ class ParquetSink:
 
     def _write_row_group(self, part: _Part) -> None:
         version = part.version
+        if part.pending:
+            self._convert_part_pending(part)
         if part.writer is None:
             self._staged_count += 1
             part.staged = f"{L.STAGING}/part-{self._staged_count:08d}.parquet"
@@ -548,7 +611,7 @@ class ParquetSink:
         if self._unflushed_commits == 0 and not self._closed_files:
             return self._checkpoint
         for part in self._parts.values():
-            if part.batches:
+            if part.batches or part.pending:
                 self._write_row_group(part)
             if part.writer is not None:
                 self._close_file(part)
