@@ -382,7 +382,7 @@ def converter_for(column: Column, arrow_type: pa.DataType, qualified_name: str,
     slow_first = _always_normalize(column, arrow_type)
 
     def slow(values: Sequence[Any]) -> pa.Array:
-        out = []
+        out: list[Any] = []
         for value in values:
             if value is None:
                 out.append(None)

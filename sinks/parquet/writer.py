@@ -32,7 +32,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from protocol.binlog.model import RowsEvent, TableMapEvent
+from protocol.binlog.model import BinlogPosition, RowsEvent, TableMapEvent
 from protocol.binlog.transactions import (
     Statement,
     TransactionBegin,
@@ -155,7 +155,7 @@ class ParquetSink:
         self._gtid_state: GtidPosition | GtidSet | None = None
         self._flavor: str | None = None
         self._last_gtid: str | None = None
-        self._last_end = None  # BinlogPosition of the last commit (landed or pending)
+        self._last_end: BinlogPosition | None = None  # of the last commit, landed or not
         self._last_commit_us: int | None = None
         self._last_server_id: int | None = None
         self._versions: dict[tuple[str, str], TableVersion | None] = {}
