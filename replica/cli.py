@@ -129,6 +129,8 @@ def build_parser(argv: Sequence[str] = ()) -> argparse.ArgumentParser:
         _verbose_flag(command, argparse.SUPPRESS)
         if takes == "config":
             _add_config_flags(command)
+            if name == chosen:
+                _module_arguments(module_name, command)
         elif not (name == chosen and _module_arguments(module_name, command)):
             _default_arguments(name, command)
     return parser
@@ -190,7 +192,8 @@ def _import_command(module_name: str) -> ModuleType:
         raise
 
 
-def _call(module_name: str, command: str, argument: Any) -> int:
+def _call(module_name: str, command: str, argument: Any,
+          args: argparse.Namespace | None = None) -> int:
     try:
         module = _import_command(module_name)
     except CommandUnavailable:
@@ -200,7 +203,10 @@ def _call(module_name: str, command: str, argument: Any) -> int:
     if run is None:
         raise CommandUnavailable(
             f"`binlake {command}` is not implemented yet ({module_name}.run is missing)")
-    result = trio.run(run, argument) if inspect.iscoroutinefunction(run) else run(argument)
+    call_args: tuple[Any, ...] = (argument,)
+    if args is not None and len(inspect.signature(run).parameters) > 1:
+        call_args = (argument, args)  # config commands with options of their own
+    result = trio.run(run, *call_args) if inspect.iscoroutinefunction(run) else run(*call_args)
     return EXIT_OK if result is None else int(result)
 
 
@@ -219,7 +225,7 @@ def _dispatch(args: argparse.Namespace) -> int:
         log_config = replace(config.log, level="debug")
     setup_logging(log_config, secrets=config.secrets())
     args.secrets = config.secrets()
-    return _call(module_name, args.command, config)
+    return _call(module_name, args.command, config, args)
 
 
 # --- errors for people ---------------------------------------------------------------------

@@ -250,17 +250,30 @@ class ReplicationSession:
                 options.server_id, start,
                 flags=DUMP_GTID_NON_BLOCK if options.non_blocking else 0)
         elif isinstance(start, GtidPosition):
-            if options.send_annotate_rows:
+            if self._wants_annotate_rows():
                 flags |= DUMP_SEND_ANNOTATE_ROWS
             payload = binlog_dump(options.server_id, "", 4, flags)
         else:
-            if options.send_annotate_rows and conn.is_mariadb:
+            if self._wants_annotate_rows():
                 flags |= DUMP_SEND_ANNOTATE_ROWS
             self.start_position = start
             self._tracker.file, self._tracker.pos = start.file, start.pos
             payload = binlog_dump(options.server_id, start.file, start.pos, flags)
         conn.reset_sequence()
         await conn.send_packet(payload)
+
+    def _wants_annotate_rows(self) -> bool:
+        """Ask for ANNOTATE_ROWS events when asked to, and always on MariaDB 11.4+.
+
+        From 11.4 on, events inside a transaction carry ``log_pos`` 0 and a receiver computes
+        positions by adding event sizes; the server leaves ANNOTATE_ROWS out of the dump unless
+        flag 2 is set, so without them every later event's position would fall short by the
+        size of the annotations skipped.
+        """
+        if not self.conn.is_mariadb:
+            return False
+        return self.options.send_annotate_rows or _version_at_least(
+            self.conn.server_version, (11, 4))
 
     async def _resolve(self, start: StartFrom) -> BinlogPosition:
         if start is StartFrom.EARLIEST:
@@ -381,6 +394,17 @@ class ReplicationSession:
 
     async def close(self) -> None:
         await self.conn.close()
+
+
+def _version_at_least(version: str, wanted: tuple[int, int]) -> bool:
+    """``'11.8.6-MariaDB-log'`` (or ``'5.5.5-11.8.6-MariaDB'``) is at least ``(11, 4)``."""
+    text = version[len("5.5.5-"):] if version.startswith("5.5.5-") else version
+    numbers = []
+    for part in text.split("-", 1)[0].split(".")[:2]:
+        if not part.isdigit():
+            return False
+        numbers.append(int(part))
+    return tuple(numbers) >= wanted
 
 
 def _retype(exc: ServerError) -> ProtocolError:

@@ -170,11 +170,9 @@ async def test_status_after_the_daemon_landed(server: ServerHandle, tmp_path: Pa
     assert later.server.seconds_behind is not None and later.server.seconds_behind >= 0
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "MariaDB 11.4+ writes log_pos=0 inside transactions and a dump without "
-    "DUMP_SEND_ANNOTATE_ROWS leaves the ANNOTATE_ROWS events out, so the stream's computed "
-    "positions of the later events in the transaction fall short by the annotate events' size"))
-async def test_positions_without_annotate_rows_on_11_8(mariadb_11_8: ServerHandle) -> None:
+async def test_wire_positions_match_the_file_on_11_8(mariadb_11_8: ServerHandle) -> None:
+    """11.4+ writes log_pos=0 inside transactions: the session asks for ANNOTATE_ROWS there so
+    that positions computed from event sizes match the file even when not asked to."""
     server = mariadb_11_8
     _workload(server)
     server.sql("FLUSH BINARY LOGS")
