@@ -38,8 +38,10 @@ class FakeConnection:
     """Answers queries from a table and serves scripted packets; records what was sent."""
 
     def __init__(self, packets: list[bytes | None], *, mariadb: bool = True,
-                 variables: list[tuple[str, str]] = VARIABLES) -> None:
+                 variables: list[tuple[str, str]] = VARIABLES,
+                 server_version: str = "10.11.19-MariaDB-log") -> None:
         self.is_mariadb = mariadb
+        self.server_version = server_version
         self.packets = list(packets)
         self.variables = variables
         self.statements: list[str] = []
@@ -243,3 +245,12 @@ async def test_error_mid_stream_is_typed():
     await session.next_event()
     with pytest.raises(errors.BinlogPositionError):
         await session.next_event()
+
+
+def test_version_comparison_for_annotate_rows() -> None:
+    from replica.session import _version_at_least
+
+    assert _version_at_least("11.8.6-MariaDB-0+deb13u1-log", (11, 4))
+    assert _version_at_least("5.5.5-11.4.2-MariaDB", (11, 4))
+    assert not _version_at_least("10.11.19-MariaDB-0+deb12u1-log", (11, 4))
+    assert not _version_at_least("garbage", (11, 4))
