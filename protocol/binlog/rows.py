@@ -43,9 +43,11 @@ to their numbers. BIT → int, YEAR → int (0 for 0000), GEOMETRY/VECTOR → by
 
 from __future__ import annotations
 
+import datetime
 import json
 import struct
 from collections.abc import Callable, Mapping
+from decimal import Decimal
 from typing import Any
 
 from ..errors import EventDecodeError, RowDecodeError, UnknownTable
@@ -77,6 +79,10 @@ _NAMESPACE: dict[str, Any] = {
     "_i64": _S("<q").unpack_from, "_u64": _S("<Q").unpack_from,
     "_f32": _S("<f").unpack_from, "_f64": _S("<d").unpack_from,
     "_from_bytes": int.from_bytes,
+    "_u64be": _S(">Q").unpack_from,
+    "_Decimal": Decimal,
+    "_datetime": datetime.datetime,
+    "_dt2_invalid": _values.datetime2_invalid,
     "_date": _values.decode_date,
     "_dt2": _values.decode_datetime2,
     "_ts2": _values.decode_timestamp2,
@@ -150,9 +156,9 @@ class TableDecoder:
         if width == 1:
             return "buf[off]", 1
         if width == 2:
-            return "_u16(buf, off)[0]", 2
+            return "buf[off] | buf[off + 1] << 8", 2
         if width == 3:
-            return "_from_bytes(buf[off:off + 3], 'little')", 3
+            return "buf[off] | buf[off + 1] << 8 | buf[off + 2] << 16", 3
         if width == 4:
             return "_u32(buf, off)[0]", 4
         raise ValueError(f"impossible length-prefix width {width}")
@@ -165,9 +171,11 @@ class TableDecoder:
         elif codec == "mysql-latin1":
             out.append(f"{ind}v = _latin1({raw})")
         else:
+            # bytes.decode() without arguments takes CPython's UTF-8 fast path
+            call = "decode()" if codec == "utf-8" else f"decode({codec!r})"
             out.append(f"{ind}v = {raw}")
             out.append(f"{ind}try:")
-            out.append(f"{ind}    v = v.decode({codec!r})")
+            out.append(f"{ind}    v = v.{call}")
             out.append(f"{ind}except UnicodeDecodeError:")
             out.append(f"{ind}    pass")
 
@@ -194,15 +202,11 @@ class TableDecoder:
             out.append(f"{ind}v = {fn}(buf, off)[0]")
             out.append(f"{ind}off += {size}")
         elif t == FieldType.INT24:
-            signed = "False" if u else "True"
-            out.append(f"{ind}v = _from_bytes(buf[off:off + 3], 'little', signed={signed})")
+            raw = "(buf[off] | buf[off + 1] << 8 | buf[off + 2] << 16)"
+            out.append(f"{ind}v = {raw}" if u else f"{ind}v = ({raw} ^ 0x800000) - 0x800000")
             out.append(f"{ind}off += 3")
         elif t == FieldType.NEWDECIMAL:
-            precision, scale = col.meta >> 8, col.meta & 0xFF
-            size, decode = _values.decimal_decoder(precision, scale)
-            fn = self._const(f"_dec{i}", decode)
-            out.append(f"{ind}v = {fn}(buf, off)")
-            out.append(f"{ind}off += {size}")
+            self._decimal_code(col, out, ind)
         elif t == FieldType.YEAR:
             out.append(f"{ind}v = buf[off]")
             out.append(f"{ind}off += 1")
@@ -224,13 +228,14 @@ class TableDecoder:
             fsp = col.meta
             if fsp > 6:
                 raise RowDecodeError(f"column {i + 1}: fractional seconds precision {fsp} > 6")
-            fn, base = {FieldType.DATETIME2: ("_dt2", 5), FieldType.TIMESTAMP2: ("_ts2", 4),
-                        FieldType.TIME2: ("_t2", 3)}[FieldType(t)]
-            out.append(f"{ind}v = {fn}(buf, off, {fsp})")
-            out.append(f"{ind}off += {base + _values.fractional_size(fsp)}")
-            # the fixed-size read above must not have run past the end of the image
-            out.append(f"{ind}if off > end:")
-            out.append(f"{ind}    raise _Overrun('temporal value runs past the event')")
+            if t == FieldType.DATETIME2:
+                self._datetime2_code(fsp, out, ind)
+            else:
+                fn, base = {FieldType.TIMESTAMP2: ("_ts2", 4),
+                            FieldType.TIME2: ("_t2", 3)}[FieldType(t)]
+                out.append(f"{ind}v = {fn}(buf, off, {fsp})")
+                out.append(f"{ind}off += {base + _values.fractional_size(fsp)}")
+            # A read past the end of the image is caught by the end-of-row check.
         elif t in (FieldType.VARCHAR, FieldType.VAR_STRING, FieldType.STRING):
             max_len = col.length or 0
             prefix, width = self._length_prefix(1 if max_len < 256 else 2)
@@ -284,12 +289,92 @@ class TableDecoder:
             raise RowDecodeError(f"column {i + 1} of `{self.table.schema}`.`{self.table.table}` "
                                  f"has unknown type {t}")
 
+    def _decimal_code(self, col: Column, out: list[str], ind: str) -> None:
+        """Emit DECIMAL(p, s) decoding inline: one ``struct`` unpack yields the digit groups
+        (a 3-byte group as two fields), the sign flips them, and one ``Decimal`` is built from
+        ``"<sign><digits>e-<scale>"`` — the same value and exponent as the plain text form."""
+        precision, scale = col.meta >> 8, col.meta & 0xFF
+        _values.decimal_size_checked(precision, scale)
+        fmt = ">"
+        fields: list[tuple[str, int]] = []  # (name, bits) in storage order
+        groups: list[tuple[str, int]] = []  # (expression, digits), most significant first
+        for nbytes, digits in _values.decimal_groups(precision, scale):
+            k = len(fields)
+            if nbytes == 3:
+                fmt += "BH"
+                fields += [(f"q{k}", 8), (f"q{k + 1}", 16)]
+                groups.append((f"(q{k} << 16 | q{k + 1})", digits))
+            else:
+                fmt += {1: "B", 2: "H", 4: "I"}[nbytes]
+                fields.append((f"q{k}", nbytes * 8))
+                groups.append((f"q{k}", digits))
+        unpack = self._const(f"_dec{col.index}", struct.Struct(fmt).unpack_from)
+        names = [name for name, _ in fields]
+        first, first_bits = fields[0]
+        top = 1 << (first_bits - 1)
+        out.append(f"{ind}{', '.join(names)}{',' if len(names) == 1 else ''} = "
+                   f"{unpack}(buf, off)")
+        out.append(f"{ind}off += {struct.calcsize(fmt)}")
+        out.append(f"{ind}if {first} & {top:#x}:")
+        out.append(f"{ind}    {first} ^= {top:#x}")
+        out.append(f"{ind}    sign = ''")
+        out.append(f"{ind}else:")
+        out.append(f"{ind}    {first} ^= {top - 1:#x}")
+        for name, bits in fields[1:]:
+            out.append(f"{ind}    {name} ^= {(1 << bits) - 1:#x}")
+        out.append(f"{ind}    sign = '-'")
+        checks = " or ".join(f"{expr} >= {10 ** digits}" for expr, digits in groups)
+        out.append(f"{ind}if {checks}:")
+        out.append(f"{ind}    raise ValueError('DECIMAL digit group out of range')")
+        number = groups[0][0]
+        for expr, digits in groups[1:]:
+            number = f"({number}) * {10 ** digits} + {expr}"
+        exponent = f"e-{scale}" if scale else ""
+        out.append(f"{ind}v = _Decimal(f'{{sign}}{{{number}}}{exponent}')")
+
+    def _datetime2_code(self, fsp: int, out: list[str], ind: str) -> None:
+        """Emit DATETIME2 decoding inline: the 5-byte packed value (offset by 2^39) and the
+        big-endian fraction read by one ``struct`` unpack, split with shifts, and a positional
+        ``datetime(...)``; a date Python cannot hold becomes an InvalidTemporal."""
+        if fsp >= 5:  # 5 + 3 bytes: one big-endian 64-bit word
+            out.append(f"{ind}p = _u64be(buf, off)[0]")
+            out.append(f"{ind}us = p & 0xFFFFFF")
+            out.append(f"{ind}p = (p >> 24) - 0x8000000000")
+        else:
+            fmt, scale = {0: (">IB", 0), 1: (">IBB", 10000), 2: (">IBB", 10000),
+                          3: (">IBH", 100), 4: (">IBH", 100)}[fsp]
+            unpack = self._const(f"_dt2_{fsp}", struct.Struct(fmt).unpack_from)
+            if fsp:
+                out.append(f"{ind}p, lo, us = {unpack}(buf, off)")
+                out.append(f"{ind}p = (p << 8 | lo) - 0x8000000000")
+                out.append(f"{ind}us *= {scale}")
+            else:
+                out.append(f"{ind}p, lo = {unpack}(buf, off)")
+                out.append(f"{ind}p = (p << 8 | lo) - 0x8000000000")
+                out.append(f"{ind}us = 0")
+        out.append(f"{ind}off += {5 + _values.fractional_size(fsp)}")
+        out.append(f"{ind}if p < 0 or us > 999999:")
+        out.append(f"{ind}    raise ValueError('negative or out-of-range DATETIME2')")
+        out.append(f"{ind}ymd = p >> 17")
+        out.append(f"{ind}ym = ymd >> 5")
+        out.append(f"{ind}year = ym // 13")
+        out.append(f"{ind}try:")
+        out.append(f"{ind}    v = _datetime(year, ym - year * 13, ymd & 31, p >> 12 & 31, "
+                   "p >> 6 & 63, p & 63, us)")
+        out.append(f"{ind}except ValueError:")
+        out.append(f"{ind}    v = _dt2_invalid(p, us, {fsp})")
+
     def _image_code(self, present: tuple[int, ...], lists: str, out: list[str], ind: str,
                     partial: bool = False, before: tuple[int, ...] | None = None) -> None:
         """Emit code decoding one row image: the null bitmap, then each present column."""
         nb = (len(present) + 7) // 8
-        if nb:
+        if nb == 1:
+            out.append(f"{ind}nb = buf[off]")
+        elif nb == 2:
+            out.append(f"{ind}nb = buf[off] | buf[off + 1] << 8")
+        elif nb:
             out.append(f"{ind}nb = _from_bytes(buf[off:off + {nb}], 'little')")
+        if nb:
             out.append(f"{ind}off += {nb}")
         cols = self.table.columns
         for k, idx in enumerate(present):

@@ -29,7 +29,8 @@ from decimal import Decimal
 from typing import Any
 
 __all__ = [
-    "InvalidTemporal", "JsonDiff", "JsonDiffOp", "decimal_size", "decimal_decoder",
+    "InvalidTemporal", "JsonDiff", "JsonDiffOp", "decimal_size", "decimal_size_checked",
+    "decimal_groups", "decimal_decoder", "datetime2_invalid",
     "decode_decimal", "decode_date", "decode_datetime2", "decode_timestamp2", "decode_time2",
     "decode_time_old", "decode_datetime_old", "fractional_size", "json_binary_to_text",
     "json_binary_to_python", "json_to_text", "mysql_double_text", "apply_json_diff",
@@ -67,6 +68,26 @@ def decimal_size(precision: int, scale: int) -> int:
     return i0 * 4 + _DIG2BYTES[ix] + f0 * 4 + _DIG2BYTES[fx]
 
 
+def decimal_size_checked(precision: int, scale: int) -> int:
+    """:func:`decimal_size`, raising ``ValueError`` for a DECIMAL no server can declare."""
+    if not (0 < precision <= 65 and 0 <= scale <= 30 and scale <= precision):
+        raise ValueError(f"impossible DECIMAL({precision},{scale})")
+    return decimal_size(precision, scale)
+
+
+def decimal_groups(precision: int, scale: int) -> list[tuple[int, int]]:
+    """The stored digit groups of a DECIMAL(precision, scale), most significant first, as
+    ``(bytes, digits)``: a partial integer group, whole 9-digit groups of the integer part and
+    of the fraction, then a partial fraction group. The sign bit is the top bit of the first."""
+    i0, ix = divmod(precision - scale, 9)
+    f0, fx = divmod(scale, 9)
+    groups = [(_DIG2BYTES[ix], ix)] if ix else []
+    groups += [(4, 9)] * (i0 + f0)
+    if fx:
+        groups.append((_DIG2BYTES[fx], fx))
+    return groups
+
+
 def decimal_decoder(precision: int, scale: int) -> tuple[int, Any]:
     """A ``(size, decode(buf, offset) -> Decimal)`` pair specialised for one DECIMAL(p, s).
 
@@ -76,11 +97,9 @@ def decimal_decoder(precision: int, scale: int) -> tuple[int, Any]:
 
     Raises ``ValueError`` on a group holding more digits than it may (corrupt bytes).
     """
-    if not (0 < precision <= 65 and 0 <= scale <= 30 and scale <= precision):
-        raise ValueError(f"impossible DECIMAL({precision},{scale})")
+    size = decimal_size_checked(precision, scale)
     i0, ix = divmod(precision - scale, 9)
     f0, fx = divmod(scale, 9)
-    size = decimal_size(precision, scale)
     top = 1 << (size * 8 - 1)
     mask = (1 << (size * 8)) - 1
     # Groups from the least significant end: (bit mask, bits, digit limit, decimal weight).
@@ -182,8 +201,17 @@ def decode_datetime2(buf: bytes, offset: int, fsp: int) -> datetime.datetime | I
     try:
         return datetime.datetime(year, month, day, hour, minute, second, us)
     except ValueError:
-        return InvalidTemporal(f"{year:04d}-{month:02d}-{day:02d} {hour:02d}:{minute:02d}:"
-                               f"{second:02d}{_frac_text(us, fsp)}")
+        return datetime2_invalid(packed, us, fsp)
+
+
+def datetime2_invalid(packed: int, us: int, fsp: int) -> InvalidTemporal:
+    """The InvalidTemporal of a DATETIME2 whose parts Python cannot hold (zero or invalid
+    date, impossible time): the text SELECT prints, from the packed value less its 2^39 bias."""
+    ymd = packed >> 17
+    year, month = divmod(ymd >> 5, 13)
+    hms = packed & 0x1FFFF
+    return InvalidTemporal(f"{year:04d}-{month:02d}-{ymd & 31:02d} {hms >> 12:02d}:"
+                           f"{(hms >> 6) & 63:02d}:{hms & 63:02d}{_frac_text(us, fsp)}")
 
 
 def decode_timestamp2(buf: bytes, offset: int, fsp: int) -> datetime.datetime | InvalidTemporal:

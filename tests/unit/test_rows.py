@@ -13,6 +13,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from protocol.binlog import values
 from protocol.binlog.coltypes import FieldType as T
@@ -106,6 +108,24 @@ def test_decimal_round_trip(text: str, p: int, s: int) -> None:
     assert one(col, stored) == Decimal(text)
 
 
+@settings(max_examples=400, deadline=None)
+@given(st.data())
+def test_decimal_inline_decoder_matches_the_reference(data: st.DataObject) -> None:
+    """The generated (inline) DECIMAL code and ``values.decode_decimal`` agree on every
+    precision/scale, both signs, and keep the declared scale as the exponent."""
+    p = data.draw(st.integers(1, 65))
+    s = data.draw(st.integers(0, min(p, 30)))
+    whole = data.draw(st.integers(0, 10 ** (p - s) - 1))
+    frac = data.draw(st.integers(0, 10 ** s - 1))
+    sign = data.draw(st.sampled_from(["", "-"]))
+    text = f"{sign}{whole}" + (f".{frac:0{s}d}" if s else "")
+    stored = _decimal_bytes(text, p, s)
+    value = one(Col(T.NEWDECIMAL, bytes([p, s])), stored)
+    reference, size = values.decode_decimal(stored, 0, p, s)
+    assert size == len(stored)
+    assert value.as_tuple() == reference.as_tuple() == Decimal(text).as_tuple()
+
+
 def test_decimal_corrupt_group_is_an_error() -> None:
     col = Col(T.NEWDECIMAL, bytes([9, 0]))
     table = tm([col])
@@ -172,6 +192,31 @@ def test_datetime2_all_fsp() -> None:
         datetime.datetime(1000, 1, 1, 0, 0, 0, 1)
     assert one(Col(T.DATETIME2, b"\x03"), _dt2(0, 0, 0, 0, 0, 0, b"\0\0")) == \
         values.InvalidTemporal("0000-00-00 00:00:00.000")
+
+
+@settings(max_examples=400, deadline=None)
+@given(fsp=st.integers(0, 6), year=st.integers(0, 9999), month=st.integers(0, 12),
+       day=st.integers(0, 31), hour=st.integers(0, 23), minute=st.integers(0, 59),
+       second=st.integers(0, 59), frac=st.integers(0, 999999))
+def test_datetime2_inline_decoder_matches_the_reference(fsp: int, year: int, month: int,
+                                                        day: int, hour: int, minute: int,
+                                                        second: int, frac: int) -> None:
+    """The generated DATETIME2 code equals ``values.decode_datetime2`` for every fsp, valid
+    and invalid dates (zero dates, 2024-02-30) alike."""
+    nbytes = values.fractional_size(fsp)
+    stored_frac = {0: 0, 1: frac // 10000, 2: frac // 10000, 3: frac // 100, 4: frac // 100,
+                   5: frac, 6: frac}[fsp]
+    stored = _dt2(year, month, day, hour, minute, second,
+                  stored_frac.to_bytes(nbytes, "big") if nbytes else b"")
+    value = one(Col(T.DATETIME2, bytes([fsp])), stored)
+    assert value == values.decode_datetime2(stored, 0, fsp)
+    assert type(value) is type(values.decode_datetime2(stored, 0, fsp))
+
+
+def test_datetime2_impossible_fraction_is_an_error() -> None:
+    table = tm([Col(T.DATETIME2, b"\x02")])
+    with pytest.raises(RowDecodeError):  # 0xFF hundredths: 2.55 s
+        decode(table, rows_body(1, [image([_dt2(2024, 1, 1, 0, 0, 0, b"\xff")])]))
 
 
 def test_timestamp2_and_old_forms() -> None:
