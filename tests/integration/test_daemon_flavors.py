@@ -1,0 +1,75 @@
+"""``binlake run`` end to end on MariaDB 11.8 and MySQL 9.7 (10.11 has the full lifecycle test):
+live landing, a server restart and a dropped connection under the running daemon, SIGTERM and a
+restart — then lake == source, exactly once."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tests.servers.handle import ServerHandle
+
+from .daemon_process import DaemonProcess
+from .proxy import TcpProxy
+from .test_daemon_lifecycle import STOP_TIMEOUT, daemon_settings, unique_db
+from .workload import Workload, compare_lake, wait_for_lake
+
+pytestmark = pytest.mark.server
+
+
+@pytest.fixture(params=["mariadb_11_8", "mysql_9_7"])
+def server(request: pytest.FixtureRequest) -> ServerHandle:
+    handle: ServerHandle = request.getfixturevalue(request.param)
+    return handle
+
+
+def trusted_tls(server: ServerHandle) -> dict[str, str]:
+    """caching_sha2_password (MySQL) sends the password only over TLS whose certificate is
+    verified: trust the server's own self-signed CA, as an operator would."""
+    if server.is_mariadb:
+        return {}
+    ca = Path(server.datadir, "ca.pem")
+    assert ca.exists(), f"{ca}: MySQL's auto-generated CA is missing"
+    return {"tls_mode": "verify-ca", "tls_ca": str(ca)}
+
+
+def test_daemon_end_to_end(server: ServerHandle, tmp_path: Path) -> None:
+    password = server.users["repl"].password
+    database = unique_db("e2e_flavor")
+    lake = tmp_path / "lake"
+    with TcpProxy("127.0.0.1", server.port) as proxy:
+        settings = daemon_settings(server, lake, database, port=proxy.port,
+                                   overrides={"server": trusted_tls(server)})
+        daemon = DaemonProcess(tmp_path, settings, password=password)
+        workload = Workload(server, database, seed=11)
+        workload.create_tables()
+        daemon.start()
+        daemon.wait_for(r"streaming from")
+        workload.run(40)
+        wait_for_lake(lake, workload, alive=daemon.check_alive)
+
+        mark = len(daemon.run_stderr())
+        server.restart()
+        workload.run(30)
+        daemon.wait_for(r"reconnecting in", since=mark)
+        wait_for_lake(lake, workload, timeout=60, alive=daemon.check_alive)
+
+        mark = len(daemon.run_stderr())
+        assert proxy.drop() >= 1
+        workload.run(30)
+        daemon.wait_for(r"reconnecting in", since=mark)
+        wait_for_lake(lake, workload, timeout=60, alive=daemon.check_alive)
+
+        workload.run(10)
+        code, took = daemon.terminate(timeout=STOP_TIMEOUT + 5)
+        assert code == 0, daemon.run_stderr()
+        assert took < STOP_TIMEOUT + 2
+
+        daemon.start()
+        workload.run(20)
+        wait_for_lake(lake, workload, alive=daemon.check_alive)
+        code, _took = daemon.terminate(timeout=STOP_TIMEOUT + 5)
+        assert code == 0, daemon.run_stderr()
+    compare_lake(server, lake, workload)
+    daemon.assert_secret_never_shown(password)
