@@ -33,6 +33,7 @@ def spark_session() -> Any:
             .config("spark.sql.shuffle.partitions", "2")
             .config("spark.default.parallelism", "2")
             .config("spark.sql.session.timeZone", "UTC")
+            .config("spark.sql.parquet.outputTimestampType", "TIMESTAMP_MICROS")
             .config("spark.sql.streaming.schemaInference", "false")
             .config("spark.driver.memory", "1g")
             .getOrCreate()

@@ -39,6 +39,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.master:
         builder = builder.master(args.master)
     spark = builder.getOrCreate()
+    # Spark writes INT96 timestamps by default; the state gets the lake's microsecond types.
+    spark.conf.set("spark.sql.parquet.outputTimestampType", "TIMESTAMP_MICROS")
     try:
         keys = args.keys.split(",") if args.keys else None
         state = read_current_state(spark, args.lake, args.db, args.table, keys)

@@ -20,7 +20,8 @@ def spark_session(app_name: str = "binlake", master: str | None = "local[2]",
     if master is not None:
         builder = builder.master(master)
     settings = {"spark.sql.session.timeZone": "UTC", "spark.ui.enabled": "false",
-                "spark.sql.shuffle.partitions": "4", **config}
+                "spark.sql.shuffle.partitions": "4",
+                "spark.sql.parquet.outputTimestampType": "TIMESTAMP_MICROS", **config}
     for key, value in settings.items():
         builder = builder.config(key, value)
     session = builder.getOrCreate()
