@@ -504,15 +504,33 @@ def check_exactly_once(changes: LakeChanges) -> None:
 
 
 def current_state(spec: TableSpec, rows: Iterable[dict[str, Any]]) -> dict[Key, dict[str, Any]]:
-    """The change log reduced to the latest row per primary key; deleted keys dropped."""
+    """The change log reduced to the latest row per primary key; deleted keys dropped.
+
+    Replaying also checks the log against itself: an insert's key must be free, and the before
+    image of an update or delete must equal the row as the log had it until then.
+    """
     state: dict[Key, dict[str, Any]] = {}
     for r in rows:  # already in (_seq, _row) order
         key = tuple(r[name] for name in spec.key_names)
-        if r["_op"] == "D":
-            state.pop(key, None)
+        op = r["_op"]
+        if op == "I":
+            assert key not in state, f"{spec.name}: insert of existing key {key} at {_where(r)}"
+        else:
+            assert key in state, f"{spec.name}: {op} of unknown key {key} at {_where(r)}"
+            before = r["_before"]
+            assert before is not None, f"{spec.name}: {op} without a before image at {_where(r)}"
+            previous = state[key]
+            differ = [c for c, v in before.items() if previous[c] != v]
+            assert not differ, f"{spec.name} {key}: before image differs in {differ} at {_where(r)}"
+        if op == "D":
+            del state[key]
         else:
             state[key] = r
     return state
+
+
+def _where(row: dict[str, Any]) -> str:
+    return f"_seq={row['_seq']} _row={row['_row']} gtid={row['_gtid']}"
 
 
 def _source_rows(server: ServerHandle, database: str, spec: TableSpec) -> dict[Key, list[Any]]:
