@@ -20,10 +20,12 @@ SIGHUP reopens the log file.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import signal
 import sys
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 import trio
@@ -117,6 +119,7 @@ class Daemon:
         self.backoff = Backoff.from_config(config.reconnect)
         self._stopping = False
         self._stream_scope: trio.CancelScope | None = None
+        self._setup_scope: trio.CancelScope | None = None
         self._session: ReplicationSession | None = None
         #: Set once the metrics endpoint listens: (host, port).
         self.metrics_address: tuple[str, int] | None = None
@@ -130,6 +133,21 @@ class Daemon:
         self._stopping = True
         if self._stream_scope is not None:
             self._stream_scope.cancel()
+        if self._setup_scope is not None:
+            self._setup_scope.cancel()
+
+    @contextlib.contextmanager
+    def _abandoned_on_stop(self) -> Iterator[trio.CancelScope]:
+        """A scope that :meth:`stop` cancels: connecting, registering and backoff delays hold
+        nothing worth finishing, so SIGTERM must not wait for them (a delay can be a minute)."""
+        with trio.CancelScope() as scope:
+            self._setup_scope = scope
+            if self._stopping:
+                scope.cancel()
+            try:
+                yield scope
+            finally:
+                self._setup_scope = None
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> int:
         checkpoint = self.pipeline.open()
@@ -215,16 +233,19 @@ class Daemon:
                 delay = self.backoff.next_delay()
                 log.warning("replication interrupted (%s: %s); reconnecting in %.1f s",
                             type(exc).__name__, exc, delay)
-                await trio.sleep(delay)
+                with self._abandoned_on_stop():
+                    await trio.sleep(delay)
 
     async def _connect_and_stream(self, attempt: _Attempt) -> bool:
         """One connection: True when the daemon is done (stopped or caught up)."""
         config = self.config
-        conn = await Connection.open(ConnectOptions.from_config(config.server))
+        conn: Connection | None = None
+        with self._abandoned_on_stop():
+            conn = await Connection.open(ConnectOptions.from_config(config.server))
+        if conn is None:  # stopped while connecting
+            return True
         try:
             start = start_point(config, self.pipeline.durable, mariadb=conn.is_mariadb)
-            if self.show_progress:
-                self._progress = await self._catch_up_target(conn)
             options = SessionOptions(
                 server_id=config.replica.server_id,
                 start=start,
@@ -236,7 +257,13 @@ class Daemon:
                 gtid_ignore_duplicates=config.start.gtid_ignore_duplicates,
                 non_blocking=config.replica.stop_at_end,
             )
-            session = await ReplicationSession.start(conn, options)
+            session: ReplicationSession | None = None
+            with self._abandoned_on_stop():
+                if self.show_progress:
+                    self._progress = await self._catch_up_target(conn)
+                session = await ReplicationSession.start(conn, options)
+            if session is None:  # stopped while registering
+                return True
             log.info("streaming from %s (server %s)", start, conn.server_version)
             attempt.streamed = True
             self._session = session

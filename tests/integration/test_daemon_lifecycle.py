@@ -9,6 +9,7 @@ disturbance the test waits until the lake holds exactly the change rows the work
 
 from __future__ import annotations
 
+import time
 import uuid
 from pathlib import Path
 from typing import Any
@@ -138,3 +139,33 @@ def test_catch_up_progress_in_a_terminal(mariadb_10_11: ServerHandle, tmp_path: 
     finally:
         code, _took = daemon.terminate(timeout=15)
     assert code == 0, daemon.run_stderr()
+
+
+@pytest.mark.parametrize("network", ["server_down", "stalled"])
+def test_sigterm_while_reconnecting_exits_promptly(mariadb_10_11: ServerHandle, tmp_path: Path,
+                                                   network: str) -> None:
+    """SIGTERM must not wait out a long backoff delay or a hanging connect: exit 0 within
+    stop_timeout whatever the daemon is waiting for."""
+    server = mariadb_10_11
+    with TcpProxy("127.0.0.1", server.port) as proxy:
+        settings = daemon_settings(server, tmp_path / "lake", unique_db("e2e_none"),
+                                   port=proxy.port, overrides={
+                                       "reconnect": {"initial_delay": 30.0, "max_delay": 60.0},
+                                       "server": {"connect_timeout": 60.0, "read_timeout": 60.0}})
+        if network == "server_down":
+            proxy.upstream = ("127.0.0.1", 1)  # nothing listens there: every attempt fails
+        else:
+            proxy.stall()  # the connection opens, the handshake never arrives
+        daemon = DaemonProcess(tmp_path, settings, password=server.users["repl"].password)
+        daemon.start()
+        if network == "server_down":
+            daemon.wait_for(r"reconnecting in")
+        else:
+            deadline = time.monotonic() + 20
+            while proxy.accepted == 0 and time.monotonic() < deadline:
+                time.sleep(0.1)
+            assert proxy.accepted == 1
+            time.sleep(0.5)
+        code, took = daemon.terminate(timeout=STOP_TIMEOUT + 10)
+    assert code == 0, daemon.run_stderr()
+    assert took < STOP_TIMEOUT + 1, f"SIGTERM took {took:.1f} s"
