@@ -14,6 +14,7 @@ import pytest
 
 from replica.cli import EXIT_PERMANENT
 from tests.servers.handle import ServerHandle
+from tests.servers.plugin import ServerFactory
 
 from .daemon_process import DaemonProcess, http_get
 from .proxy import TcpProxy
@@ -151,3 +152,47 @@ def test_metrics_readiness_and_json_logs_during_a_run(mariadb_10_11: ServerHandl
         assert {"time", "level", "message"} <= set(record), record
     assert any(json.loads(line)["level"].lower().startswith("warn") for line in lines)
     daemon.assert_secret_never_shown(password)
+
+
+def test_purged_resume_position_stops_with_exit_3(server_factory: ServerFactory,
+                                                  tmp_path: Path) -> None:
+    """The lake's checkpoint points into binlogs the server has since purged: retrying cannot
+    help, so the daemon stops with the permanent-error code and says what to do."""
+    server = server_factory.start("mariadb-10.11", name="e2e-purge")
+    database = unique_db("e2e_purge")
+    lake = tmp_path / "lake"
+    daemon = DaemonProcess(tmp_path, daemon_settings(server, lake, database),
+                           password=server.users["repl"].password)
+    workload = Workload(server, database, seed=3)
+    workload.create_tables()
+    daemon.start()
+    workload.run(10)
+    wait_for_lake(lake, workload, alive=daemon.check_alive)
+    assert daemon.terminate(timeout=15)[0] == 0
+
+    workload.run(10)  # changes the lake has not seen, then their binlog goes away
+    purge_all_but_the_current_binlog(server)
+    started = time.monotonic()
+    code = daemon.start().wait(timeout=30)
+    stderr = daemon.run_stderr()
+    assert code == EXIT_PERMANENT, stderr
+    assert time.monotonic() - started < 10
+    (line,) = _error_lines(stderr)
+    assert "fix:" in stderr and "Traceback" not in stderr
+    assert "reconnecting" not in stderr, "a purged position is not worth retrying"
+    assert "1236" in line or "purged" in line.lower() or "Gtid" in line, line
+
+
+def purge_all_but_the_current_binlog(server: ServerHandle, timeout: float = 20.0) -> None:
+    """FLUSH + PURGE until the old files are gone: MariaDB keeps a file until its binlog
+    checkpoint (InnoDB durability) has moved past it, so one PURGE may silently keep it."""
+    first = server.sql("SHOW BINARY LOGS")[0][0]
+    deadline = time.monotonic() + timeout
+    while True:
+        server.sql("FLUSH BINARY LOGS")
+        (last,) = server.sql("SHOW MASTER STATUS")[0][:1]
+        server.sql(f"PURGE BINARY LOGS TO '{last}'")
+        if server.sql("SHOW BINARY LOGS")[0][0] != first:
+            return
+        assert time.monotonic() < deadline, "the server kept its old binlogs"
+        time.sleep(0.5)
