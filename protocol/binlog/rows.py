@@ -82,6 +82,10 @@ _NAMESPACE: dict[str, Any] = {
     "_u64be": _S(">Q").unpack_from,
     "_Decimal": Decimal,
     "_datetime": datetime.datetime,
+    "_fromts": datetime.datetime.fromtimestamp,
+    "_timedelta": datetime.timedelta,
+    "_UTC": datetime.UTC,
+    "_EPOCH": datetime.datetime(1970, 1, 1, tzinfo=datetime.UTC),
     "_dt2_invalid": _values.datetime2_invalid,
     "_date": _values.decode_date,
     "_dt2": _values.decode_datetime2,
@@ -230,11 +234,11 @@ class TableDecoder:
                 raise RowDecodeError(f"column {i + 1}: fractional seconds precision {fsp} > 6")
             if t == FieldType.DATETIME2:
                 self._datetime2_code(fsp, out, ind)
+            elif t == FieldType.TIMESTAMP2:
+                self._timestamp2_code(fsp, out, ind)
             else:
-                fn, base = {FieldType.TIMESTAMP2: ("_ts2", 4),
-                            FieldType.TIME2: ("_t2", 3)}[FieldType(t)]
-                out.append(f"{ind}v = {fn}(buf, off, {fsp})")
-                out.append(f"{ind}off += {base + _values.fractional_size(fsp)}")
+                out.append(f"{ind}v = _t2(buf, off, {fsp})")
+                out.append(f"{ind}off += {3 + _values.fractional_size(fsp)}")
             # A read past the end of the image is caught by the end-of-row check.
         elif t in (FieldType.VARCHAR, FieldType.VAR_STRING, FieldType.STRING):
             max_len = col.length or 0
@@ -363,6 +367,31 @@ class TableDecoder:
                    "p >> 6 & 63, p & 63, us)")
         out.append(f"{ind}except ValueError:")
         out.append(f"{ind}    v = _dt2_invalid(p, us, {fsp})")
+
+    def _timestamp2_code(self, fsp: int, out: list[str], ind: str) -> None:
+        """Emit TIMESTAMP2 decoding inline: big-endian seconds and fraction by one ``struct``
+        unpack; 0 is the zero TIMESTAMP (an InvalidTemporal), anything else an aware UTC
+        datetime (``fromtimestamp`` when there is no fraction: the cheapest exact way)."""
+        fmt, scale = {0: (">I", 0), 1: (">IB", 10000), 2: (">IB", 10000), 3: (">IH", 100),
+                      4: (">IH", 100), 5: (">IBH", 0), 6: (">IBH", 0)}[fsp]
+        unpack = self._const(f"_ts2_{fsp}", struct.Struct(fmt).unpack_from)
+        zero = self._const(f"_ts2_zero_{fsp}", _values.InvalidTemporal(
+            "0000-00-00 00:00:00" + (".000000"[:fsp + 1] if fsp else "")))
+        if fsp == 0:
+            out.append(f"{ind}v = {unpack}(buf, off)[0]")
+            out.append(f"{ind}off += 4")
+            out.append(f"{ind}v = _fromts(v, _UTC) if v else {zero}")
+            return
+        if fsp >= 5:
+            out.append(f"{ind}p, hi, us = {unpack}(buf, off)")
+            out.append(f"{ind}us |= hi << 16")
+        else:
+            out.append(f"{ind}p, us = {unpack}(buf, off)")
+            out.append(f"{ind}us *= {scale}")
+        out.append(f"{ind}off += {4 + _values.fractional_size(fsp)}")
+        out.append(f"{ind}if us > 999999:")
+        out.append(f"{ind}    raise ValueError('TIMESTAMP2 fraction out of range')")
+        out.append(f"{ind}v = _EPOCH + _timedelta(0, p, us) if p or us else {zero}")
 
     def _image_code(self, present: tuple[int, ...], lists: str, out: list[str], ind: str,
                     partial: bool = False, before: tuple[int, ...] | None = None) -> None:

@@ -218,9 +218,11 @@ def decode_timestamp2(buf: bytes, offset: int, fsp: int) -> datetime.datetime | 
     """TIMESTAMP2: seconds since the epoch, 4 bytes big-endian, then the fraction. 0 = zero date."""
     seconds = int.from_bytes(buf[offset:offset + 4], "big")
     us = _read_frac(buf, offset + 4, fsp)
+    if us > 999999:
+        raise ValueError("TIMESTAMP2 fraction out of range")
     if seconds == 0 and us == 0:
         return InvalidTemporal("0000-00-00 00:00:00" + _frac_text(0, fsp))
-    return _EPOCH + datetime.timedelta(seconds=seconds, microseconds=us)
+    return _EPOCH + datetime.timedelta(0, seconds, us)
 
 
 def decode_timestamp_old(seconds: int) -> datetime.datetime | InvalidTemporal:
@@ -239,7 +241,7 @@ def _time_from_packed(packed: int) -> datetime.timedelta:
     hour, minute, second = (hms >> 12) & 0x3FF, (hms >> 6) & 63, hms & 63
     if minute > 59 or second > 59 or us > 999999:
         raise ValueError("impossible TIME")
-    delta = datetime.timedelta(hours=hour, minutes=minute, seconds=second, microseconds=us)
+    delta = datetime.timedelta(0, hour * 3600 + minute * 60 + second, us)  # positional: fast
     return -delta if negative else delta
 
 

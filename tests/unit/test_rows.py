@@ -214,6 +214,22 @@ def test_datetime2_inline_decoder_matches_the_reference(fsp: int, year: int, mon
     assert type(value) is type(values.decode_datetime2(stored, 0, fsp))
 
 
+@settings(max_examples=200, deadline=None)
+@given(fsp=st.integers(0, 6), seconds=st.integers(0, 2**32 - 1) | st.just(0),
+       frac=st.integers(0, 999999) | st.just(0))
+def test_timestamp2_inline_decoder_matches_the_reference(fsp: int, seconds: int,
+                                                         frac: int) -> None:
+    nbytes = values.fractional_size(fsp)
+    stored_frac = {0: 0, 1: frac // 10000, 2: frac // 10000, 3: frac // 100, 4: frac // 100,
+                   5: frac, 6: frac}[fsp]
+    stored = seconds.to_bytes(4, "big") + stored_frac.to_bytes(nbytes, "big")
+    value = one(Col(T.TIMESTAMP2, bytes([fsp])), stored)
+    reference = values.decode_timestamp2(stored, 0, fsp)
+    assert value == reference and type(value) is type(reference)
+    if isinstance(value, datetime.datetime):
+        assert value.tzinfo is UTC and repr(value) == repr(reference)
+
+
 def test_datetime2_impossible_fraction_is_an_error() -> None:
     table = tm([Col(T.DATETIME2, b"\x02")])
     with pytest.raises(RowDecodeError):  # 0xFF hundredths: 2.55 s
