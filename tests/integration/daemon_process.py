@@ -176,11 +176,11 @@ class DaemonProcess:
             raise AssertionError(f"{self.name} did not exit within {timeout} s:\n"
                                  f"{self.run_stderr()[-4000:]}") from None
 
-    def terminate(self, timeout: float) -> tuple[int, float]:
-        """SIGTERM; returns (exit code, seconds it took)."""
+    def terminate(self, timeout: float, sig: int = signal.SIGTERM) -> tuple[int, float]:
+        """SIGTERM (or ``sig``); returns (exit code, seconds it took)."""
         assert self.process is not None
         started = time.monotonic()
-        self.process.send_signal(signal.SIGTERM)
+        self.process.send_signal(sig)
         code = self.wait(timeout)
         if self._tty_copier is not None:
             self._tty_copier.join(5)

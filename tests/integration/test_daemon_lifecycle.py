@@ -9,6 +9,7 @@ disturbance the test waits until the lake holds exactly the change rows the work
 
 from __future__ import annotations
 
+import signal
 import time
 import uuid
 from pathlib import Path
@@ -115,6 +116,14 @@ def test_daemon_survives_stop_restart_server_restart_drop_and_stall(
         workload.run(20)
         wait_for_lake(lake, workload, timeout=60, alive=daemon.check_alive)
 
+        # 6. Ctrl-C in a terminal is SIGINT: the same clean stop
+        workload.run(10)
+        code, took = daemon.terminate(timeout=STOP_TIMEOUT + 5, sig=signal.SIGINT)
+        assert code == 0, daemon.run_stderr()
+        assert "SIGINT: stopping" in daemon.run_stderr()
+
+        daemon.start()  # what the SIGINT left unlanded, the next run lands
+        wait_for_lake(lake, workload, alive=daemon.check_alive)
         code, took = daemon.terminate(timeout=STOP_TIMEOUT + 5)
         assert code == 0, daemon.run_stderr()
     compare_lake(server, lake, workload)
