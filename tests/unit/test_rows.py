@@ -645,9 +645,10 @@ def _jsonb(value: Any) -> tuple[int, bytes]:
 # --- speed -------------------------------------------------------------------------------------
 
 
-def bench_rows(n_rows: int = 200_000) -> float:
+def bench_rows(n_rows: int = 200_000, clock: Any = time.perf_counter) -> float:
     """Rows/s decoding INSERTs of an 8-column table (INT PK, BIGINT, VARCHAR(64), DECIMAL(12,2),
-    DATETIME(6), DOUBLE, TEXT, ENUM), 1000 rows per event."""
+    DATETIME(6), DOUBLE, TEXT, ENUM), 1000 rows per event. ``clock=time.process_time`` measures
+    CPU time, which other processes on a shared machine disturb far less than wall time."""
     cols = [
         Col(T.LONG, nullable=False, name="id"), Col(T.LONGLONG, name="big"),
         Col(T.VARCHAR, u16(256), name="v", charset=45),
@@ -669,10 +670,10 @@ def bench_rows(n_rows: int = 200_000) -> float:
         ]))
     body = rows_body(8, rows)
     events = n_rows // per_event
-    start = time.perf_counter()
+    start = clock()
     for _ in range(events):
         decode(table, body)
-    return events * per_event / (time.perf_counter() - start)
+    return events * per_event / (clock() - start)
 
 
 def test_speed_smoke() -> None:
@@ -680,7 +681,9 @@ def test_speed_smoke() -> None:
 
 
 if __name__ == "__main__":  # python -m tests.unit.test_rows
-    print(f"{bench_rows():,.0f} rows/s")
+    wall = max(bench_rows() for _ in range(3))
+    cpu = max(bench_rows(clock=time.process_time) for _ in range(3))
+    print(f"{wall:,.0f} rows/s wall, {cpu:,.0f} rows/s CPU time (best of 3)")
 
 
 def test_fuzz_table_map_gives_typed_errors() -> None:
