@@ -54,6 +54,9 @@ log = logging.getLogger("binlake.sinks.parquet")
 
 MiB = 1024 * 1024
 
+#: DDL remembered for tables whose next schema version has not appeared yet (see _log_ddl).
+MAX_PENDING_DDL = 1000
+
 #: Rows events are converted to Arrow in groups of about this many rows (see rows.py).
 GROUP_ROWS = 4096
 
@@ -455,11 +458,20 @@ class ParquetSink:
         }
         self._ddl_log.setdefault(statement.schema, []).append(entry)
         self.stats["ddl"] += 1
+        if info.ddl_type == D.DROP_TABLE:
+            for key in info.tables:
+                self._pending_ddl.pop(key, None)
+            return
         for database, table in info.tables:
+            self._pending_ddl.pop((database, table), None)  # re-insert: dicts keep age order
             self._pending_ddl[(database, table)] = {
                 "database": database, "table": table, "query": statement.query,
                 "ddl_type": info.ddl_type, "seq": txn.tags.seq,
             }
+        # Only a version's origin needs these; a table that never lands rows again must not
+        # grow the checkpoint forever.
+        while len(self._pending_ddl) > MAX_PENDING_DDL:
+            del self._pending_ddl[next(iter(self._pending_ddl))]
 
     # --- buffers ---------------------------------------------------------------------------------
 
