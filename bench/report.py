@@ -42,6 +42,10 @@ def render(results: dict[str, Any]) -> str:
                f"repeats={opts.get('repeats')} seed={opts.get('seed')}  "
                f"server {results.get('server', {}).get('version', '?')}  "
                f"python-mysql-replication {results.get('peers', {}).get('pmr') or 'n/a'}")
+    src = results.get("source", {})
+    if src:
+        dirty = f" + uncommitted {len(src['uncommitted'])} file(s)" if src.get("uncommitted") else ""
+        out.append(f"source {src.get('commit', '?')[:12]}{dirty}; * = fewer rounds (slow run)")
     out.append("rows/s = rows / median stream seconds (Python peers: connect to end of stream; "
                "mariadb-binlog: process wall); rows/CPU-s likewise with CPU time (steadier on a "
                "shared machine). RSS = peak of the process.")
@@ -62,6 +66,7 @@ def render(results: dict[str, Any]) -> str:
             cpu_rate = _rate(entry, "rows_per_cpu_s")
             binlake = peer.startswith("binlake")
             mismatch = " (rows!)" if "rows_mismatch" in entry else ""
+            mismatch += " *" if "note" in entry else ""
             rows.append([
                 _TITLES[peer], f"{entry['median_seconds']:.3f}", f"{rate:,.0f}{mismatch}",
                 _ratio(rate, pmr) if binlake else "", _ratio(rate, c) if binlake else "",

@@ -21,6 +21,7 @@ import platform
 import secrets
 import shutil
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -67,6 +68,9 @@ class BenchOptions:
     semisync: bool = True
     semisync_commits: int = 2000
     profile: bool = False
+    #: A peer whose run took longer than this gets no further rounds (its median is over the
+    #: rounds it had); keeps a full run bounded when something is pathologically slow.
+    repeat_budget_seconds: float = 60.0
     results_dir: Path = Path(__file__).resolve().parent / "results"
 
 
@@ -170,12 +174,17 @@ class Bench:
                 if measurement is None:
                     continue
                 runs[peer].append(measurement)
+                if _seconds(measurement) > self.options.repeat_budget_seconds:
+                    errors.setdefault(peer, "")  # no more rounds; keeps what it has
                 self.log(f"{workload.name} round {round_no + 1}: {peer} "
                          f"{_seconds(measurement):.2f} s, {measurement.peak_rss_kib // 1024} MiB")
         peers: dict[str, Any] = {}
         for peer, measured in runs.items():
             if measured:
                 peers[peer] = summarize(measured, workload.rows)
+                if len(measured) < self.options.repeats:
+                    peers[peer]["note"] = (f"{len(measured)} of {self.options.repeats} rounds: "
+                                           "a run exceeded the repeat budget")
             elif peer in errors:
                 peers[peer] = {"error": errors[peer]}
             else:
@@ -239,6 +248,17 @@ def summarize(runs: list[Measurement], expected_rows: int) -> dict[str, Any]:
     return summary
 
 
+def _source_state() -> dict[str, Any]:
+    """The commit measured, and whether the tree had uncommitted changes in the code paths."""
+    root = Path(__file__).resolve().parent.parent
+    def git(*args: str) -> str:
+        result = subprocess.run(["git", *args], cwd=root, capture_output=True, text=True)
+        return result.stdout.strip()
+    return {"commit": git("rev-parse", "HEAD"),
+            "uncommitted": git("status", "--porcelain", "--", "protocol", "replica",
+                               "sinks").splitlines()}
+
+
 def _tree_size(path: Path) -> int:
     return sum(f.stat().st_size for f in path.rglob("*") if f.is_file())
 
@@ -252,7 +272,8 @@ def run(options: BenchOptions) -> dict[str, Any]:
         "options": {"scale": options.scale, "repeats": options.repeats, "seed": options.seed,
                     "smoke": options.smoke},
         "machine": {"python": platform.python_version(), "platform": platform.platform(),
-                    "cpus": os.cpu_count()},
+                    "cpus": os.cpu_count(), "loadavg_at_start": os.getloadavg()},
+        "source": _source_state(),
     }
     server = start_server("/", kind=MARIADB, extra_args=SERVER_ARGS)
     try:
