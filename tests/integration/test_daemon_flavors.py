@@ -1,6 +1,7 @@
 """``binlake run`` end to end on MariaDB 11.8 and MySQL 9.7 (10.11 has the full lifecycle test):
 live landing, a server restart and a dropped connection under the running daemon, SIGTERM and a
-restart — then lake == source, exactly once."""
+restart, a final catch-up-and-exit run (replica.stop_at_end) — then lake == source, exactly
+once."""
 
 from __future__ import annotations
 
@@ -71,5 +72,11 @@ def test_daemon_end_to_end(server: ServerHandle, tmp_path: Path) -> None:
         wait_for_lake(lake, workload, alive=daemon.check_alive)
         code, _took = daemon.terminate(timeout=STOP_TIMEOUT + 5)
         assert code == 0, daemon.run_stderr()
+
+        # a batch run: catch up and exit 0 (set by environment, over the file)
+        workload.run(20)
+        daemon.extra_env["BINLAKE_REPLICA_STOP_AT_END"] = "true"
+        assert daemon.start().wait(timeout=60) == 0, daemon.run_stderr()
+        assert "caught up with the server's binlog end; stopping" in daemon.run_stderr()
     compare_lake(server, lake, workload)
     daemon.assert_secret_never_shown(password)
