@@ -156,3 +156,56 @@ def classify(query: str, default_db: str) -> DdlInfo:
         if re.match(rf"{word}\s+(?:OR\s+REPLACE\s+)?SEQUENCE\b", text, re.I):
             return DdlInfo(code, ())
     return DdlInfo(UNKNOWN, ())
+
+
+_LITERAL = r"'(?:[^'\\]|\\.|'')*'|-?\d+(?:\.\d*)?(?:[eE][+-]?\d+)?|NULL\b|TRUE\b|FALSE\b"
+_ADD_CLAUSE = re.compile(
+    rf"(?:^|,)\s*ADD\s+(?:COLUMN\s+)?(?:IF\s+NOT\s+EXISTS\s+)?({_IDENT})\s+(.*?)"
+    r"(?=,\s*(?:ADD|DROP|MODIFY|CHANGE|ALTER|RENAME|ALGORITHM|LOCK)\b|$)", re.I)
+_NOT_COLUMN = re.compile(r"(?:INDEX|KEY|UNIQUE|PRIMARY|FOREIGN|CONSTRAINT|FULLTEXT|SPATIAL|"
+                         r"PARTITION|CHECK|PERIOD|SYSTEM)$", re.I)
+_NUMERIC = re.compile(r"(?:TINY|SMALL|MEDIUM|BIG)?INT(?:EGER)?\b|DECIMAL\b|NUMERIC\b|DEC\b|"
+                      r"FLOAT\b|DOUBLE\b|REAL\b|BIT\b|BOOL(?:EAN)?\b|YEAR\b", re.I)
+_TEXTUAL = re.compile(r"(?:VAR)?CHAR\b|(?:TINY|MEDIUM|LONG)?TEXT\b|(?:VAR)?BINARY\b", re.I)
+
+
+def _literal_value(text: str) -> str | int | float | None:
+    upper = text.upper()
+    if upper == "NULL":
+        return None
+    if upper in ("TRUE", "FALSE"):
+        return int(upper == "TRUE")
+    if text.startswith("'"):
+        return re.sub(r"''|\\(.)", lambda m: m.group(1) or "'", text[1:-1])
+    return float(text) if any(c in text for c in ".eE") else int(text)
+
+
+def added_column_defaults(query: str) -> dict[str, str | int | float]:
+    """Columns an ``ALTER TABLE … ADD`` gives existing rows a non-NULL value, and that value.
+
+    Existing rows get the column's DEFAULT without any row event in the binlog, so a change log
+    alone cannot know it; readers use this to fill it in. Covers literal DEFAULTs and the implicit
+    0 / '' of a NOT NULL numeric / character column without DEFAULT; an expression default
+    (``CURRENT_TIMESTAMP``, ``(uuid())``) is not knowable and is left out.
+    """
+    text = _normalize(query)
+    m = re.match(rf"ALTER\s+{_TABLE_OPTS}TABLE\s+{_IF}{_NAME}\s*(.*)$", text, re.I)
+    if not m:
+        return {}
+    out: dict[str, str | int | float] = {}
+    for clause in _ADD_CLAUSE.finditer(m.group(2)):
+        name, definition = _unquote(clause.group(1)), clause.group(2)
+        if _NOT_COLUMN.match(name) or name.startswith("("):
+            continue
+        default = re.search(rf"\bDEFAULT\s+({_LITERAL})", definition, re.I)
+        if default:
+            value = _literal_value(default.group(1))
+            if value is not None:
+                out[name] = value
+        elif re.search(r"\bNOT\s+NULL\b", definition, re.I) and not re.search(
+                r"\b(?:AUTO_INCREMENT|AS|GENERATED)\b", definition, re.I):
+            if _NUMERIC.match(definition):
+                out[name] = 0
+            elif _TEXTUAL.match(definition):
+                out[name] = ""
+    return out

@@ -7,6 +7,10 @@ needs no special case here.
 Row images that lack columns (``binlog_row_image=MINIMAL``/``NOBLOB``: listed in ``_missing``)
 are merged: each column takes its value from the latest change that carried it, and a key
 column absent from an UPDATE's after image comes from its before image.
+
+:func:`read_current_state` also uses the DDL log: changes before a table's last TRUNCATE /
+DROP / CREATE are left out, and a column added with a DEFAULT gets that default in rows last
+changed before the ALTER (the server fills it in without logging row events).
 """
 
 from __future__ import annotations
@@ -15,10 +19,12 @@ import glob
 import json
 import os
 from collections.abc import Sequence
+from typing import Any
 
 from pyspark.sql import Column, DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 
+from ..parquet import ddl as D
 from ..parquet import layout as L
 from .readers import read_changes
 from .schema import load_versions
@@ -81,18 +87,41 @@ def current_state(df: DataFrame, key_columns: Sequence[str] | None = None,
             .select(*[F.col(f"`{c}`") for c in columns]))
 
 
-def last_reset_seq(lake: str, database: str, table: str) -> int:
-    """The ``_seq`` of the last DDL that emptied or replaced the table (TRUNCATE, DROP, CREATE),
-    from the DDL log; 0 if none. Changes at or before it do not describe present rows."""
-    last = 0
-    pattern = os.path.join(lake, L.DDL_DIR, "*", "*.jsonl")
-    for path in glob.glob(pattern):
+def ddl_entries(lake: str, database: str, table: str) -> list[dict[str, Any]]:
+    """The DDL log entries that name the table, in ``_seq`` order."""
+    entries = []
+    for path in glob.glob(os.path.join(lake, L.DDL_DIR, "*", "*.jsonl")):
         with open(path, encoding="utf-8") as f:
             for line in f:
                 entry = json.loads(line)
-                if entry.get("resets_table") and [database, table] in entry.get("tables", []):
-                    last = max(last, int(entry["seq"]))
-    return last
+                if [database, table] in entry.get("tables", []):
+                    entries.append(entry)
+    entries.sort(key=lambda e: int(e["seq"]))
+    return entries
+
+
+def last_reset_seq(lake: str, database: str, table: str) -> int:
+    """The ``_seq`` of the last DDL that emptied or replaced the table (TRUNCATE, DROP, CREATE),
+    from the DDL log; 0 if none. Changes at or before it do not describe present rows."""
+    resets = [int(e["seq"]) for e in ddl_entries(lake, database, table) if e.get("resets_table")]
+    return max(resets, default=0)
+
+
+def fill_added_defaults(changes: DataFrame, entries: list[dict[str, Any]]) -> DataFrame:
+    """Give rows from before an ``ADD COLUMN … DEFAULT`` the default existing rows got.
+
+    The server fills the new column of every existing row without logging a row event, so the
+    change rows from before the ALTER (``_seq`` below it) are the ones that lack it.
+    """
+    for entry in entries:
+        for name, value in D.added_column_defaults(entry["query"]).items():
+            if name not in changes.columns:
+                continue
+            column_type = changes.schema[name].dataType
+            changes = changes.withColumn(name, F.when(
+                F.col("_seq") < int(entry["seq"]), F.lit(value).cast(column_type)
+            ).otherwise(F.col(f"`{name}`")).alias(name, metadata=changes.schema[name].metadata))
+    return changes
 
 
 def read_current_state(spark: SparkSession, lake: str, database: str, table: str,
@@ -109,7 +138,9 @@ def read_current_state(spark: SparkSession, lake: str, database: str, table: str
     if not keys:
         raise ValueError(f"{database}.{table} has no primary key recorded; pass key_columns")
     changes = read_changes(spark, lake, database, table)
-    reset = last_reset_seq(lake, database, table)
+    entries = ddl_entries(lake, database, table)
+    reset = max((int(e["seq"]) for e in entries if e.get("resets_table")), default=0)
     if reset:
         changes = changes.where(F.col("_seq") > reset)
+    changes = fill_added_defaults(changes, [e for e in entries if int(e["seq"]) > reset])
     return current_state(changes, keys, [c["name"] for c in latest["columns"]])

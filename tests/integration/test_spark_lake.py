@@ -212,3 +212,19 @@ def test_current_state_job_runs_as_a_module(tmp_path):
     rows = [r for f in files for r in pq.read_table(f).to_pylist()]
     got = {r["id"]: (r["id"], r["owner"], r["balance"], r["note"]) for r in rows}
     assert got == _replay_model(transactions, 4)
+
+
+def test_a_column_added_with_a_default_has_it_in_older_rows(spark, tmp_path):  # noqa: F811
+    lake = str(tmp_path / "lake")
+    b = StreamBuilder()
+    v1 = b.table("db", "d", [col(0, T.LONG, "id", pk=True)])
+    v2 = b.table("db", "d", [col(0, T.LONG, "id", pk=True), col(1, T.LONG, "n"),
+                             col(2, T.VARCHAR, "s", charset=45)])
+    feed(lake, [b.begin(), b.insert(v1, [(1,), (2,)]), b.commit()],
+         [b.begin(), b.ddl("db", "ALTER TABLE d ADD n INT NOT NULL DEFAULT 7, ADD s text"),
+          b.commit()],
+         [b.begin(), b.insert(v2, [(3, 8, "x")]), b.update(v2, [((2, 7, None), (2, 9, None))]),
+          b.commit()])
+    state = read_current_state(spark, lake, "db", "d")
+    assert sorted(_as_tuple(r, state.columns) for r in state.collect()) == [
+        (1, 7, None), (2, 9, None), (3, 8, "x")]

@@ -62,3 +62,20 @@ def test_resetting_types():
 ])
 def test_directory_names_are_visible_to_spark_and_unambiguous(name, escaped):
     assert dir_name(name) == escaped
+
+
+@pytest.mark.parametrize(("query", "defaults"), [
+    ("ALTER TABLE t ADD COLUMN a INT NOT NULL DEFAULT 5", {"a": 5}),
+    ("alter table t add b varchar(10) default 'it''s', add c int not null, drop d, add e text",
+     {"b": "it's", "c": 0}),
+    ("ALTER TABLE t ADD z DECIMAL(5,2) DEFAULT -1.5, ADD y BIGINT NOT NULL AUTO_INCREMENT",
+     {"z": -1.5}),
+    ("ALTER TABLE t ADD COLUMN s CHAR(3) NOT NULL", {"s": ""}),
+    ("ALTER TABLE t ADD COLUMN x DATETIME DEFAULT CURRENT_TIMESTAMP", {}),
+    ("ALTER TABLE t ADD COLUMN n INT DEFAULT NULL", {}),
+    ("ALTER TABLE t ADD INDEX i (a), ADD UNIQUE KEY (b)", {}),
+    ("ALTER TABLE t DROP COLUMN a", {}),
+    ("CREATE TABLE t (a int default 1)", {}),
+])
+def test_added_column_defaults(query, defaults):
+    assert D.added_column_defaults(query) == defaults
