@@ -20,6 +20,7 @@ def spark_session(app_name: str = "binlake", master: str | None = "local[2]",
     if master is not None:
         builder = builder.master(master)
     settings = {"spark.sql.session.timeZone": "UTC", "spark.ui.enabled": "false",
+                "spark.ui.showConsoleProgress": "false",
                 "spark.sql.shuffle.partitions": "4",
                 "spark.sql.parquet.outputTimestampType": "TIMESTAMP_MICROS", **config}
     for key, value in settings.items():

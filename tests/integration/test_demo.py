@@ -1,0 +1,38 @@
+"""The README's main-job command, `binlake demo`, run as a new user would (a subprocess)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytestmark = [pytest.mark.server, pytest.mark.spark]
+
+
+def test_demo_lands_the_workload_and_spark_agrees_with_the_server(tmp_path: Path) -> None:
+    lake = tmp_path / "lake"
+    result = subprocess.run(
+        [sys.executable, "-m", "replica.cli", "demo", "--lake", os.fspath(lake), "--rows", "120"],
+        capture_output=True, text=True, timeout=300, cwd=tmp_path,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    out = result.stdout
+    for table in ("customers", "products", "orders"):
+        assert f"shop.{table}:" in out
+    assert out.count("— matches SELECT COUNT(*)") == 3, out
+    assert (lake / "_checkpoint.json").exists()
+    assert "DIFFERS" not in out
+
+
+def test_demo_refuses_a_directory_that_is_not_a_lake(tmp_path: Path) -> None:
+    (tmp_path / "precious.txt").write_text("keep me")
+    result = subprocess.run(
+        [sys.executable, "-m", "replica.cli", "demo", "--lake", os.fspath(tmp_path), "--no-spark"],
+        capture_output=True, text=True, timeout=120,
+    )
+    assert result.returncode != 0
+    assert "not a binlake lake" in result.stderr + result.stdout
+    assert (tmp_path / "precious.txt").read_text() == "keep me"
