@@ -54,8 +54,15 @@ async def _with_server(script: Script, nursery: trio.Nursery) -> int:
 
 async def test_login_query_and_quit(nursery: trio.Nursery) -> None:
     seen: list[bytes] = []
+    done = trio.Event()
 
     async def script(stream: trio.SocketStream, codec: PacketCodec) -> None:
+        try:
+            await _serve_one_query(stream, codec)
+        finally:
+            done.set()
+
+    async def _serve_one_query(stream: trio.SocketStream, codec: PacketCodec) -> None:
         await _login(stream, codec)
         query = await _read(stream, codec)
         seen.append(query)
@@ -73,6 +80,8 @@ async def test_login_query_and_quit(nursery: trio.Nursery) -> None:
         result = await conn.query_result("SELECT x")
         assert result.column_names == ["x"] and result.rows == [("hi",), (None,)]
         assert "pw" not in repr(conn) and "pw'" not in repr(conn.options)
+    with trio.fail_after(5):  # the server task reads COM_QUIT after the client has closed
+        await done.wait()
     assert seen == [b"\x03SELECT x", b"\x01"]
 
 
