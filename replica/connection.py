@@ -336,6 +336,11 @@ class Connection:
         self._codec.reset_sequence(seq)
 
     @property
+    def sequence(self) -> int:
+        """The sequence id the next packet (sent or received) is expected to carry."""
+        return int(self._codec.sequence)
+
+    @property
     def check_sequence(self) -> bool:
         """Whether received sequence ids are verified (on by default)."""
         return self._codec.check_sequence

@@ -155,19 +155,6 @@ class _PositionTracker:
         return BinlogPosition(self.file, self.pos)
 
 
-def _codec_sequence(conn: Connection, sequence: int | None = None) -> int:
-    """Read (and optionally set) the connection's packet sequence id.
-
-    Semi-sync breaks the one-exchange-one-sequence rule: after a flagged event the master
-    restarts its numbering (its next packet has id 1) while our ACKs go out with id 0 at any
-    time. Connection has no public API for that yet, hence the private access in this one place.
-    """
-    codec = conn._codec
-    if sequence is not None:
-        codec.reset_sequence(sequence)
-    return int(codec.sequence)
-
-
 class ReplicationSession:
     """A registered replica streaming the binlog. Create with :meth:`start`."""
 
@@ -344,7 +331,7 @@ class ReplicationSession:
         self._tracker.feed(item.data)
         if item.ack_requested:
             # The master restarts its packet numbering after a flagged event.
-            _codec_sequence(self.conn, 1)
+            self.conn.reset_sequence(1)
             position = self._tracker.position
             if self.options.semi_sync is SemiSyncMode.ACK_ON_RECEIVE:
                 await self._send_ack(position)
@@ -387,9 +374,10 @@ class ReplicationSession:
         return True
 
     async def _send_ack(self, position: BinlogPosition) -> None:
-        saved = _codec_sequence(self.conn)
+        # The ACK goes out with id 0, out of band: the master's numbering goes on unchanged.
+        expected = self.conn.sequence
         await self.conn.send_packet(semi_sync_ack(position.file, position.pos), seq=0)
-        _codec_sequence(self.conn, saved)  # the ACK is out of band for the master's numbering
+        self.conn.reset_sequence(expected)
         self.acks_sent += 1
 
     async def close(self) -> None:

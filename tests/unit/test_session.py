@@ -64,8 +64,12 @@ class FakeConnection:
     async def execute(self, sql: str) -> None:
         self.statements.append(sql)
 
-    def reset_sequence(self) -> None:
-        self._codec.reset_sequence(0)
+    def reset_sequence(self, seq: int = 0) -> None:
+        self._codec.reset_sequence(seq)
+
+    @property
+    def sequence(self) -> int:
+        return int(self._codec.sequence)
 
     async def send_packet(self, payload: bytes, seq: int | None = None) -> None:
         self.sent.append((payload, seq))
