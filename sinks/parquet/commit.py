@@ -32,10 +32,10 @@ from typing import Any
 from protocol.binlog.model import BinlogPosition
 
 from ..errors import LakeCorrupted
+from .layout import CHECKPOINT, MANIFEST, STAGING
 
-CHECKPOINT = "_checkpoint.json"
-MANIFEST = "_commit.json"
-STAGING = "_staging"
+__all__ = ["CHECKPOINT", "MANIFEST", "STAGING", "Checkpoint", "commit", "recover",
+           "write_checkpoint"]
 
 
 @dataclass(frozen=True, slots=True)

@@ -20,6 +20,7 @@ from __future__ import annotations
 import posixpath
 
 CHECKPOINT = "_checkpoint.json"
+MANIFEST = "_commit.json"
 STAGING = "_staging"
 DDL_DIR = "_ddl"
 SCHEMA_DIR = "_schema"
