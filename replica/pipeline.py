@@ -24,10 +24,11 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import trio
 
+from protocol.binlog.ddl import redact_secrets
 from protocol.binlog.events import HeartbeatEvent, IncidentEvent
 from protocol.binlog.model import RowsEvent
 from protocol.binlog.stream import EventStream
@@ -201,6 +202,10 @@ class Pipeline:
         elif isinstance(item, Statement):
             if self._skipping:
                 return
+            # Account-management statements carry passwords; the lake never gets them.
+            redacted = redact_secrets(item.query)
+            if redacted is not item.query:
+                item = replace(item, query=redacted)
             if item.query.lstrip()[:11].upper() == "XA ROLLBACK":
                 log.warning("%s at %s: an XA transaction was rolled back after its prepared "
                             "part was landed; its rows stay in the change log", item.query,

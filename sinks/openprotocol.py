@@ -213,10 +213,11 @@ class OpenProtocolEncoder:
         from protocol.binlog import ddl
 
         parsed = ddl.classify(item.query, item.schema)
+        query = ddl.redact_secrets(item.query)
         return {
             "key": {"ts": self._ts, "scm": parsed.schema if parsed else item.schema,
                     "tbl": parsed.table if parsed else "", "t": 2},
-            "value": {"q": item.query, "t": int(parsed.kind) if parsed else 0},
+            "value": {"q": query, "t": int(parsed.kind) if parsed else 0},
         }
 
     def _describe(self, table: TableMapEvent) -> tuple[tuple[str, int, int], ...]:

@@ -17,7 +17,7 @@ import enum
 import re
 from dataclasses import dataclass
 
-__all__ = ["DdlKind", "DdlStatement", "classify", "is_ddl"]
+__all__ = ["DdlKind", "DdlStatement", "classify", "is_ddl", "redact_secrets"]
 
 
 class DdlKind(enum.IntEnum):
@@ -353,3 +353,34 @@ def _alter_spec(scan: _Scanner) -> tuple[DdlKind, str, str]:
     if word == "TRUNCATE" and nxt == "PARTITION":
         return DdlKind.TRUNCATE_TABLE_PARTITION, "", ""
     return DdlKind.OTHER, "", ""
+
+
+# --- secrets in account-management statements ------------------------------------------------------
+#
+# CREATE/ALTER USER, GRANT … IDENTIFIED BY, SET PASSWORD and the PASSWORD() function reach the
+# binlog with the password (or its hash) as a literal. Anything binlake writes for others to read
+# (the lake's DDL log, Open Protocol DDL events) carries the statement with those literals
+# replaced, so a change log never becomes a password store.
+
+_LITERAL = r"""(?:'(?:[^'\\]|\\.|'')*'|"(?:[^"\\]|\\.|"")*")"""
+_SECRET_PATTERNS = (
+    # IDENTIFIED BY [PASSWORD] 'x' | IDENTIFIED WITH plugin BY|AS 'x' | IDENTIFIED VIA p USING 'x'
+    re.compile(r"(\bIDENTIFIED\s+(?:(?:WITH|VIA)\s+(?:\w+|" + _LITERAL + r")\s+)?"
+               r"(?:BY|AS|USING)\s+(?:PASSWORD\s+)?)" + _LITERAL, re.IGNORECASE),
+    # PASSWORD('x'), OLD_PASSWORD('x'), USING PASSWORD('x')
+    re.compile(r"(\b(?:OLD_)?PASSWORD\s*\(\s*)" + _LITERAL, re.IGNORECASE),
+    # SET PASSWORD [FOR user] = 'hash'
+    re.compile(r"(\bSET\s+PASSWORD\b[^=]*=\s*)" + _LITERAL, re.IGNORECASE),
+    # MASTER_PASSWORD = 'x' / SOURCE_PASSWORD = 'x' (CHANGE MASTER in statement text)
+    re.compile(r"(\b(?:MASTER|SOURCE)_PASSWORD\s*=\s*)" + _LITERAL, re.IGNORECASE),
+)
+REDACTED = "'<redacted>'"
+
+
+def redact_secrets(query: str) -> str:
+    """``query`` with password and password-hash literals replaced by ``'<redacted>'``."""
+    if "PASSWORD" not in query.upper() and "IDENTIFIED" not in query.upper():
+        return query
+    for pattern in _SECRET_PATTERNS:
+        query = pattern.sub(lambda m: m.group(1) + REDACTED, query)
+    return query
