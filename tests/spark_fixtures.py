@@ -1,7 +1,6 @@
 """pytest plugin: ONE local SparkSession for the whole run (``spark`` fixture, session scope).
 
-Registered from ``tests/conftest.py`` with ``pytest_plugins = [..., "tests.spark_fixtures"]``;
-until then test modules import the fixture (``from tests.spark_fixtures import spark``).
+Registered from ``tests/conftest.py`` (``pytest_plugins``).
 local[2], bound to 127.0.0.1, no UI, UTC session time zone, few shuffle partitions.
 """
 

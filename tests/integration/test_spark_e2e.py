@@ -18,7 +18,6 @@ import pytest
 from sinks.spark.readers import read_changes
 from sinks.spark.state import read_current_state
 from tests.servers.handle import ServerHandle
-from tests.spark_fixtures import spark  # noqa: F401  (until registered in tests/conftest.py)
 
 from .daemon_process import DaemonProcess
 from .test_daemon_flavors import trusted_tls

@@ -17,7 +17,6 @@ from sinks.parquet import types as T
 from sinks.parquet.testing import StreamBuilder, col
 from sinks.spark.readers import read_changes, stream_changes
 from sinks.spark.state import current_state, read_current_state
-from tests.spark_fixtures import spark  # noqa: F401  (until registered in tests/conftest.py)
 from tests.unit.test_sink_crash import _replay_model, land, workload
 
 pytestmark = pytest.mark.spark
