@@ -19,12 +19,15 @@ import threading
 import time
 import urllib.error
 import urllib.request
+import uuid
 from pathlib import Path
 from typing import Any
 
 from sinks.parquet.commit import CHECKPOINT
+from tests.servers.handle import ServerHandle
 
-__all__ = ["DaemonProcess", "DaemonExited", "free_server_id", "http_get", "read_checkpoint"]
+__all__ = ["DaemonProcess", "DaemonExited", "STOP_TIMEOUT", "binlog_end", "daemon_settings",
+           "free_server_id", "http_get", "read_checkpoint", "trusted_tls", "unique_db"]
 
 REPO = Path(__file__).resolve().parents[2]
 _METRICS_LINE = re.compile(r"metrics on http://([^\s/]+):(\d+)/metrics")
@@ -231,3 +234,52 @@ class DaemonProcess:
         for path in (self.stdout_path, self.stderr_path, self.config_path):
             if path.exists():
                 assert secret not in path.read_text(errors="replace"), f"password in {path.name}"
+
+
+# --- configs for test daemons ------------------------------------------------------------
+
+STOP_TIMEOUT = 5.0
+
+
+def binlog_end(server: ServerHandle) -> tuple[str, int]:
+    status = "SHOW MASTER STATUS" if server.is_mariadb else "SHOW BINARY LOG STATUS"
+    row = server.sql(status)[0]
+    assert row[0] is not None and row[1] is not None
+    return row[0], int(row[1])
+
+
+def daemon_settings(server: ServerHandle, lake: Path, database: str, *, port: int | None = None,
+                    log_format: str = "human", overrides: dict[str, dict[str, Any]] | None = None,
+                    ) -> dict[str, dict[str, Any]]:
+    """A config for a test daemon: fast heartbeats, reconnects and flushes; only ``database``
+    lands; a new lake starts at the server's current end."""
+    file, pos = binlog_end(server)
+    settings: dict[str, dict[str, Any]] = {
+        "server": {"host": "127.0.0.1", "port": port or server.port, "user": "repl",
+                   "connect_timeout": 3.0, "read_timeout": 5.0},
+        "replica": {"server_id": free_server_id(), "heartbeat_period": 1.0,
+                    "stop_timeout": STOP_TIMEOUT},
+        "start": {"from": "file", "file": file, "pos": pos},
+        "filter": {"include": [database]},
+        "lake": {"path": str(lake), "flush_interval": 0.3},
+        "reconnect": {"initial_delay": 0.2, "max_delay": 1.0, "healthy_after": 2.0},
+        "metrics": {"address": "127.0.0.1:0", "ready_max_lag": 30.0},
+        "log": {"format": log_format, "level": "info"},
+    }
+    for section, values in (overrides or {}).items():
+        settings.setdefault(section, {}).update(values)
+    return settings
+
+
+def unique_db(prefix: str) -> str:
+    return f"{prefix}_{uuid.uuid4().hex[:8]}"
+
+
+def trusted_tls(server: ServerHandle) -> dict[str, str]:
+    """caching_sha2_password (MySQL) sends the password only over TLS whose certificate is
+    verified: trust the server's own self-signed CA, as an operator would."""
+    if server.is_mariadb:
+        return {}
+    ca = Path(server.datadir, "ca.pem")
+    assert ca.exists(), f"{ca}: MySQL's auto-generated CA is missing"
+    return {"tls_mode": "verify-ca", "tls_ca": str(ca)}

@@ -21,8 +21,7 @@ import pytest
 
 from tests.servers.handle import ServerHandle
 
-from .daemon_process import DaemonProcess, read_checkpoint
-from .test_daemon_lifecycle import daemon_settings, unique_db
+from .daemon_process import DaemonProcess, daemon_settings, read_checkpoint, unique_db
 from .workload import Workload, compare_lake, wait_for_lake
 
 pytestmark = pytest.mark.server
@@ -88,6 +87,7 @@ def test_sigkill_at_random_moments_loses_and_duplicates_nothing(
     assert checkpoints[-1] > 0 and checkpoints == sorted(checkpoints), checkpoints
 
     daemon.start()
+    daemon.wait_for(r"streaming from")  # SIGTERM before this kills it
     wait_for_lake(lake, workload, timeout=60, alive=daemon.check_alive)
     code, _took = daemon.terminate(timeout=15)
     assert code == 0, daemon.run_stderr()

@@ -11,9 +11,8 @@ import pytest
 
 from tests.servers.handle import ServerHandle
 
-from .daemon_process import DaemonProcess
+from .daemon_process import STOP_TIMEOUT, DaemonProcess, daemon_settings, trusted_tls, unique_db
 from .proxy import TcpProxy
-from .test_daemon_lifecycle import STOP_TIMEOUT, daemon_settings, unique_db
 from .workload import Workload, compare_lake, wait_for_lake
 
 pytestmark = pytest.mark.server
@@ -23,16 +22,6 @@ pytestmark = pytest.mark.server
 def server(request: pytest.FixtureRequest) -> ServerHandle:
     handle: ServerHandle = request.getfixturevalue(request.param)
     return handle
-
-
-def trusted_tls(server: ServerHandle) -> dict[str, str]:
-    """caching_sha2_password (MySQL) sends the password only over TLS whose certificate is
-    verified: trust the server's own self-signed CA, as an operator would."""
-    if server.is_mariadb:
-        return {}
-    ca = Path(server.datadir, "ca.pem")
-    assert ca.exists(), f"{ca}: MySQL's auto-generated CA is missing"
-    return {"tls_mode": "verify-ca", "tls_ca": str(ca)}
 
 
 def test_daemon_end_to_end(server: ServerHandle, tmp_path: Path) -> None:
@@ -68,6 +57,7 @@ def test_daemon_end_to_end(server: ServerHandle, tmp_path: Path) -> None:
         assert took < STOP_TIMEOUT + 2
 
         daemon.start()
+        daemon.wait_for(r"streaming from")  # SIGTERM before this kills it
         workload.run(20)
         wait_for_lake(lake, workload, alive=daemon.check_alive)
         code, _took = daemon.terminate(timeout=STOP_TIMEOUT + 5)

@@ -11,56 +11,17 @@ from __future__ import annotations
 
 import signal
 import time
-import uuid
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from tests.servers.handle import ServerHandle
 
-from .daemon_process import DaemonProcess, free_server_id
+from .daemon_process import STOP_TIMEOUT, DaemonProcess, daemon_settings, unique_db
 from .proxy import TcpProxy
 from .workload import Workload, compare_lake, wait_for_lake
 
 pytestmark = pytest.mark.server
-
-STOP_TIMEOUT = 5.0
-
-
-def binlog_end(server: ServerHandle) -> tuple[str, int]:
-    status = "SHOW MASTER STATUS" if server.is_mariadb else "SHOW BINARY LOG STATUS"
-    row = server.sql(status)[0]
-    assert row[0] is not None and row[1] is not None
-    return row[0], int(row[1])
-
-
-def daemon_settings(server: ServerHandle, lake: Path, database: str, *, port: int | None = None,
-                    log_format: str = "human", overrides: dict[str, dict[str, Any]] | None = None,
-                    ) -> dict[str, dict[str, Any]]:
-    """A config for a test daemon: fast heartbeats, reconnects and flushes; only ``database``
-    lands; a new lake starts at the server's current end."""
-    file, pos = binlog_end(server)
-    settings: dict[str, dict[str, Any]] = {
-        "server": {"host": "127.0.0.1", "port": port or server.port, "user": "repl",
-                   "connect_timeout": 3.0, "read_timeout": 5.0},
-        "replica": {"server_id": free_server_id(), "heartbeat_period": 1.0,
-                    "stop_timeout": STOP_TIMEOUT},
-        "start": {"from": "file", "file": file, "pos": pos},
-        "filter": {"include": [database]},
-        "lake": {"path": str(lake), "flush_interval": 0.3},
-        "reconnect": {"initial_delay": 0.2, "max_delay": 1.0, "healthy_after": 2.0},
-        "metrics": {"address": "127.0.0.1:0", "ready_max_lag": 30.0},
-        "log": {"format": log_format, "level": "info"},
-    }
-    for section, values in (overrides or {}).items():
-        settings.setdefault(section, {}).update(values)
-    return settings
-
-
-def unique_db(prefix: str) -> str:
-    return f"{prefix}_{uuid.uuid4().hex[:8]}"
-
 
 def test_daemon_survives_stop_restart_server_restart_drop_and_stall(
         mariadb_10_11: ServerHandle, tmp_path: Path) -> None:
@@ -88,6 +49,7 @@ def test_daemon_survives_stop_restart_server_restart_drop_and_stall(
         # 2. restart: resumes from the checkpoint, lands what it missed and what follows
         daemon.start()
         daemon.wait_for(r"resuming after transaction")
+        daemon.wait_for(r"streaming from")
         workload.run(60)
         wait_for_lake(lake, workload, alive=daemon.check_alive)
 
@@ -123,6 +85,7 @@ def test_daemon_survives_stop_restart_server_restart_drop_and_stall(
         assert "SIGINT: stopping" in daemon.run_stderr()
 
         daemon.start()  # what the SIGINT left unlanded, the next run lands
+        daemon.wait_for(r"streaming from")  # SIGTERM before this kills it
         wait_for_lake(lake, workload, alive=daemon.check_alive)
         code, took = daemon.terminate(timeout=STOP_TIMEOUT + 5)
         assert code == 0, daemon.run_stderr()

@@ -16,9 +16,8 @@ from replica.cli import EXIT_PERMANENT
 from tests.servers.handle import ServerHandle
 from tests.servers.plugin import ServerFactory
 
-from .daemon_process import DaemonProcess, http_get
+from .daemon_process import DaemonProcess, daemon_settings, http_get, unique_db
 from .proxy import TcpProxy
-from .test_daemon_lifecycle import daemon_settings, unique_db
 from .workload import Workload, compare_lake, wait_for_lake
 
 pytestmark = pytest.mark.server
