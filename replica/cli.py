@@ -20,8 +20,11 @@ declare their own options.
 from __future__ import annotations
 
 import argparse
+import datetime as _dt
 import importlib
 import inspect
+import json
+import os
 import sys
 import traceback
 from collections.abc import Sequence
@@ -216,6 +219,7 @@ def _dispatch(args: argparse.Namespace) -> int:
         return _call(module_name, args.command, args)
     config = load_config(args.config, flags=_flags_from(args),
                          require_server_id=args.command != "status")
+    args.json_errors = config.log.format == "json"
     from replica.logs import setup_logging
 
     log_config = config.log
@@ -246,7 +250,9 @@ _HINTS = {
                     "the server's GTID state",
     "GtidStrictModeHole": "the position falls in a hole of the server's binlog: set "
                           "start.gtid_strict_mode = false or start from another position",
-    "BinlogPositionError": "check start.file and start.pos (SHOW BINARY LOGS lists the files)",
+    "BinlogPositionError": "the position (the lake's checkpoint, or start.file/start.pos for a "
+                           "new lake) is not in the server's binlog: SHOW BINARY LOGS lists the "
+                           "files; if they were purged, land into a new lake",
     "DuplicateServerId": "give this replica a replica.server_id that no other replica, nor the "
                          "server, uses",
     "ServerIdConflict": "replica.server_id equals the server's own @@server_id: choose another",
@@ -254,8 +260,9 @@ _HINTS = {
     "BinlogFormatNotRow": "set binlog_format=ROW in the server's config and "
                           "SET GLOBAL binlog_format = 'ROW'",
     "EventTooLarge": "raise max_allowed_packet on the server",
-    "InsecureTransport": "use TLS (server.tls_mode = required), the unix socket (server.socket), "
-                         "or give server.server_public_key_file",
+    "InsecureTransport": "use verified TLS (server.tls_mode = verify-ca with server.tls_ca), the "
+                         "unix socket (server.socket), or the server's RSA key "
+                         "(server.server_public_key_file, or get_server_public_key = true)",
     "UnsupportedAuthPlugin": "switch the user to a supported plugin (mysql_native_password, "
                              "caching_sha2_password, sha256_password, ed25519, parsec)",
     "TlsError": "check server.tls_mode, tls_ca and tls_cert/tls_key; tls_mode = preferred uses "
@@ -302,7 +309,7 @@ def _describe(exc: BaseException) -> str:
 
 
 def _report(exc: BaseException, verbose: int, secrets: Sequence[str] = (),
-            whole: BaseException | None = None) -> None:
+            whole: BaseException | None = None, json_errors: bool = False) -> None:
     """One line plus the fix on stderr; with -v the traceback first. Secrets are masked."""
 
     def masked(text: str) -> str:
@@ -310,14 +317,36 @@ def _report(exc: BaseException, verbose: int, secrets: Sequence[str] = (),
             text = text.replace(secret, "***")
         return text
 
+    hint = hint_for(exc)
+    if json_errors:  # log shippers parse every line of a JSON-logging daemon
+        document = {"time": _utc_now(), "level": "error", "logger": PROG,
+                    "message": masked(_describe(exc)), "error": type(exc).__name__}
+        if hint:
+            document["fix"] = hint
+        if verbose:
+            document["exception"] = masked("".join(traceback.format_exception(whole or exc)))
+        print(json.dumps(document, ensure_ascii=False), file=sys.stderr)
+        return
     if verbose:
         sys.stderr.write(masked("".join(traceback.format_exception(whole or exc))))
     print(masked(f"{PROG}: error: {_describe(exc)}"), file=sys.stderr)
-    hint = hint_for(exc)
     if hint:
         print(f"  fix: {hint}", file=sys.stderr)
     if not verbose and not isinstance(exc, ConfigError | CommandUnavailable):
         print("  (run with -v for the traceback)", file=sys.stderr)
+
+
+def _json_errors(args: argparse.Namespace) -> bool:
+    """Whether the final error line is JSON: the loaded config says so, or — when the config
+    itself failed to load — the flag or the environment does."""
+    if hasattr(args, "json_errors"):
+        return bool(args.json_errors)
+    wanted = getattr(args, "cfg:log.format", None) or os.environ.get("BINLAKE_LOG_FORMAT")
+    return wanted == "json"
+
+
+def _utc_now() -> str:
+    return _dt.datetime.now(_dt.UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
 def run(argv: Sequence[str] | None = None) -> int:
@@ -325,6 +354,10 @@ def run(argv: Sequence[str] | None = None) -> int:
     arguments = list(sys.argv[1:] if argv is None else argv)
     parser = build_parser(arguments)
     args = parser.parse_args(arguments)  # exits 2 with usage on bad arguments
+    if args.command == "run":
+        from replica import early_stop
+
+        early_stop.install()  # a SIGTERM before the daemon listens still stops it cleanly
     try:
         return _dispatch(args)
     except KeyboardInterrupt:
@@ -337,10 +370,11 @@ def run(argv: Sequence[str] | None = None) -> int:
             print(f"{PROG}: interrupted", file=sys.stderr)
             return EXIT_INTERRUPTED
         cause = leaves[0] if leaves else group
-        _report(cause, args.verbose, getattr(args, "secrets", ()), whole=group)
+        _report(cause, args.verbose, getattr(args, "secrets", ()), whole=group,
+                json_errors=_json_errors(args))
         return exit_code_for(cause)
     except Exception as exc:
-        _report(exc, args.verbose, getattr(args, "secrets", ()))
+        _report(exc, args.verbose, getattr(args, "secrets", ()), json_errors=_json_errors(args))
         return exit_code_for(exc)
 
 

@@ -35,13 +35,14 @@ from protocol.errors import ServerError
 from protocol.gtid import GtidPosition, GtidSet
 from sinks.parquet import Checkpoint, ParquetSink, SinkOptions
 
-from . import logs
+from . import early_stop, logs
 from .backoff import Backoff, Disposition, classify
 from .config import Config
 from .connection import Connection, ConnectOptions
 from .metrics import Metrics, serve_http
 from .pipeline import Pipeline, PipelineOptions
 from .progress import BinlogFile, CatchUpProgress
+from .schema_source import SchemaSource
 from .session import ReplicationSession, SemiSyncMode, SessionOptions, StartFrom, StartPoint
 
 log = logging.getLogger("binlake.daemon")
@@ -188,6 +189,9 @@ class Daemon:
 
     async def _watch_signals(self) -> None:
         with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
+            if early_stop.requested():
+                log.info("SIGTERM before start: stopping")
+                self.stop()
             async for signum in signals:
                 log.info("%s: stopping (flushing what is complete)", signal.Signals(signum).name)
                 self.stop()
@@ -210,6 +214,19 @@ class Daemon:
             log.debug("no catch-up progress: SHOW BINARY LOGS failed: %s", exc)
             return None
         return CatchUpProgress(files)
+
+    async def _schema_source_for(self, conn: Connection) -> SchemaSource | None:
+        """A schema source for column names, unless the binlog carries them itself (FULL)."""
+        try:
+            rows = await conn.query("SELECT @@GLOBAL.binlog_row_metadata")
+            metadata = _text(rows[0][0]).upper()
+        except (ServerError, IndexError):  # older servers: no optional metadata at all
+            metadata = "absent"
+        if metadata == "FULL":
+            return None
+        log.info("binlog_row_metadata is %s, not FULL: column names, ENUM/SET labels and keys "
+                 "come from information_schema where it matches the binlog", metadata)
+        return SchemaSource(ConnectOptions.from_config(self.config.server))
 
     async def _replicate(self) -> None:
         while not self._stopping:
@@ -240,6 +257,7 @@ class Daemon:
         """One connection: True when the daemon is done (stopped or caught up)."""
         config = self.config
         conn: Connection | None = None
+        schema_source: SchemaSource | None = None
         with self._abandoned_on_stop():
             conn = await Connection.open(ConnectOptions.from_config(config.server))
         if conn is None:  # stopped while connecting
@@ -261,6 +279,7 @@ class Daemon:
             with self._abandoned_on_stop():
                 if self.show_progress:
                     self._progress = await self._catch_up_target(conn)
+                schema_source = await self._schema_source_for(conn)
                 session = await ReplicationSession.start(conn, options)
             if session is None:  # stopped while registering
                 return True
@@ -271,7 +290,7 @@ class Daemon:
                 self._stream_scope = scope
                 if self._stopping:
                     scope.cancel()
-                await self.pipeline.stream(session)
+                await self.pipeline.stream(session, schema_source)
                 if not config.replica.stop_at_end:
                     # A blocking dump never ends by itself: the server ended it (shutdown,
                     # KILL of the dump thread). That is a reason to reconnect, not to stop.
@@ -291,6 +310,8 @@ class Daemon:
             with trio.move_on_after(1.0) as closing:
                 closing.shield = True
                 try:
+                    if schema_source is not None:
+                        await schema_source.aclose()
                     await conn.close()
                 except Exception:  # a broken connection: the error that broke it is raised
                     pass

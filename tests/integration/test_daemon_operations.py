@@ -49,8 +49,6 @@ def test_wrong_password_exits_permanent_without_retrying(mariadb_10_11: ServerHa
     daemon.assert_secret_never_shown(wrong)
 
 
-@pytest.mark.xfail(strict=True, reason="replica/cli.py prints the final error as plain text "
-                   "even with log.format = json (reported to the lead)")
 def test_fatal_error_is_json_too_with_json_logs(mariadb_10_11: ServerHandle,
                                                tmp_path: Path) -> None:
     """A log shipper parsing JSON lines must not choke on the one line that matters most."""

@@ -209,3 +209,35 @@ def test_console_script_is_installed() -> None:
     result = subprocess.run([sys.executable, "-m", "replica.cli", "--version"],
                             capture_output=True, text=True, timeout=60)
     assert result.returncode == 0 and result.stdout.startswith("binlake ")
+
+
+def test_fatal_error_is_one_json_line_when_logs_are_json(
+        capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    import json as _json
+
+    from replica.cli import run as cli_run
+
+    monkeypatch.setenv("BINLAKE_LOG_FORMAT", "json")
+    monkeypatch.setenv("BINLAKE_LAKE_FLUSH_ROWS", "not-a-number")
+    code = cli_run(["status", "--no-server"])
+    assert code == 2
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert len(lines) == 1
+    document = _json.loads(lines[0])
+    assert document["level"] == "error" and "lake.flush_rows" in document["message"]
+
+
+def test_sigterm_before_the_daemon_listens_is_recorded_not_fatal() -> None:
+    import os
+    import signal
+
+    from replica import early_stop
+
+    previous = signal.getsignal(signal.SIGTERM)
+    try:
+        early_stop.install()
+        os.kill(os.getpid(), signal.SIGTERM)
+        assert early_stop.requested()
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+        early_stop._requested = False
