@@ -17,6 +17,11 @@ the previous one, so a slow lake slows the TCP stream down instead of filling me
 Filtering keeps the resume position exact: a skipped transaction (by origin server_id or GTID
 domain — loop prevention) still reaches the sink as an empty begin/commit pair, so the
 checkpoint moves past it; rows of excluded tables are dropped but their transaction commits.
+
+Without binlog_row_metadata=FULL a session may come with a
+:class:`~replica.schema_source.SchemaSource`: the tables an event maps are described (awaited)
+before the event is decoded, the decoder completes each TABLE_MAP from that description, and
+DDL statements invalidate it.
 """
 
 from __future__ import annotations
@@ -44,6 +49,7 @@ from protocol.gtid import MariadbGtid
 from sinks.parquet import Checkpoint, ParquetSink
 
 from .metrics import Metrics
+from .schema_source import SchemaSource
 from .session import ReplicationSession, SemiSyncMode
 
 log = logging.getLogger("binlake.pipeline")
@@ -86,6 +92,7 @@ class Pipeline:
         self._skipping = False
         self._clock_offset = 0.0
         self._landed: Checkpoint | None = None
+        self._schema_source: SchemaSource | None = None
 
     # --- lifecycle ---------------------------------------------------------------------------
 
@@ -111,14 +118,17 @@ class Pipeline:
 
     # --- streaming -----------------------------------------------------------------------------
 
-    async def stream(self, session: ReplicationSession) -> None:
+    async def stream(self, session: ReplicationSession,
+                     schema_source: SchemaSource | None = None) -> None:
         """Land the session's events until the stream ends (NON_BLOCK dump) or fails.
 
         Errors propagate (network, stall, server errors); what was landed stays landed and the
         sink keeps its state, so the caller may reconnect and call :meth:`stream` again with a
-        session that starts at :attr:`durable`.
+        session that starts at :attr:`durable`. ``schema_source`` names the columns of
+        TABLE_MAPs that do not (binlog_row_metadata other than FULL).
         """
         self._clock_offset = session.clock_offset
+        self._schema_source = schema_source
         if self.metrics is not None:
             self.metrics.set_connected(True)
         try:
@@ -133,7 +143,9 @@ class Pipeline:
         await self.ack_durable(session)
 
     async def _read(self, session: ReplicationSession) -> None:
-        decoder = EventStream(verify_checksums=self.options.verify_checksums)
+        source = self._schema_source
+        decoder = EventStream(verify_checksums=self.options.verify_checksums,
+                              table_map_hook=source.enrich if source is not None else None)
         assembler = TransactionAssembler()
         after_land = self.options.semi_sync is SemiSyncMode.ACK_AFTER_LAND
         metrics = self.metrics
@@ -144,6 +156,8 @@ class Pipeline:
                 return
             data = packet.data
             stats.bytes += len(data)
+            if source is not None:  # describe the tables it maps before its rows are decoded
+                await source.prepare(decoder.tables_mapped_by(data))
             for event in decoder.feed(data):
                 stats.events += 1
                 if metrics is not None:
@@ -200,6 +214,8 @@ class Pipeline:
             if self._skipping:
                 self.stats.skipped_transactions += 1
         elif isinstance(item, Statement):
+            if self._schema_source is not None:  # even in a skipped transaction
+                self._schema_source.note_statement(item)
             if self._skipping:
                 return
             # Account-management statements carry passwords; the lake never gets them.

@@ -107,7 +107,14 @@ class TableMapEvent:
     table: str
     columns: tuple[Column, ...]
     primary_key: tuple[int, ...] = ()  # column indexes, from SIMPLE_PK / PK_WITH_PREFIX
-    has_full_metadata: bool = False  # column names present (binlog_row_metadata=FULL)
+    # Column names present: from binlog_row_metadata=FULL, or (``described_by`` set) from a
+    # schema source that the layer above checked against this TABLE_MAP.
+    has_full_metadata: bool = False
+    # The optional-metadata TLV types the TABLE_MAP carried (``tablemap.OptionalMetadata``):
+    # tells "no SIGNEDNESS sent" from "every column signed".
+    optional_metadata: frozenset[int] = frozenset()
+    # Where names/labels/keys not in the binlog came from ("information_schema"); None: binlog.
+    described_by: str | None = None
     # Opaque per-table decoder the row decoder builds once per TABLE_MAP and caches here.
     decoder: Any = field(default=None, compare=False, repr=False)
 

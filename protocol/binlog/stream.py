@@ -22,6 +22,11 @@ It keeps what decoding needs across events and nothing else:
   hint a trailing CRC32 is recognised by matching it.
 * the **table map**: table id → :class:`~protocol.binlog.model.TableMapEvent`, dropped at the
   end of each statement (STMT_END_F), because servers repeat TABLE_MAP for every statement.
+  The layer above may complete a TABLE_MAP that lacks metadata (no binlog_row_metadata=FULL)
+  before the rows that follow it are decoded: synchronously with ``table_map_hook``, or with
+  :meth:`EventStream.set_table_map` between two ``feed`` calls. A TRANSACTION_PAYLOAD holds
+  its TABLE_MAPs and rows in one ``feed``, so :meth:`EventStream.tables_mapped_by` names the
+  tables of an event *before* it is fed, for a hook that needs them prepared.
 
 CRC32 trailers are verified by default (``verify_checksums=False`` skips the check, not the
 stripping). MariaDB compressed events are decompressed and MySQL TRANSACTION_PAYLOADs unwrapped
@@ -98,13 +103,16 @@ class EventStream:
         max_decompressed_size: refuse compressed events that inflate beyond this.
         table_map_decoder, rows_decoder: replace :func:`.tablemap.decode_table_map` and
             :func:`.rows.decode_rows_event` (same signatures), e.g. in tests.
+        table_map_hook: called with every decoded TABLE_MAP; what it returns is registered
+            and returned instead (e.g. the TABLE_MAP completed from a schema source).
     """
 
     def __init__(self, *, file: str = "", position: int = 4, verify_checksums: bool = True,
                  checksum: bool | None = None,
                  max_decompressed_size: int = MAX_DECOMPRESSED_SIZE,
                  table_map_decoder: Callable[..., TableMapEvent] | None = None,
-                 rows_decoder: Callable[..., RowsEvent] | None = None) -> None:
+                 rows_decoder: Callable[..., RowsEvent] | None = None,
+                 table_map_hook: Callable[[TableMapEvent], TableMapEvent] | None = None) -> None:
         self._file = file
         self._position = position
         self._verify = verify_checksums
@@ -114,6 +122,7 @@ class EventStream:
         self._table_maps: dict[int, TableMapEvent] = {}
         self._decode_table_map = table_map_decoder
         self._decode_rows = rows_decoder
+        self._table_map_hook = table_map_hook
 
     # --- state -----------------------------------------------------------------------------------
 
@@ -133,6 +142,55 @@ class EventStream:
     @property
     def table_maps(self) -> Mapping[int, TableMapEvent]:
         return self._table_maps
+
+    def set_table_map(self, table: TableMapEvent) -> None:
+        """Use ``table`` for the rows events of its table id that are fed from now on.
+
+        For a TABLE_MAP completed by the layer above (see :mod:`.enrich`) after ``feed``
+        returned it and before the rows that follow it are fed. It must replace the TABLE_MAP
+        registered for the same id, so that a table map cannot outlive its statement.
+
+        Raises:
+            KeyError: no TABLE_MAP is registered for ``table.table_id``.
+        """
+        if table.table_id not in self._table_maps:
+            raise KeyError(f"no TABLE_MAP registered for table id {table.table_id}")
+        self._table_maps[table.table_id] = table
+
+    def tables_mapped_by(self, event: bytes | bytearray | memoryview) -> list[tuple[str, str]]:
+        """The (schema, table) of each TABLE_MAP in ``event``, without feeding it.
+
+        A TABLE_MAP event names its own table; a TRANSACTION_PAYLOAD (decompressed for the
+        purpose) names those of its inner TABLE_MAPs. Any other event, or one that does not
+        parse, gives ``[]`` — :meth:`feed` will report what is wrong with it.
+        """
+        data = memoryview(event)
+        if len(data) <= HEADER_LEN or data[4] not in (EventType.TABLE_MAP,
+                                                      EventType.TRANSACTION_PAYLOAD):
+            return []
+        try:
+            header = replace(parse_header(data), file=self._file, position=self._position)
+            end = len(data) - CHECKSUM_LEN if self._has_checksum(data) else len(data)
+            body = data[HEADER_LEN:end]
+            if header.type_code == EventType.TABLE_MAP:
+                return [self._mapped_table(header, body)]
+            payload = decode_event(header, body, self._fde)
+            if not isinstance(payload, TransactionPayloadEvent):
+                return []
+            tables = []
+            for raw_event in unwrap_transaction_payload(payload, self._max_decompressed):
+                inner = parse_header(raw_event)
+                if inner.type_code == EventType.TABLE_MAP:
+                    tables.append(self._mapped_table(inner, memoryview(raw_event)[HEADER_LEN:]))
+            return tables
+        except MalformedPacket:
+            return []
+
+    def _mapped_table(self, header: EventHeader, body: memoryview) -> tuple[str, str]:
+        if self._decode_table_map is None:
+            self._decode_table_map = _row_decoders()[0]
+        table = self._decode_table_map(header, body, self._post_header_len(EventType.TABLE_MAP))
+        return table.schema, table.table
 
     def start_file(self, file: str, position: int = 4) -> None:
         """Continue in another binlog file (offline reading of several files in order)."""
@@ -255,6 +313,8 @@ class EventStream:
         post_header_len = self._post_header_len(type_code)
         if type_code == EventType.TABLE_MAP:
             table = self._decode_table_map(header, body, post_header_len)
+            if self._table_map_hook is not None:
+                table = self._table_map_hook(table)
             self._table_maps[table.table_id] = table
             return table
         if 166 <= type_code <= 171:

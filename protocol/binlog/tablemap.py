@@ -251,6 +251,7 @@ def _decode(header: EventHeader, buf: bytes, post_header_len: int) -> TableMapEv
     return TableMapEvent(
         header=header, table_id=table_id, flags=flags, schema=schema, table=table,
         columns=tuple(columns), primary_key=primary_key, has_full_metadata=names is not None,
+        optional_metadata=frozenset(opt.seen),
     )
 
 
@@ -271,6 +272,7 @@ class _OptionalFields:
         self.enum_column_charset: bytes | None = None
         self.visibility: bytes | None = None
         self.vector_dims: bytes | None = None
+        self.seen: set[int] = set()
 
     _ATTRS = {
         OptionalMetadata.SIGNEDNESS: "signedness",
@@ -289,6 +291,7 @@ class _OptionalFields:
     }
 
     def add(self, tag: int, value: bytes) -> None:
+        self.seen.add(tag)
         attr = self._ATTRS.get(tag)
         if attr is not None:  # unknown TLV types are skipped by their length
             setattr(self, attr, value)
