@@ -99,38 +99,50 @@ def _int(value: str | bytes | None) -> int | None:
     return int(text) if text not in (None, "") else None
 
 
+_ESCAPES = {"0": "\0", "n": "\n", "r": "\r", "t": "\t", "Z": "\x1a", "b": "\b"}
+
+
 def parse_labels(column_type: str) -> tuple[str, ...]:
     """The labels of an ``enum('a','b')``/``set(...)`` COLUMN_TYPE, unquoted.
 
-    information_schema doubles a quote inside a label (``'it''s'``) and leaves every other
-    character, commas and backslashes included, as it is.
+    The server writes each label as an SQL literal (its ``append_unescaped``): a quote doubled
+    (``'it''s'``), a backslash doubled, NUL, newline and carriage return as ``\\0``, ``\\n``,
+    ``\\r``; everything else, commas included, as it is.
 
     Raises:
         ValueError: the text is not a parenthesised list of quoted labels.
     """
-    start = column_type.index("(") + 1
+    text = column_type
+    i = text.index("(") + 1
+    end = len(text)
     labels: list[str] = []
-    i = start
-    end = len(column_type)
     while True:
-        if i >= end or column_type[i] != "'":
+        if i >= end or text[i] != "'":
             raise ValueError(f"no quoted label at {i} in {column_type!r}")
         i += 1
-        chunk: list[str] = []
+        label: list[str] = []
         while True:
-            j = column_type.index("'", i)
-            chunk.append(column_type[i:j])
-            if j + 1 < end and column_type[j + 1] == "'":
-                chunk.append("'")
-                i = j + 2
+            if i >= end:
+                raise ValueError(f"unterminated label in {column_type!r}")
+            char = text[i]
+            if char == "'":
+                if i + 1 < end and text[i + 1] == "'":
+                    label.append("'")
+                    i += 2
+                    continue
+                i += 1
+                break
+            if char == "\\" and i + 1 < end:
+                label.append(_ESCAPES.get(text[i + 1], text[i + 1]))
+                i += 2
                 continue
-            i = j + 1
-            break
-        labels.append("".join(chunk))
-        if i < end and column_type[i] == ",":
+            label.append(char)
+            i += 1
+        labels.append("".join(label))
+        if i < end and text[i] == ",":
             i += 1
             continue
-        if i < end and column_type[i] == ")":
+        if i < end and text[i] == ")":
             return tuple(labels)
         raise ValueError(f"unexpected end of label list in {column_type!r}")
 

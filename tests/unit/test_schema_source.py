@@ -250,7 +250,8 @@ def test_tables_mapped_by_peeks_without_feeding() -> None:
 
 @pytest.mark.parametrize("column_type, labels", [
     ("enum('a','b')", ("a", "b")),
-    ("enum('it''s','x,y','b\\c','')", ("it's", "x,y", "b\\c", "")),
+    ("enum('it''s','x,y','b\\\\c','')", ("it's", "x,y", "b\\c", "")),
+    ("set('a\\nb','\\0','\\'')", ("a\nb", "\0", "'")),
     ("set('p')", ("p",)),
     ("enum('''')", ("'",)),
     ("enum('é','😀')", ("é", "😀")),
@@ -259,7 +260,8 @@ def test_parse_labels(column_type: str, labels: tuple[str, ...]) -> None:
     assert parse_labels(column_type) == labels
 
 
-@pytest.mark.parametrize("bad", ["enum", "enum(a)", "enum('a'", "enum('a',)", "enum('a' 'b')"])
+@pytest.mark.parametrize("bad", ["enum", "enum(a)", "enum('a'", "enum('a',)", "enum('a' 'b')",
+                                 "enum('a\\')"])
 def test_parse_labels_rejects_what_is_not_a_label_list(bad: str) -> None:
     with pytest.raises(ValueError):
         parse_labels(bad)
