@@ -1,7 +1,9 @@
 """Classify the SQL text of a binlogged statement: which DDL it is and what it affects.
 
 The transaction assembler uses this to tell DDL from statement-based DML, and sinks use the
-kind and the affected schema/table to invalidate cached schemas and to emit TiCDC DDL events.
+kind and the affected tables to invalidate cached schemas, to label the lake's DDL log and to
+emit TiCDC DDL events. It is binlake's one DDL classifier: nothing here decides what data lands
+(the TABLE_MAP does), it only names what a statement did.
 :class:`DdlKind` values *are* TiCDC Open Protocol DDL type codes (seed 000, "DDL Type Code"),
 with ``OTHER = 0`` for DDL that has no TiCDC code (triggers, routines, grants, …).
 
@@ -9,6 +11,10 @@ This is a tokenizer, not a SQL parser: it reads the leading keywords and the fir
 name, skipping comments (``/* */``, ``-- ``, ``#``) but entering MySQL executable comments
 (``/*!50001 CREATE VIEW …*/``), and understands backquoted, double-quoted and dotted names.
 What it cannot place it still reports as DDL with ``schema``/``table`` left empty.
+
+It also reads the literal DEFAULTs of ``ALTER TABLE … ADD`` columns: the server fills the new
+column of every existing row without logging a row event, so a change log cannot learn those
+values any other way.
 """
 
 from __future__ import annotations
@@ -16,8 +22,10 @@ from __future__ import annotations
 import enum
 import re
 from dataclasses import dataclass
+from itertools import pairwise
 
-__all__ = ["DdlKind", "DdlStatement", "classify", "is_ddl", "redact_secrets"]
+__all__ = ["RESETS_TABLE", "DdlKind", "DdlStatement", "added_column_defaults", "classify", "is_ddl",
+           "redact_secrets"]
 
 
 class DdlKind(enum.IntEnum):
@@ -56,6 +64,13 @@ class DdlKind(enum.IntEnum):
     DROP_SEQUENCE = 36
 
 
+#: Kinds after which a table's earlier rows no longer describe it (it was emptied or replaced).
+RESETS_TABLE = frozenset({DdlKind.CREATE_TABLE, DdlKind.DROP_TABLE, DdlKind.TRUNCATE_TABLE})
+
+#: A column default a statement gives existing rows: a string, an integer or a float literal.
+DefaultValue = str | int | float
+
+
 @dataclass(frozen=True, slots=True)
 class DdlStatement:
     """A classified DDL statement.
@@ -64,6 +79,14 @@ class DdlStatement:
     qualify the name); ``table`` is empty for schema-level statements. For RENAME,
     ``new_schema``/``new_table`` name the target of the first pair. ``alters_table`` says the
     statement may change the column layout of ``schema.table`` (sinks must re-read it).
+
+    ``tables`` lists every ``(schema, table)`` whose layout or rows the statement changes: all
+    names of a multi-table DROP TABLE, both sides of every RENAME TABLE pair, the altered,
+    truncated or indexed table; empty for schema-level statements, views, sequences and
+    statements that change no table. ``added_defaults`` holds ``(column, value)`` for every
+    column an ALTER TABLE adds with a value existing rows get: a literal DEFAULT, or the
+    implicit ``0``/``''`` of a NOT NULL numeric/character column without DEFAULT (expression
+    defaults such as ``CURRENT_TIMESTAMP`` are not knowable and are left out).
     """
 
     kind: DdlKind
@@ -72,6 +95,19 @@ class DdlStatement:
     new_schema: str = ""
     new_table: str = ""
     alters_table: bool = False
+    tables: tuple[tuple[str, str], ...] = ()
+    added_defaults: tuple[tuple[str, DefaultValue], ...] = ()
+
+    @property
+    def resets_table(self) -> bool:
+        """Whether the statement empties or replaces its tables (CREATE/DROP/TRUNCATE TABLE)."""
+        return self.kind in RESETS_TABLE
+
+
+def _on_table(kind: DdlKind, schema: str, table: str, *, alters_table: bool = True) -> DdlStatement:
+    """A statement about the one table ``schema.table`` (``tables`` empty when it has no name)."""
+    return DdlStatement(kind, schema, table, alters_table=alters_table,
+                        tables=((schema, table),) if table else ())
 
 
 _TOKEN = re.compile(
@@ -79,6 +115,7 @@ _TOKEN = re.compile(
         (?P<bq>`(?:[^`]|``)*`)
       | (?P<dq>"(?:[^"\\]|\\.|"")*")
       | (?P<sq>'(?:[^'\\]|\\.|'')*')
+      | (?P<num>\d+(?:\.\d+)?(?:[eE][+-]?\d+)?(?![A-Za-z0-9_$\u0080-\uffff]))
       | (?P<word>[A-Za-z0-9_$\u0080-\uffff]+)
       | (?P<sym>.)
     )""",
@@ -177,13 +214,10 @@ def classify(query: str, default_schema: str = "") -> DdlStatement | None:
     if head == "TRUNCATE":
         scan.accept("TABLE")
         schema, table = scan.name()
-        return DdlStatement(DdlKind.TRUNCATE_TABLE, schema, table)
+        return _on_table(DdlKind.TRUNCATE_TABLE, schema, table, alters_table=False)
     if head == "RENAME":
         if scan.accept("TABLE", "TABLES"):
-            schema, table = scan.name()
-            scan.accept("TO")
-            new_schema, new_table = scan.name()
-            return DdlStatement(DdlKind.RENAME_TABLE, schema, table, new_schema, new_table, True)
+            return _rename_tables(scan)
         return DdlStatement(DdlKind.OTHER, default_schema, "")
     if head == "REPAIR":
         scan.skip_words("NO_WRITE_TO_BINLOG", "LOCAL")
@@ -199,6 +233,36 @@ def classify(query: str, default_schema: str = "") -> DdlStatement | None:
 
 def is_ddl(query: str) -> bool:
     return classify(query) is not None
+
+
+def added_column_defaults(query: str) -> dict[str, DefaultValue]:
+    """The values an ``ALTER TABLE … ADD`` gives existing rows, by column (see DdlStatement)."""
+    parsed = classify(query)
+    return dict(parsed.added_defaults) if parsed is not None else {}
+
+
+def _rename_tables(scan: _Scanner) -> DdlStatement:
+    """``RENAME TABLE a TO b [, c TO d …]``: named by the first pair, ``tables`` lists them all."""
+    pairs: list[tuple[tuple[str, str], tuple[str, str]]] = []
+    while True:
+        scan.skip_if_exists()
+        old = scan.name()
+        _skip_wait(scan)
+        scan.accept("TO")
+        pairs.append((old, scan.name()))
+        if not scan.accept(","):
+            break
+    (schema, table), (new_schema, new_table) = pairs[0]
+    tables = tuple(name for pair in pairs for name in pair if name[1])
+    return DdlStatement(DdlKind.RENAME_TABLE, schema, table, new_schema, new_table,
+                        alters_table=True, tables=tables)
+
+
+def _skip_wait(scan: _Scanner) -> None:
+    """MariaDB's lock-wait option: ``WAIT n`` or ``NOWAIT``."""
+    if scan.accept("WAIT") and scan.peek().isdigit():
+        scan.pos += 1
+    scan.accept("NOWAIT")
 
 
 _CREATE_OPTION_END = frozenset({"ALGORITHM", "DEFINER", "SQL", "VIEW", "TRIGGER", "PROCEDURE",
@@ -231,7 +295,7 @@ def _create(scan: _Scanner) -> DdlStatement:
     if what == "TABLE":
         scan.skip_if_exists()
         schema, table = scan.name()
-        return DdlStatement(DdlKind.CREATE_TABLE, schema, table, alters_table=True)
+        return _on_table(DdlKind.CREATE_TABLE, schema, table)
     if what == "VIEW":
         scan.skip_if_exists()
         schema, table = scan.name()
@@ -241,7 +305,7 @@ def _create(scan: _Scanner) -> DdlStatement:
         scan.name()
         scan.accept("ON")
         schema, table = scan.name()
-        return DdlStatement(DdlKind.ADD_INDEX, schema, table, alters_table=True)
+        return _on_table(DdlKind.ADD_INDEX, schema, table)
     if what == "SEQUENCE":
         scan.skip_if_exists()
         schema, table = scan.name()
@@ -257,18 +321,25 @@ def _drop(scan: _Scanner) -> DdlStatement:
         scan.skip_if_exists()
         _, name = scan.name()
         return DdlStatement(DdlKind.DROP_SCHEMA, name, "")
-    kinds = {"TABLE": DdlKind.DROP_TABLE, "TABLES": DdlKind.DROP_TABLE,
-             "VIEW": DdlKind.DROP_VIEW, "SEQUENCE": DdlKind.DROP_SEQUENCE}
-    if what in kinds:
+    if what in ("TABLE", "TABLES"):
+        scan.skip_if_exists()
+        names = [scan.name()]
+        while scan.accept(","):
+            names.append(scan.name())
+        schema, table = names[0]
+        return DdlStatement(DdlKind.DROP_TABLE, schema, table, alters_table=True,
+                            tables=tuple(name for name in names if name[1]))
+    if what in ("VIEW", "SEQUENCE"):
         scan.skip_if_exists()
         schema, table = scan.name()
-        return DdlStatement(kinds[what], schema, table, alters_table=what.startswith("TABLE"))
+        kind = DdlKind.DROP_VIEW if what == "VIEW" else DdlKind.DROP_SEQUENCE
+        return DdlStatement(kind, schema, table)
     if what == "INDEX":
         scan.skip_if_exists()
         scan.name()
         scan.accept("ON")
         schema, table = scan.name()
-        return DdlStatement(DdlKind.DROP_INDEX, schema, table, alters_table=True)
+        return _on_table(DdlKind.DROP_INDEX, schema, table)
     return DdlStatement(DdlKind.OTHER, scan.default_schema, "")
 
 
@@ -291,15 +362,16 @@ def _alter(scan: _Scanner) -> DdlStatement:
         return DdlStatement(DdlKind.OTHER, scan.default_schema, "")
     scan.skip_if_exists()
     schema, table = scan.name()
+    _skip_wait(scan)
+    specs = scan.pos
     kind, new_schema, new_table = _alter_spec(scan)
-    return DdlStatement(kind, schema, table, new_schema, new_table, alters_table=True)
+    return DdlStatement(kind, schema, table, new_schema, new_table, alters_table=True,
+                        tables=((schema, table),) if table else (),
+                        added_defaults=_added_defaults(scan.tokens[specs:]))
 
 
 def _alter_spec(scan: _Scanner) -> tuple[DdlKind, str, str]:
     """The kind of the first alter specification (multi-spec ALTERs are named by the first)."""
-    scan.skip_words("WAIT", "NOWAIT")
-    if scan.peek().isdigit():
-        scan.pos += 1
     word = scan.peek()
     scan.pos += 1
     nxt = scan.peek()
@@ -334,7 +406,13 @@ def _alter_spec(scan: _Scanner) -> tuple[DdlKind, str, str]:
     if word in ("MODIFY", "CHANGE"):
         return DdlKind.MODIFY_COLUMN, "", ""
     if word == "ALTER":
-        return DdlKind.SET_DEFAULT_VALUE, "", ""
+        # ALTER [COLUMN] c SET DEFAULT x | DROP DEFAULT; other column alterations (SET
+        # INVISIBLE, …) modify the column.
+        scan.accept("COLUMN")
+        scan.name()
+        if scan.accept("SET", "DROP") and scan.peek() == "DEFAULT":
+            return DdlKind.SET_DEFAULT_VALUE, "", ""
+        return DdlKind.MODIFY_COLUMN, "", ""
     if word == "RENAME":
         if nxt in ("INDEX", "KEY"):
             return DdlKind.RENAME_INDEX, "", ""
@@ -354,6 +432,107 @@ def _alter_spec(scan: _Scanner) -> tuple[DdlKind, str, str]:
         return DdlKind.TRUNCATE_TABLE_PARTITION, "", ""
     return DdlKind.OTHER, "", ""
 
+
+# --- defaults of added columns -----------------------------------------------------------------
+
+_Token = tuple[str, str]
+
+# Words after ADD that start something other than a column definition.
+_NOT_A_COLUMN = frozenset({"INDEX", "KEY", "UNIQUE", "PRIMARY", "FOREIGN", "CONSTRAINT",
+                           "FULLTEXT", "SPATIAL", "VECTOR", "PARTITION", "CHECK", "PERIOD",
+                           "SYSTEM"})
+# Types whose NOT NULL column without DEFAULT gives existing rows 0, and those that give ''.
+_ZERO_TYPES = frozenset({"TINYINT", "SMALLINT", "MEDIUMINT", "INT", "INTEGER", "BIGINT",
+                         "DECIMAL", "NUMERIC", "DEC", "FLOAT", "DOUBLE", "REAL", "BIT", "BOOL",
+                         "BOOLEAN", "YEAR"})
+_EMPTY_TYPES = frozenset({"CHAR", "VARCHAR", "TEXT", "TINYTEXT", "MEDIUMTEXT", "LONGTEXT",
+                          "BINARY", "VARBINARY"})
+# Column attributes under which the server computes the value instead of defaulting it.
+_COMPUTED = frozenset({"AUTO_INCREMENT", "AS", "GENERATED"})
+_STRING_ESCAPE = re.compile(r"''|\\(.)")
+
+
+def _keyword(token: _Token) -> str:
+    """The upper-cased word, or ``""`` for anything else (names, literals, symbols)."""
+    kind, value = token
+    return value.upper() if kind == "word" else ""
+
+
+def _alter_specifications(tokens: list[_Token]) -> list[list[_Token]]:
+    """The comma-separated specifications of an ALTER TABLE (commas inside parentheses kept)."""
+    specs: list[list[_Token]] = [[]]
+    depth = 0
+    for token in tokens:
+        if token[0] == "sym":
+            if token[1] == "," and depth == 0:
+                specs.append([])
+                continue
+            depth += {"(": 1, ")": -1}.get(token[1], 0)
+        specs[-1].append(token)
+    return specs
+
+
+def _added_defaults(tokens: list[_Token]) -> tuple[tuple[str, DefaultValue], ...]:
+    """``(column, value)`` for the ADD [COLUMN] specifications that give existing rows a value."""
+    out: list[tuple[str, DefaultValue]] = []
+    for spec in _alter_specifications(tokens):
+        words = [_keyword(token) for token in spec]
+        if not words or words[0] != "ADD":
+            continue
+        at = 2 if words[1:2] == ["COLUMN"] else 1
+        if words[at:at + 3] == ["IF", "NOT", "EXISTS"]:
+            at += 3
+        if spec[at:at + 1] == [("sym", "(")] and spec[-1] == ("sym", ")"):
+            columns = _alter_specifications(spec[at + 1:-1])  # ADD (a INT, b INT …)
+        else:
+            columns = [spec[at:]]
+        for column in columns:
+            added = _added_default(column)
+            if added is not None:
+                out.append(added)
+    return tuple(out)
+
+
+def _added_default(column: list[_Token]) -> tuple[str, DefaultValue] | None:
+    """``name definition…`` → ``(name, value)`` when existing rows get a knowable value."""
+    words = [_keyword(token) for token in column]
+    if len(column) < 2 or column[0][0] not in ("word", "bq", "dq") or words[0] in _NOT_A_COLUMN:
+        return None
+    value = _column_default(column[1:], words[1:])
+    return None if value is None else (column[0][1], value)
+
+
+def _column_default(definition: list[_Token], words: list[str]) -> DefaultValue | None:
+    """What existing rows get in a column so defined; None for NULL or what is not knowable."""
+    if "DEFAULT" in words:
+        return _literal(definition[words.index("DEFAULT") + 1:])
+    not_null = ("NOT", "NULL") in pairwise(words)
+    if not not_null or _COMPUTED.intersection(words):
+        return None
+    if words[0] in _ZERO_TYPES:
+        return 0
+    if words[0] in _EMPTY_TYPES:
+        return ""
+    return None
+
+
+def _literal(tokens: list[_Token]) -> DefaultValue | None:
+    """The literal the tokens start with: a string, a signed number, TRUE/FALSE; else None."""
+    if not tokens:
+        return None
+    kind, value = tokens[0]
+    if kind == "sq":
+        return _STRING_ESCAPE.sub(lambda m: m.group(1) or "'", value[1:-1])
+    if kind == "word" and value.upper() in ("TRUE", "FALSE"):
+        return int(value.upper() == "TRUE")
+    sign = ""
+    if kind == "sym" and value in "+-" and len(tokens) > 1:
+        sign = value
+        kind, value = tokens[1]
+    if kind != "num":
+        return None
+    number = sign + value
+    return float(number) if any(c in value for c in ".eE") else int(number)
 
 # --- secrets in account-management statements ------------------------------------------------------
 #

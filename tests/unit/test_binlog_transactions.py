@@ -119,6 +119,41 @@ def test_ddl_classifier(query, kind, schema, table):
     assert ddl is not None and (ddl.kind, ddl.schema, ddl.table) == (kind, schema, table)
 
 
+@pytest.mark.parametrize(("query", "tables", "resets"), [
+    ("DROP TABLES s.a , `b`.c RESTRICT", (("s", "a"), ("b", "c")), True),
+    ("RENAME TABLE IF EXISTS a WAIT 3 TO b, x.c TO d", (("def", "a"), ("def", "b"),
+                                                        ("x", "c"), ("def", "d")), False),
+    ("ALTER TABLE t RENAME TO u", (("def", "t"),), False),
+    ("TRUNCATE s.t", (("s", "t"),), True),
+    ("CREATE TABLE t (a int)", (("def", "t"),), True),
+    ("CREATE INDEX i ON t (a)", (("def", "t"),), False),
+    ("CREATE VIEW v AS SELECT 1", (), False),
+    ("CREATE SEQUENCE s", (), False),
+    ("REPAIR TABLE t", (), False),
+    ("DROP DATABASE d", (), False),
+])
+def test_ddl_tables_and_resets(query, tables, resets):
+    ddl = classify(query, "def")
+    assert ddl is not None and (ddl.tables, ddl.resets_table) == (tables, resets)
+
+
+@pytest.mark.parametrize(("query", "kind", "defaults"), [
+    ("ALTER TABLE t WAIT 5 ADD c INT NOT NULL", DdlKind.ADD_COLUMN, (("c", 0),)),
+    ("ALTER TABLE t ADD COLUMN (a INT NOT NULL DEFAULT 1, b CHAR(2) NOT NULL)",
+     DdlKind.ADD_COLUMN, (("a", 1), ("b", ""))),
+    ("ALTER TABLE t ADD n INT NOT NULL DEFAULT (1+1)", DdlKind.ADD_COLUMN, ()),
+    ("ALTER TABLE t ADD a ENUM('x','y') NOT NULL DEFAULT 'y', ADD b BIGINT DEFAULT 1e3, "
+     "ADD `key` SMALLINT NOT NULL COMMENT 'as is', ADD c INT DEFAULT +2",
+     DdlKind.ADD_COLUMN, (("a", "y"), ("b", 1000.0), ("key", 0), ("c", 2))),
+    ("ALTER TABLE t ADD CONSTRAINT c CHECK (a > 0)", DdlKind.OTHER, ()),
+    ("ALTER TABLE t ALTER COLUMN c SET INVISIBLE", DdlKind.MODIFY_COLUMN, ()),
+    ("ALTER TABLE t ALTER c DROP DEFAULT", DdlKind.SET_DEFAULT_VALUE, ()),
+])
+def test_alter_kinds_and_added_column_defaults(query, kind, defaults):
+    ddl = classify(query, "def")
+    assert ddl is not None and (ddl.kind, ddl.added_defaults) == (kind, defaults)
+
+
 def test_rename_targets_and_non_ddl():
     ddl = classify("ALTER TABLE a.b RENAME TO c.d")
     assert ddl is not None and (ddl.new_schema, ddl.new_table) == ("c", "d") and ddl.alters_table
