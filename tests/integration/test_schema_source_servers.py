@@ -37,18 +37,28 @@ TABLE = ("CREATE TABLE t (id INT UNSIGNED NOT NULL PRIMARY KEY, big BIGINT UNSIG
          "s SET('p','q','r'), raw VARBINARY(4), l1 VARCHAR(8) CHARACTER SET latin1)")
 
 
-@pytest.fixture(params=["MINIMAL", "NO_LOG"])
+SERVERS = {
+    "10.11-minimal": ("mariadb-10.11", "MINIMAL", ()),
+    "10.11-no-log": ("mariadb-10.11", "NO_LOG", ()),
+    # UCA-14 collations: information_schema has no collation id, the charset decides
+    "11.8-no-log": ("mariadb-11.8", "NO_LOG", ()),
+    # TABLE_MAP and rows in one compressed TRANSACTION_PAYLOAD: described before it is decoded
+    "9.7-minimal-compressed": ("mysql-9.7", "MINIMAL", ("--binlog-transaction-compression=ON",)),
+}
+
+
+@pytest.fixture(params=list(SERVERS))
 def server(request: pytest.FixtureRequest, server_factory: object) -> ServerHandle:
-    metadata = request.param
+    flavor, metadata, extra = SERVERS[request.param]
     handle: ServerHandle = server_factory.start(  # type: ignore[attr-defined]
-        "mariadb-10.11", extra_args=[f"--binlog-row-metadata={metadata}"],
-        name=f"row-metadata-{metadata}")
+        flavor, extra_args=[f"--binlog-row-metadata={metadata}", *extra],
+        name=f"row-metadata-{request.param}")
     assert handle.sql("SELECT @@GLOBAL.binlog_row_metadata") == [(metadata,)]
     return handle
 
 
 def _binlog_end(server: ServerHandle) -> tuple[str, int]:
-    rows = server.sql("SHOW MASTER STATUS")
+    rows = server.sql("SHOW MASTER STATUS" if server.is_mariadb else "SHOW BINARY LOG STATUS")
     return str(rows[0][0]), int(str(rows[0][1]))
 
 
