@@ -15,6 +15,9 @@ command -v mariadbd >/dev/null 2>&1 || [ -x /usr/sbin/mariadbd ] || apt_packages
 command -v java >/dev/null 2>&1 || apt_packages+=(default-jre-headless)
 command -v python3 >/dev/null 2>&1 || apt_packages+=(python3)
 python3 -c 'import venv, ensurepip' >/dev/null 2>&1 || apt_packages+=(python3-venv python3-pip)
+# pip reaches PyPI over HTTPS; a minimal Debian has no CA bundle (Java's packages only pull it in
+# by chance).
+[ -f /etc/ssl/certs/ca-certificates.crt ] || apt_packages+=(ca-certificates)
 if [ "$want_test" = 1 ]; then
   command -v debootstrap >/dev/null 2>&1 || apt_packages+=(debootstrap)
   command -v openssl >/dev/null 2>&1 || apt_packages+=(openssl)
@@ -25,8 +28,11 @@ if [ "${#apt_packages[@]}" -gt 0 ]; then
   DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "${apt_packages[@]}"
 fi
 
-if [ ! -x .venv/bin/python ]; then
+# A .venv without a working pip (creation interrupted, or made before python3-venv was there)
+# is made again.
+if ! .venv/bin/python -m pip --version >/dev/null 2>&1; then
   echo "setup: creating .venv"
+  rm -rf .venv
   # --system-site-packages lets a machine that already has pyspark/pyarrow reuse them.
   python3 -m venv --system-site-packages .venv
 fi
