@@ -314,12 +314,12 @@ class SchemaSource:
         if ddl.kind in (DdlKind.DROP_SCHEMA, DdlKind.CREATE_SCHEMA,
                         DdlKind.MODIFY_SCHEMA_CHARSET):
             self.invalidate(ddl.schema)
-        elif ddl.table and ddl.kind not in (DdlKind.RENAME_TABLE, DdlKind.DROP_TABLE):
-            # RENAME and DROP may name several tables; the classifier reports the first only.
+        elif ddl.tables:  # every table it touches: all DROP names, both sides of each RENAME
+            for schema, table in ddl.tables:
+                self.invalidate(schema, table)
+        elif ddl.table:  # views, sequences
             self.invalidate(ddl.schema, ddl.table)
-            if ddl.new_table:
-                self.invalidate(ddl.new_schema or ddl.schema, ddl.new_table)
-        else:
+        else:  # DDL the classifier cannot place: it may have changed anything
             self.invalidate()
 
     def invalidate(self, schema: str | None = None, table: str | None = None) -> None:

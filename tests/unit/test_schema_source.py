@@ -398,8 +398,12 @@ async def test_source_caches_until_ddl_for_the_table(caplog: pytest.LogCaptureFi
     source.note_statement(_statement("DROP DATABASE db"))
     await source.prepare([("db", "u")])
     assert len(conn.queries) == queries + 8
+    await source.prepare([("db", "t"), ("other", "x")])
+    queries = len(conn.queries)
     source.note_statement(_statement("RENAME TABLE db.u TO db.u2, db.t TO db.u"))
-    assert source.enrich(no_log_map()).columns[0].name is None  # nothing cached any more
+    assert source.enrich(no_log_map()).columns[0].name is None  # every pair is forgotten
+    await source.prepare([("other", "x")])
+    assert len(conn.queries) == queries  # other tables are not
     await source.aclose()
     assert conn.closed
 
