@@ -27,6 +27,7 @@ import json
 from collections.abc import Iterator
 from typing import Any
 
+from protocol.binlog.coltypes import FieldType
 from protocol.binlog.model import Column, ColumnFlag, RowsEvent, RowsKind, TableMapEvent
 from protocol.binlog.transactions import (
     Statement,
@@ -36,22 +37,20 @@ from protocol.binlog.transactions import (
     TransactionRollback,
 )
 
-# MYSQL_TYPE_* codes (the binlog's) → Open Protocol column type codes.
-_TYPE_TINY, _TYPE_SHORT, _TYPE_LONG, _TYPE_FLOAT, _TYPE_DOUBLE = 1, 2, 3, 4, 5
-_TYPE_NULL, _TYPE_TIMESTAMP, _TYPE_LONGLONG, _TYPE_INT24, _TYPE_DATE = 6, 7, 8, 9, 10
-_TYPE_TIME, _TYPE_DATETIME, _TYPE_YEAR, _TYPE_NEWDATE, _TYPE_VARCHAR = 11, 12, 13, 14, 15
-_TYPE_BIT, _TYPE_TIMESTAMP2, _TYPE_DATETIME2, _TYPE_TIME2 = 16, 17, 18, 19
-_TYPE_JSON, _TYPE_NEWDECIMAL, _TYPE_ENUM, _TYPE_SET = 245, 246, 247, 248
-_TYPE_TINY_BLOB, _TYPE_MEDIUM_BLOB, _TYPE_LONG_BLOB, _TYPE_BLOB = 249, 250, 251, 252
-_TYPE_VAR_STRING, _TYPE_STRING, _TYPE_GEOMETRY, _TYPE_DECIMAL = 253, 254, 255, 0
-
-_OPEN_TYPE = {
-    _TYPE_DECIMAL: 246, _TYPE_NEWDECIMAL: 246,
-    _TYPE_TIMESTAMP2: 7, _TYPE_DATETIME2: 12, _TYPE_TIME2: 11, _TYPE_NEWDATE: 10,
-    _TYPE_VAR_STRING: 15,
+# Open Protocol column type codes are the MYSQL_TYPE_* codes of the type a column stores; the
+# binlog's own variants (TIMESTAMP2, NEWDATE, VAR_STRING, …) map to that type.
+_OPEN_TYPE: dict[int, int] = {
+    FieldType.DECIMAL: FieldType.NEWDECIMAL,
+    FieldType.TIMESTAMP2: FieldType.TIMESTAMP, FieldType.DATETIME2: FieldType.DATETIME,
+    FieldType.TIME2: FieldType.TIME, FieldType.NEWDATE: FieldType.DATE,
+    FieldType.VAR_STRING: FieldType.VARCHAR,
 }
 # BLOB columns carry their length-prefix size (1–4 bytes) as metadata: TINY/…/LONG.
-_BLOB_BY_PACKLEN = {1: _TYPE_TINY_BLOB, 2: _TYPE_BLOB, 3: _TYPE_MEDIUM_BLOB, 4: _TYPE_LONG_BLOB}
+_BLOB_BY_PACKLEN = {1: FieldType.TINY_BLOB, 2: FieldType.BLOB, 3: FieldType.MEDIUM_BLOB,
+                    4: FieldType.LONG_BLOB}
+# Open Protocol carries these as base64 text.
+_BASE64_TYPES = frozenset({FieldType.TINY_BLOB, FieldType.MEDIUM_BLOB, FieldType.LONG_BLOB,
+                           FieldType.BLOB, FieldType.GEOMETRY})
 
 # Open Protocol column flags.
 FLAG_BINARY = 0x01
@@ -69,9 +68,9 @@ _LOGICAL_BITS = 18
 def open_type_code(column: Column) -> int:
     """The Open Protocol type code of a column (the seed's "Column type code" table)."""
     code = column.type_code
-    if code == _TYPE_BLOB:
-        return _BLOB_BY_PACKLEN.get(column.meta, _TYPE_BLOB)
-    return _OPEN_TYPE.get(code, code)
+    if code == FieldType.BLOB:
+        return int(_BLOB_BY_PACKLEN.get(column.meta, FieldType.BLOB))
+    return int(_OPEN_TYPE.get(code, code))
 
 
 def column_flags(column: Column, table: TableMapEvent) -> int:
@@ -153,9 +152,9 @@ def encode_value(column: Column, open_code: int, value: Any) -> Any:
     text = getattr(value, "text", None)  # protocol.binlog.values.InvalidTemporal (zero dates)
     if isinstance(text, str) and not isinstance(value, str | bytes):
         return text
-    if open_code == 247:
+    if open_code == FieldType.ENUM:
         return _label_index(column.enum_values, value)
-    if open_code == 248:
+    if open_code == FieldType.SET:
         return _set_mask(column.set_values, value)
     if isinstance(value, bool):
         return int(value)
@@ -171,8 +170,7 @@ def encode_value(column: Column, open_code: int, value: Any) -> Any:
         return value.isoformat()
     if isinstance(value, _dt.timedelta):
         return _format_time(value)
-    if open_code in (_TYPE_TINY_BLOB, _TYPE_MEDIUM_BLOB, _TYPE_LONG_BLOB, _TYPE_BLOB,
-                     _TYPE_GEOMETRY):
+    if open_code in _BASE64_TYPES:
         raw = value.encode("utf-8") if isinstance(value, str) else bytes(value)
         return base64.b64encode(raw).decode("ascii")
     if isinstance(value, bytes | bytearray | memoryview):

@@ -26,54 +26,10 @@ from typing import Any
 
 import pyarrow as pa
 
+from protocol.binlog.coltypes import FieldType
 from protocol.binlog.model import Column, ColumnFlag
 
 from ..errors import UnsupportedValue
-
-# MYSQL_TYPE_* codes, as the binlog carries them.
-DECIMAL = 0
-TINY = 1
-SHORT = 2
-LONG = 3
-FLOAT = 4
-DOUBLE = 5
-NULL = 6
-TIMESTAMP = 7
-LONGLONG = 8
-INT24 = 9
-DATE = 10
-TIME = 11
-DATETIME = 12
-YEAR = 13
-NEWDATE = 14
-VARCHAR = 15
-BIT = 16
-TIMESTAMP2 = 17
-DATETIME2 = 18
-TIME2 = 19
-VECTOR = 242
-JSON = 245
-NEWDECIMAL = 246
-ENUM = 247
-SET = 248
-TINY_BLOB = 249
-MEDIUM_BLOB = 250
-LONG_BLOB = 251
-BLOB = 252
-VAR_STRING = 253
-STRING = 254
-GEOMETRY = 255
-
-TYPE_NAMES: dict[int, str] = {
-    DECIMAL: "DECIMAL", TINY: "TINY", SHORT: "SHORT", LONG: "LONG", FLOAT: "FLOAT",
-    DOUBLE: "DOUBLE", NULL: "NULL", TIMESTAMP: "TIMESTAMP", LONGLONG: "LONGLONG",
-    INT24: "INT24", DATE: "DATE", TIME: "TIME", DATETIME: "DATETIME", YEAR: "YEAR",
-    NEWDATE: "NEWDATE", VARCHAR: "VARCHAR", BIT: "BIT", TIMESTAMP2: "TIMESTAMP2",
-    DATETIME2: "DATETIME2", TIME2: "TIME2", VECTOR: "VECTOR", JSON: "JSON",
-    NEWDECIMAL: "NEWDECIMAL", ENUM: "ENUM", SET: "SET", TINY_BLOB: "TINY_BLOB",
-    MEDIUM_BLOB: "MEDIUM_BLOB", LONG_BLOB: "LONG_BLOB", BLOB: "BLOB",
-    VAR_STRING: "VAR_STRING", STRING: "STRING", GEOMETRY: "GEOMETRY",
-}
 
 BINARY_CHARSET = 63
 MAX_ARROW_DECIMAL_PRECISION = 38
@@ -83,12 +39,17 @@ TIMESTAMP_NTZ = pa.timestamp("us")
 TIMESTAMP_UTC = pa.timestamp("us", tz="UTC")
 UNSIGNED_BIGINT = pa.decimal128(20, 0)
 
-_SIGNED_INTS = {TINY: pa.int8(), SHORT: pa.int16(), INT24: pa.int32(), LONG: pa.int32(),
-                LONGLONG: pa.int64()}
-_UNSIGNED_INTS = {TINY: pa.int16(), SHORT: pa.int32(), INT24: pa.int32(), LONG: pa.int64(),
-                  LONGLONG: UNSIGNED_BIGINT}
-_STRING_TYPES = frozenset({VARCHAR, VAR_STRING, STRING})
-_BLOB_TYPES = frozenset({TINY_BLOB, MEDIUM_BLOB, LONG_BLOB, BLOB})
+_SIGNED_INTS = {FieldType.TINY: pa.int8(), FieldType.SHORT: pa.int16(),
+                FieldType.INT24: pa.int32(), FieldType.LONG: pa.int32(),
+                FieldType.LONGLONG: pa.int64()}
+_UNSIGNED_INTS = {FieldType.TINY: pa.int16(), FieldType.SHORT: pa.int32(),
+                  FieldType.INT24: pa.int32(), FieldType.LONG: pa.int64(),
+                  FieldType.LONGLONG: UNSIGNED_BIGINT}
+_DECIMAL_TYPES = frozenset({FieldType.DECIMAL, FieldType.NEWDECIMAL})
+_TIME_TYPES = frozenset({FieldType.TIME, FieldType.TIME2})
+_STRING_TYPES = frozenset({FieldType.VARCHAR, FieldType.VAR_STRING, FieldType.STRING})
+_BLOB_TYPES = frozenset({FieldType.TINY_BLOB, FieldType.MEDIUM_BLOB, FieldType.LONG_BLOB,
+                         FieldType.BLOB})
 
 Converter = Callable[[Sequence[Any]], pa.Array]
 """One column's values (SQL NULL as ``None``) → an Arrow array of the column's type."""
@@ -104,28 +65,28 @@ def arrow_type_for(column: Column) -> pa.DataType:
     code = column.type_code
     if code in _SIGNED_INTS:
         return _UNSIGNED_INTS[code] if column.unsigned else _SIGNED_INTS[code]
-    if code in (DECIMAL, NEWDECIMAL):
+    if code in _DECIMAL_TYPES:
         precision = column.precision or 0
         if 0 < precision <= MAX_ARROW_DECIMAL_PRECISION:
             return pa.decimal128(precision, column.scale or 0)
         return pa.string()
-    if code == FLOAT:
+    if code == FieldType.FLOAT:
         return pa.float32()
-    if code == DOUBLE:
+    if code == FieldType.DOUBLE:
         return pa.float64()
-    if code in (TIMESTAMP, TIMESTAMP2):
+    if code in (FieldType.TIMESTAMP, FieldType.TIMESTAMP2):
         return TIMESTAMP_UTC
-    if code in (DATETIME, DATETIME2):
+    if code in (FieldType.DATETIME, FieldType.DATETIME2):
         return TIMESTAMP_NTZ
-    if code in (DATE, NEWDATE):
+    if code in (FieldType.DATE, FieldType.NEWDATE):
         return pa.date32()
-    if code in (TIME, TIME2):
+    if code in _TIME_TYPES:
         return pa.int64()
-    if code == YEAR:
+    if code == FieldType.YEAR:
         return pa.int16()
-    if code == BIT:
+    if code == FieldType.BIT:
         return pa.int64()
-    if code in (ENUM, SET, JSON):
+    if code in (FieldType.ENUM, FieldType.SET, FieldType.JSON):
         return pa.string()
     if code in _STRING_TYPES:
         return pa.binary() if is_binary(column) else pa.string()
@@ -171,8 +132,11 @@ def spark_type_name(arrow_type: pa.DataType) -> str:
 
 def type_description(column: Column) -> str:
     """A readable MariaDB-side type, for field metadata: ``LONGLONG UNSIGNED``, ``NEWDECIMAL(40,2)``."""
-    name = TYPE_NAMES.get(column.type_code, f"TYPE_{column.type_code}")
-    if column.type_code in (DECIMAL, NEWDECIMAL) and column.precision is not None:
+    try:
+        name = FieldType(column.type_code).name
+    except ValueError:
+        name = f"TYPE_{column.type_code}"
+    if column.type_code in _DECIMAL_TYPES and column.precision is not None:
         name += f"({column.precision},{column.scale or 0})"
     if column.unsigned:
         name += " UNSIGNED"
@@ -338,19 +302,19 @@ _Unsupported: Any = _UnsupportedType()
 
 def _normalizer_for(column: Column, arrow_type: pa.DataType) -> Callable[[Any], Any]:
     code = column.type_code
-    if code == BIT:
+    if code == FieldType.BIT:
         return _to_bit
-    if code in (ENUM, SET):
+    if code in (FieldType.ENUM, FieldType.SET):
         return _label_normalizer(column)
-    if code == JSON:
+    if code == FieldType.JSON:
         return _to_json_text
-    if code in (TIME, TIME2):
+    if code in _TIME_TYPES:
         return _to_micros
     if pa.types.is_integer(arrow_type):
         return _to_int
     if pa.types.is_decimal(arrow_type):
         return _to_decimal
-    if code in (DECIMAL, NEWDECIMAL):
+    if code in _DECIMAL_TYPES:
         return _decimal_text
     if pa.types.is_floating(arrow_type):
         return _to_float
@@ -367,7 +331,7 @@ def _normalizer_for(column: Column, arrow_type: pa.DataType) -> Callable[[Any], 
 
 def _always_normalize(column: Column, arrow_type: pa.DataType) -> bool:
     """Wide decimals never fit ``pa.array`` directly (Decimal → string): skip the doomed try."""
-    return column.type_code in (DECIMAL, NEWDECIMAL) and pa.types.is_string(arrow_type)
+    return column.type_code in _DECIMAL_TYPES and pa.types.is_string(arrow_type)
 
 
 _FAST_PATH_ERRORS = (pa.ArrowException, TypeError, ValueError, OverflowError)
@@ -378,7 +342,7 @@ def converter_for(column: Column, arrow_type: pa.DataType, qualified_name: str,
     """Build the converter for one column of one schema version (resolved once, used per event)."""
     normalize = _normalizer_for(column, arrow_type)
     column_name = qualified_name
-    time_column = column.type_code in (TIME, TIME2)
+    time_column = column.type_code in _TIME_TYPES
     slow_first = _always_normalize(column, arrow_type)
 
     def slow(values: Sequence[Any]) -> pa.Array:

@@ -12,8 +12,8 @@ from decimal import Decimal
 import pyarrow.parquet as pq
 import pytest
 
+from protocol.binlog.coltypes import FieldType as T
 from sinks.parquet import ParquetSink
-from sinks.parquet import types as T
 from sinks.parquet.testing import StreamBuilder, col
 from sinks.spark.readers import read_changes, stream_changes
 from sinks.spark.state import current_state, read_current_state

@@ -29,9 +29,9 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from protocol.binlog.coltypes import FieldType as T
 from sinks.parquet import ParquetSink, SinkOptions
 from sinks.parquet import commit as C
-from sinks.parquet import types as T
 from sinks.parquet.testing import StreamBuilder, col
 
 SEED = 20260101

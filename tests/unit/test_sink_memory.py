@@ -17,8 +17,8 @@ import sys
 import pyarrow.parquet as pq
 import pytest
 
+from protocol.binlog.coltypes import FieldType as T
 from sinks.parquet import ParquetSink
-from sinks.parquet import types as T
 from sinks.parquet.testing import StreamBuilder, col
 
 ROWS = 2_000_000

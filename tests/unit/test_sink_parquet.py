@@ -12,9 +12,9 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from protocol.binlog.coltypes import FieldType as T
 from protocol.binlog.values import InvalidTemporal
 from sinks.parquet import ParquetSink, SinkOptions
-from sinks.parquet import types as T
 from sinks.parquet.testing import StreamBuilder, col
 
 UTC = dt.UTC
