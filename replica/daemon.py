@@ -41,7 +41,7 @@ from .config import Config
 from .connection import Connection, ConnectOptions
 from .metrics import Metrics, serve_http
 from .pipeline import Pipeline, PipelineOptions
-from .progress import BinlogFile, CatchUpProgress
+from .progress import BinlogFile, CatchUpProgress, bytes_behind
 from .schema_source import SchemaSource
 from .session import ReplicationSession, SemiSyncMode, SessionOptions, StartFrom, StartPoint
 
@@ -173,8 +173,7 @@ class Daemon:
 
     async def _start_services(self, nursery: trio.Nursery) -> None:
         nursery.start_soon(self._watch_signals)
-        if self.show_progress:
-            nursery.start_soon(self._report_progress)
+        nursery.start_soon(self._report_progress)
         setup = logs.current_setup()
         if setup is not None:
             await nursery.start(logs.reopen_logs_on_sighup, setup)
@@ -197,13 +196,20 @@ class Daemon:
                 self.stop()
 
     async def _report_progress(self) -> None:
+        """Bytes behind the binlog end seen at connect, for the metrics; and, in a terminal,
+        a catch-up progress line. (Idle heartbeats report 0 bytes behind: see the pipeline.)"""
         while True:
             await trio.sleep(PROGRESS_INTERVAL)
             session, progress = self._session, self._progress
-            if session is not None and progress is not None:
-                line = progress.update(time.monotonic(), session.position)
-                if line is not None:
-                    log.info("%s", line)
+            if session is None or progress is None or progress.done:
+                continue
+            position = session.position
+            behind = bytes_behind(progress.files, position)
+            if behind is not None:
+                self.metrics.set_bytes_behind(behind)
+            line = progress.update(time.monotonic(), position)
+            if line is not None and self.show_progress:
+                log.info("%s", line)
 
     async def _catch_up_target(self, conn: Connection) -> CatchUpProgress | None:
         """The server's binlog files and sizes now: where this connection's catch-up ends."""
@@ -277,8 +283,7 @@ class Daemon:
             )
             session: ReplicationSession | None = None
             with self._abandoned_on_stop():
-                if self.show_progress:
-                    self._progress = await self._catch_up_target(conn)
+                self._progress = await self._catch_up_target(conn)
                 schema_source = await self._schema_source_for(conn)
                 session = await ReplicationSession.start(conn, options)
             if session is None:  # stopped while registering

@@ -141,6 +141,10 @@ class Metrics:
         if bytes_behind is not None:
             self.lag_bytes.set(max(0, bytes_behind))
 
+    def set_bytes_behind(self, n: int) -> None:
+        """Binlog bytes between the stream's position and the server's binlog end."""
+        self.lag_bytes.set(max(0, n))
+
     def effective_lag(self) -> float | None:
         """The last reported lag plus the time since it was reported; None before any report."""
         if self._lag is None:

@@ -164,7 +164,7 @@ class Pipeline:
                     metrics.count_event(type(event).__name__, event.header.event_size)
                 if isinstance(event, HeartbeatEvent):
                     if not assembler.in_transaction and metrics is not None:
-                        metrics.set_lag(0.0)
+                        metrics.set_lag(0.0, 0)  # heartbeats come only at the binlog's end
                     continue
                 if isinstance(event, IncidentEvent):
                     log.error("the server logged an incident at %s:%d: %s — changes around "

@@ -136,6 +136,12 @@ def test_metrics_readiness_and_json_logs_during_a_run(mariadb_10_11: ServerHandl
                                 op=op)
                 assert (value or 0) == ops[op], (table, op, value, ops)
         assert _metric(text, "binlake_lag_seconds") is not None
+        # caught up: the end seen at connect, or an idle heartbeat, says 0 bytes behind
+        deadline = time.monotonic() + 10
+        while _metric(text, "binlake_lag_bytes") != 0 and time.monotonic() < deadline:
+            time.sleep(0.5)
+            text = http_get(f"{base}/metrics")[1]
+        assert _metric(text, "binlake_lag_bytes") == 0
         assert _metric(text, "binlake_connected") == 1
         assert (_metric(text, "binlake_transactions_total") or 0) > 0
         assert 'binlake_last_landed_info{' in text and "gtid=\"0-" in text
