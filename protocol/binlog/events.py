@@ -328,19 +328,16 @@ class UserVarEvent(BinlogEvent):
 
 
 @dataclass(frozen=True, slots=True)
-class BeginLoadQueryEvent(BinlogEvent):
-    """BEGIN_LOAD_QUERY_EVENT (17): the first block of a LOAD DATA file."""
+class AppendBlockEvent(BinlogEvent):
+    """APPEND_BLOCK_EVENT (9): a further block of a LOAD DATA file."""
 
     file_id: int
     data: bytes
 
 
 @dataclass(frozen=True, slots=True)
-class AppendBlockEvent(BinlogEvent):
-    """APPEND_BLOCK_EVENT (9): a further block of a LOAD DATA file."""
-
-    file_id: int
-    data: bytes
+class BeginLoadQueryEvent(AppendBlockEvent):
+    """BEGIN_LOAD_QUERY_EVENT (17): the first block of a LOAD DATA file (same layout)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -823,16 +820,12 @@ def decode_user_var(header: EventHeader, body: memoryview,
     return UserVarEvent(header, name, False, value_type, charset, value, flags)
 
 
-def decode_begin_load_query(header: EventHeader, body: memoryview,
-                            fde: FormatDescriptionEvent | None = None) -> BeginLoadQueryEvent:
-    cur = Cursor(body)
-    return BeginLoadQueryEvent(header, cur.u32("file id"), cur.rest())
-
-
 def decode_append_block(header: EventHeader, body: memoryview,
                         fde: FormatDescriptionEvent | None = None) -> AppendBlockEvent:
+    """APPEND_BLOCK and BEGIN_LOAD_QUERY: a file id, then the block."""
     cur = Cursor(body)
-    return AppendBlockEvent(header, cur.u32("file id"), cur.rest())
+    cls = BeginLoadQueryEvent if header.type_code == EventType.BEGIN_LOAD_QUERY else AppendBlockEvent
+    return cls(header, cur.u32("file id"), cur.rest())
 
 
 def decode_delete_file(header: EventHeader, body: memoryview,
@@ -1138,7 +1131,7 @@ DECODERS: dict[int, Decoder] = {
     EventType.USER_VAR: decode_user_var,
     EventType.FORMAT_DESCRIPTION: decode_format_description,
     EventType.XID: decode_xid,
-    EventType.BEGIN_LOAD_QUERY: decode_begin_load_query,
+    EventType.BEGIN_LOAD_QUERY: decode_append_block,
     EventType.EXECUTE_LOAD_QUERY: decode_execute_load_query,
     EventType.INCIDENT: decode_incident,
     EventType.HEARTBEAT: decode_heartbeat,
@@ -1173,7 +1166,7 @@ def decode_event(header: EventHeader, body: memoryview,
     decoder = DECODERS.get(header.type_code)
     if decoder is None:
         if header.flags & 0x80:  # LOG_EVENT_IGNORABLE_F
-            return IgnorableEvent(header, bytes(body))
+            return decode_ignorable(header, body)
         raise UnknownEventType("unknown binlog event type", type_code=header.type_code,
                                file=header.file, position=header.position)
     try:

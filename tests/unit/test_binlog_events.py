@@ -331,6 +331,15 @@ def test_mysql_heartbeat_v2_and_incident_and_user_var():
     assert null.is_null and null.value is None
 
 
+def test_load_data_file_blocks():
+    first = feed_one(make_event(17, struct.pack("<I", 7) + b"a,b\n"))
+    more = feed_one(make_event(9, struct.pack("<I", 7) + b"c,d\n"))
+    assert type(first) is events.BeginLoadQueryEvent and type(more) is events.AppendBlockEvent
+    assert [(e.file_id, e.data) for e in (first, more)] == [(7, b"a,b\n"), (7, b"c,d\n")]
+    with pytest.raises(EventDecodeError):
+        feed_one(make_event(9, b"\x07\x00"))
+
+
 def test_unknown_event_type_needs_the_ignorable_flag():
     ignorable = feed_one(make_event(99, b"xyz", flags=0x80))
     assert isinstance(ignorable, events.IgnorableEvent) and ignorable.body == b"xyz"
