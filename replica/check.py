@@ -171,51 +171,47 @@ def evaluate(config: Config, report: ServerReport,
                         "start the server with log_bin (e.g. --log-bin=mysql-bin) and "
                         "binlog_format=ROW; it needs a restart"))
 
-    fmt = (v.get("binlog_format") or "").upper()
-    if fmt == "ROW":
-        add(CheckResult("binlog_format", Status.OK, "ROW"))
-    else:
-        add(CheckResult("binlog_format", Status.FAIL,
-                        f"{fmt or 'unknown'}: changes would arrive as SQL statements, "
-                        "not as rows binlake can land",
-                        "SET GLOBAL binlog_format = 'ROW' (new sessions), and "
-                        "binlog_format = ROW in the server's config so it stays"))
-
-    image = (v.get("binlog_row_image") or "").upper()
-    if image == "FULL" or not image:
-        add(CheckResult("binlog_row_image", Status.OK if image else Status.WARN,
-                        image or "unknown (the server does not report it)"))
+    add(_setting(v, "binlog_format", "ROW", Status.FAIL,
+                 "changes would arrive as SQL statements, not as rows binlake can land",
+                 "SET GLOBAL binlog_format = 'ROW' (new sessions), and "
+                 "binlog_format = ROW in the server's config so it stays"))
+    if v.get("binlog_row_image"):
+        add(_setting(v, "binlog_row_image", "FULL", Status.WARN,
+                     "rows land with only the changed/key columns (the others are marked "
+                     "missing, not NULL)",
+                     "SET GLOBAL binlog_row_image = 'FULL' (and in the server's config) "
+                     "for complete rows"))
     else:
         add(CheckResult("binlog_row_image", Status.WARN,
-                        f"{image}: rows land with only the changed/key columns (the others "
-                        "are marked missing, not NULL)",
-                        "SET GLOBAL binlog_row_image = 'FULL' (and in the server's config) "
-                        "for complete rows"))
+                        "unknown (the server does not report it)"))
+    metadata = _setting(v, "binlog_row_metadata", "FULL", Status.WARN,
+                        "the binlog has no column names, signedness or ENUM/SET labels; "
+                        "columns land as col_1, col_2, …",
+                        "SET GLOBAL binlog_row_metadata = 'FULL' (and in the server's config)",
+                        missing="not supported")
+    add(metadata)
+    add(_setting(v, "binlog_checksum", "CRC32", Status.WARN,
+                 "events carry no checksum, damage in the binlog or in transit goes unnoticed",
+                 "SET GLOBAL binlog_checksum = 'CRC32' (and in the server's config)"))
 
-    metadata = (v.get("binlog_row_metadata") or "").upper()
-    if metadata == "FULL":
-        add(CheckResult("binlog_row_metadata", Status.OK, "FULL"))
-    else:
-        add(CheckResult("binlog_row_metadata", Status.WARN,
-                        f"{metadata or 'not supported'}: the binlog has no column names, "
-                        "signedness or ENUM/SET labels; columns land as col_1, col_2, …",
-                        "SET GLOBAL binlog_row_metadata = 'FULL' (and in the server's config)"))
-
-    checksum = (v.get("binlog_checksum") or "").upper()
-    if checksum == "CRC32":
-        add(CheckResult("binlog_checksum", Status.OK, "CRC32"))
-    else:
-        add(CheckResult("binlog_checksum", Status.WARN,
-                        f"{checksum or 'unknown'}: events carry no checksum, damage in the "
-                        "binlog or in transit goes unnoticed",
-                        "SET GLOBAL binlog_checksum = 'CRC32' (and in the server's config)"))
-
-    results.extend(_privileges(report, metadata == "FULL"))
+    results.extend(_privileges(report, metadata.status is Status.OK))
     results.append(_server_id(config, report))
     results.append(_tls(config, report))
     results.append(_start_position(config, report, checkpoint))
     results.append(_semi_sync(config, report))
     return results
+
+
+def _setting(variables: Mapping[str, str], name: str, wanted: str, otherwise: Status,
+             consequence: str, fix: str, *, missing: str = "unknown") -> CheckResult:
+    """A server variable that should be ``wanted``: OK, else ``otherwise`` with its cost and fix.
+
+    ``missing`` stands for the value when the server does not report the variable.
+    """
+    value = (variables.get(name) or "").upper()
+    if value == wanted:
+        return CheckResult(name, Status.OK, wanted)
+    return CheckResult(name, otherwise, f"{value or missing}: {consequence}", fix)
 
 
 def _privileges(report: ServerReport, full_metadata: bool) -> list[CheckResult]:
