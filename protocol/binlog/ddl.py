@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import enum
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass
 from itertools import pairwise
 
@@ -105,9 +106,14 @@ class DdlStatement:
 
 
 def _on_table(kind: DdlKind, schema: str, table: str, *, alters_table: bool = True) -> DdlStatement:
-    """A statement about the one table ``schema.table`` (``tables`` empty when it has no name)."""
+    """A statement about the one table ``schema.table``."""
     return DdlStatement(kind, schema, table, alters_table=alters_table,
-                        tables=((schema, table),) if table else ())
+                        tables=_named(((schema, table),)))
+
+
+def _named(names: Iterable[tuple[str, str]]) -> tuple[tuple[str, str], ...]:
+    """The ``(schema, table)`` names that do name a table (the scanner found a name)."""
+    return tuple(name for name in names if name[1])
 
 
 _TOKEN = re.compile(
@@ -182,6 +188,11 @@ class _Scanner:
             self.accept("NOT")
             self.accept("EXISTS")
 
+    def object_name(self) -> tuple[str, str]:
+        """``[IF [NOT] EXISTS] name``: the object a CREATE/DROP/ALTER is about."""
+        self.skip_if_exists()
+        return self.name()
+
     def name(self) -> tuple[str, str]:
         """A possibly schema-qualified object name: ``(schema, name)``."""
         if self.pos >= len(self.tokens):
@@ -245,17 +256,15 @@ def _rename_tables(scan: _Scanner) -> DdlStatement:
     """``RENAME TABLE a TO b [, c TO d …]``: named by the first pair, ``tables`` lists them all."""
     pairs: list[tuple[tuple[str, str], tuple[str, str]]] = []
     while True:
-        scan.skip_if_exists()
-        old = scan.name()
+        old = scan.object_name()
         _skip_wait(scan)
         scan.accept("TO")
         pairs.append((old, scan.name()))
         if not scan.accept(","):
             break
     (schema, table), (new_schema, new_table) = pairs[0]
-    tables = tuple(name for pair in pairs for name in pair if name[1])
     return DdlStatement(DdlKind.RENAME_TABLE, schema, table, new_schema, new_table,
-                        alters_table=True, tables=tables)
+                        alters_table=True, tables=_named(name for pair in pairs for name in pair))
 
 
 def _skip_wait(scan: _Scanner) -> None:
@@ -289,27 +298,14 @@ def _create(scan: _Scanner) -> DdlStatement:
     what = scan.peek()
     scan.pos += 1
     if what in ("DATABASE", "SCHEMA"):
-        scan.skip_if_exists()
-        schema, name = scan.name()
-        return DdlStatement(DdlKind.CREATE_SCHEMA, name, "")
+        return DdlStatement(DdlKind.CREATE_SCHEMA, scan.object_name()[1], "")
     if what == "TABLE":
-        scan.skip_if_exists()
-        schema, table = scan.name()
-        return _on_table(DdlKind.CREATE_TABLE, schema, table)
-    if what == "VIEW":
-        scan.skip_if_exists()
-        schema, table = scan.name()
-        return DdlStatement(DdlKind.CREATE_VIEW, schema, table)
+        return _on_table(DdlKind.CREATE_TABLE, *scan.object_name())
     if what == "INDEX":
-        scan.skip_if_exists()
-        scan.name()
-        scan.accept("ON")
-        schema, table = scan.name()
-        return _on_table(DdlKind.ADD_INDEX, schema, table)
-    if what == "SEQUENCE":
-        scan.skip_if_exists()
-        schema, table = scan.name()
-        return DdlStatement(DdlKind.CREATE_SEQUENCE, schema, table)
+        return _index_on_table(scan, DdlKind.ADD_INDEX)
+    if what in ("VIEW", "SEQUENCE"):
+        kind = DdlKind.CREATE_VIEW if what == "VIEW" else DdlKind.CREATE_SEQUENCE
+        return DdlStatement(kind, *scan.object_name())
     return DdlStatement(DdlKind.OTHER, scan.default_schema, "")
 
 
@@ -318,29 +314,27 @@ def _drop(scan: _Scanner) -> DdlStatement:
     what = scan.peek()
     scan.pos += 1
     if what in ("DATABASE", "SCHEMA"):
-        scan.skip_if_exists()
-        _, name = scan.name()
-        return DdlStatement(DdlKind.DROP_SCHEMA, name, "")
+        return DdlStatement(DdlKind.DROP_SCHEMA, scan.object_name()[1], "")
     if what in ("TABLE", "TABLES"):
-        scan.skip_if_exists()
-        names = [scan.name()]
+        names = [scan.object_name()]
         while scan.accept(","):
             names.append(scan.name())
         schema, table = names[0]
         return DdlStatement(DdlKind.DROP_TABLE, schema, table, alters_table=True,
-                            tables=tuple(name for name in names if name[1]))
-    if what in ("VIEW", "SEQUENCE"):
-        scan.skip_if_exists()
-        schema, table = scan.name()
-        kind = DdlKind.DROP_VIEW if what == "VIEW" else DdlKind.DROP_SEQUENCE
-        return DdlStatement(kind, schema, table)
+                            tables=_named(names))
     if what == "INDEX":
-        scan.skip_if_exists()
-        scan.name()
-        scan.accept("ON")
-        schema, table = scan.name()
-        return _on_table(DdlKind.DROP_INDEX, schema, table)
+        return _index_on_table(scan, DdlKind.DROP_INDEX)
+    if what in ("VIEW", "SEQUENCE"):
+        kind = DdlKind.DROP_VIEW if what == "VIEW" else DdlKind.DROP_SEQUENCE
+        return DdlStatement(kind, *scan.object_name())
     return DdlStatement(DdlKind.OTHER, scan.default_schema, "")
+
+
+def _index_on_table(scan: _Scanner, kind: DdlKind) -> DdlStatement:
+    """``[IF [NOT] EXISTS] index ON table``: a statement about the indexed table."""
+    scan.object_name()
+    scan.accept("ON")
+    return _on_table(kind, *scan.name())
 
 
 def _alter(scan: _Scanner) -> DdlStatement:
@@ -355,18 +349,15 @@ def _alter(scan: _Scanner) -> DdlStatement:
             _, name = scan.name()
         return DdlStatement(DdlKind.MODIFY_SCHEMA_CHARSET, name, "")
     if what == "SEQUENCE":
-        scan.skip_if_exists()
-        schema, table = scan.name()
-        return DdlStatement(DdlKind.ALTER_SEQUENCE, schema, table)
+        return DdlStatement(DdlKind.ALTER_SEQUENCE, *scan.object_name())
     if what != "TABLE":
         return DdlStatement(DdlKind.OTHER, scan.default_schema, "")
-    scan.skip_if_exists()
-    schema, table = scan.name()
+    schema, table = scan.object_name()
     _skip_wait(scan)
     specs = scan.pos
     kind, new_schema, new_table = _alter_spec(scan)
     return DdlStatement(kind, schema, table, new_schema, new_table, alters_table=True,
-                        tables=((schema, table),) if table else (),
+                        tables=_named(((schema, table),)),
                         added_defaults=_added_defaults(scan.tokens[specs:]))
 
 
