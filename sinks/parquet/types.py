@@ -99,32 +99,23 @@ def arrow_type_for(column: Column) -> pa.DataType:
     return pa.binary()
 
 
+# Arrow types Spark reads under a fixed name; parametrized ones are spelled out below.
+_SPARK_NAMES: dict[pa.DataType, str] = {
+    pa.int8(): "tinyint", pa.int16(): "smallint", pa.int32(): "int", pa.int64(): "bigint",
+    pa.float32(): "float", pa.float64(): "double", pa.date32(): "date", pa.string(): "string",
+    pa.binary(): "binary", pa.bool_(): "boolean",
+}
+
+
 def spark_type_name(arrow_type: pa.DataType) -> str:
     """The Spark SQL type name Spark gives a Parquet column written with ``arrow_type``."""
-    if pa.types.is_int8(arrow_type):
-        return "tinyint"
-    if pa.types.is_int16(arrow_type):
-        return "smallint"
-    if pa.types.is_int32(arrow_type):
-        return "int"
-    if pa.types.is_int64(arrow_type):
-        return "bigint"
-    if pa.types.is_float32(arrow_type):
-        return "float"
-    if pa.types.is_float64(arrow_type):
-        return "double"
+    name = _SPARK_NAMES.get(arrow_type)
+    if name is not None:
+        return name
     if pa.types.is_decimal(arrow_type):
         return f"decimal({arrow_type.precision},{arrow_type.scale})"
     if pa.types.is_timestamp(arrow_type):
         return "timestamp" if arrow_type.tz is not None else "timestamp_ntz"
-    if pa.types.is_date32(arrow_type):
-        return "date"
-    if pa.types.is_string(arrow_type):
-        return "string"
-    if pa.types.is_binary(arrow_type):
-        return "binary"
-    if pa.types.is_boolean(arrow_type):
-        return "boolean"
     if pa.types.is_list(arrow_type):
         return f"array<{spark_type_name(arrow_type.value_type)}>"
     raise ValueError(f"no Spark type for {arrow_type}")
