@@ -21,8 +21,9 @@
 #
 # Each command runs in private mount and PID namespaces (unshare --mount --pid --fork
 # --kill-child): /proc, /sys and /dev are mounted for the root inside them only, so the mounts
-# (and every process, the sandbox MariaDB included) vanish when the step ends, even on Ctrl-C or
-# SIGKILL; the host never sees them. The trial root is deleted at the end (not with --keep), and
+# (and every process, the sandbox MariaDB included) vanish when the step ends, on Ctrl-C, or when
+# its unshare is killed (unshare ignores SIGTERM while it waits: stop a detached trial with
+# SIGKILL to the step's unshare); the host never sees them. The trial root is deleted at the end (not with --keep), and
 # only after /proc/self/mountinfo shows nothing mounted below it.
 #
 # The only thing taken from the host besides /etc/hosts and /etc/resolv.conf: the local CA
@@ -147,10 +148,13 @@ if compgen -G "/usr/local/share/ca-certificates/*.crt" >/dev/null; then
 fi
 step clone git clone --quiet "$repo" "$root/root/binlake"
 
-step demo in_root sh -c 'cd /root/binlake && scripts/demo.sh'
-step setup-test in_root sh -c 'cd /root/binlake && scripts/setup.sh --test'
+# The README's commands: a failure is recorded and the next command still tried.
+failed=0
+step demo in_root sh -c 'cd /root/binlake && scripts/demo.sh' || failed=1
+step setup-test in_root sh -c 'cd /root/binlake && scripts/setup.sh --test' || failed=1
 step unit-tests in_root sh -c \
-  'cd /root/binlake && .venv/bin/python -m pytest -m "not server and not spark" -q'
+  'cd /root/binlake && .venv/bin/python -m pytest -m "not server and not spark" -q' || failed=1
 if [ "$full" = 1 ]; then
-  step test-sh in_root sh -c 'cd /root/binlake && scripts/test.sh'
+  step test-sh in_root sh -c 'cd /root/binlake && scripts/test.sh' || failed=1
 fi
+exit "$failed"
