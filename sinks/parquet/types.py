@@ -39,12 +39,14 @@ TIMESTAMP_NTZ = pa.timestamp("us")
 TIMESTAMP_UTC = pa.timestamp("us", tz="UTC")
 UNSIGNED_BIGINT = pa.decimal128(20, 0)
 
-_SIGNED_INTS = {FieldType.TINY: pa.int8(), FieldType.SHORT: pa.int16(),
-                FieldType.INT24: pa.int32(), FieldType.LONG: pa.int32(),
-                FieldType.LONGLONG: pa.int64()}
-_UNSIGNED_INTS = {FieldType.TINY: pa.int16(), FieldType.SHORT: pa.int32(),
-                  FieldType.INT24: pa.int32(), FieldType.LONG: pa.int64(),
-                  FieldType.LONGLONG: UNSIGNED_BIGINT}
+_SIGNED_INTS: dict[int, pa.DataType] = {
+    FieldType.TINY: pa.int8(), FieldType.SHORT: pa.int16(), FieldType.INT24: pa.int32(),
+    FieldType.LONG: pa.int32(), FieldType.LONGLONG: pa.int64(),
+}
+_UNSIGNED_INTS: dict[int, pa.DataType] = {
+    FieldType.TINY: pa.int16(), FieldType.SHORT: pa.int32(), FieldType.INT24: pa.int32(),
+    FieldType.LONG: pa.int64(), FieldType.LONGLONG: UNSIGNED_BIGINT,
+}
 _DECIMAL_TYPES = frozenset({FieldType.DECIMAL, FieldType.NEWDECIMAL})
 _TIME_TYPES = frozenset({FieldType.TIME, FieldType.TIME2})
 _STRING_TYPES = frozenset({FieldType.VARCHAR, FieldType.VAR_STRING, FieldType.STRING})
