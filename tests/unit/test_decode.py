@@ -235,6 +235,7 @@ def test_verbose_prints_the_traceback(tmp_path: Path, capsys: pytest.CaptureFixt
     assert "Traceback" in capsys.readouterr().err
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("flavor", FLAVORS)
 def test_every_bit_flip_gives_a_typed_error_or_output(flavor: str, tmp_path: Path) -> None:
     """Never a crash: flips anywhere end in output or BinlogFileError."""

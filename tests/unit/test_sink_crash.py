@@ -205,6 +205,7 @@ class _Crash(BaseException):
     """Stands for the process dying: nothing after it runs (BaseException: no handler eats it)."""
 
 
+@pytest.mark.slow
 def test_a_crash_at_every_commit_step_recovers(tmp_path, monkeypatch):
     transactions = workload(transactions=80)
     reference_lake = str(tmp_path / "reference")
@@ -240,6 +241,7 @@ def test_a_crash_at_every_commit_step_recovers(tmp_path, monkeypatch):
         assert got == reference, f"a crash at filesystem step {step} changed the lake"
 
 
+@pytest.mark.slow
 def test_sigkill_at_random_moments(reference, tmp_path):
     iterations = int(os.environ.get("BINLAKE_CRASH_ITERATIONS", "20"))
     lake = str(tmp_path / "lake")
