@@ -82,11 +82,13 @@ debian_mirror() {
 }
 
 # Runs "$@" as root inside $root, in throwaway mount and PID namespaces, with a clean environment.
+# The root is bind-mounted onto itself so that / is a mount point inside, as on a real machine
+# (unshare --propagation, which scripts/test.sh's chroot builder uses, fails on a plain chroot).
 in_root() {
   unshare --mount --pid --fork --kill-child --propagation private sh -c '
     r=$0
-    mount -t proc proc "$r/proc" && mount -t sysfs sysfs "$r/sys" && mount --rbind /dev "$r/dev" \
-      || exit 125
+    mount --bind "$r" "$r" && mount -t proc proc "$r/proc" && mount -t sysfs sysfs "$r/sys" \
+      && mount --rbind /dev "$r/dev" || exit 125
     exec chroot "$r" env -i HOME=/root PATH=/usr/sbin:/usr/bin:/sbin:/bin "$@"' "$root" "$@"
 }
 
