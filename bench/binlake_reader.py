@@ -13,7 +13,8 @@ with BINLOG_DUMP_NON_BLOCK to the server's end of binlog, and prints one JSON li
 ``ack-on-receive`` / ``ack-after-land``
     a long-running semi-sync replica from the server's current end (blocking dump) for the
     commit-latency test: ACK on arrival, or land + flush the transaction and ACK its end.
-    Prints ``{"ready": true}`` once registered, runs until SIGTERM.
+    Prints ``{"ready": true}`` once registered, runs until SIGTERM. ``ack-on-receive-raw`` ACKs
+    on arrival and decodes nothing: the session's own share of the latency.
 
 The password comes from ``$BENCH_PASSWORD`` (never argv). This is the simplest loop that
 exercises the real pieces; the daemon's pipeline adds backpressure and metrics, not decoding.
@@ -37,7 +38,7 @@ from protocol.binlog.transactions import TransactionAssembler, TransactionCommit
 from replica.connection import Connection, ConnectOptions
 from replica.session import ReplicationSession, SemiSyncMode, SessionOptions, StartFrom
 
-MODES = ("fetch", "decode", "land", "ack-on-receive", "ack-after-land")
+MODES = ("fetch", "decode", "land", "ack-on-receive", "ack-on-receive-raw", "ack-after-land")
 
 
 def _connect_options(args: argparse.Namespace) -> ConnectOptions:
@@ -107,6 +108,7 @@ async def catch_up(args: argparse.Namespace) -> dict[str, Any]:
 async def semi_sync_replica(args: argparse.Namespace) -> None:
     """ACK every flagged transaction until SIGTERM (see the module docstring)."""
     after_land = args.mode == "ack-after-land"
+    raw = args.mode == "ack-on-receive-raw"
     mode = SemiSyncMode.ACK_AFTER_LAND if after_land else SemiSyncMode.ACK_ON_RECEIVE
     session = await _session(args, start=StartFrom.LATEST, semi_sync=mode)
     if not session.semi_sync:
@@ -127,6 +129,8 @@ async def semi_sync_replica(args: argparse.Namespace) -> None:
                     nursery.cancel_scope.cancel()
             nursery.start_soon(stop_on_signal)
             async for item in session:
+                if raw:
+                    continue
                 for event in stream.feed(item.data):
                     for txn_item in assembler.feed(event):
                         if sink is None:

@@ -99,8 +99,8 @@ def render(results: dict[str, Any]) -> str:
     if semi:
         ref = semi.get("mariadb-replica", {}).get("median_ms")
         rows = []
-        for name in ("mariadb-replica", "binlake-ack-on-receive", "binlake-ack-after-land",
-                     "async"):
+        for name in ("mariadb-replica", "binlake-ack-on-receive", "binlake-ack-on-receive-raw",
+                     "binlake-ack-after-land", "async"):
             entry = semi.get(name, {})
             if "median_ms" not in entry:
                 continue

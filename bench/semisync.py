@@ -5,6 +5,7 @@ Configurations, measured in the same run against the same master, one ACKing rep
 ``mariadb-replica``          a second mariadbd (sandbox), ``MASTER_USE_GTID=slave_pos``,
                              ``rpl_semi_sync_slave_enabled=ON`` — the reference
 ``binlake-ack-on-receive``   ``replica.session`` ACKing each flagged event on arrival
+``binlake-ack-on-receive-raw``  the same without decoding: the session's own share
 ``binlake-ack-after-land``   the transaction is landed in Parquet, flushed (fsync + rename +
                              checkpoint), then ACKed — binlake's durable mode
 ``async``                    semi-sync off, no replica: the floor
@@ -38,7 +39,8 @@ if TYPE_CHECKING:
 
 __all__ = ["CONFIGS", "measure"]
 
-CONFIGS = ("mariadb-replica", "binlake-ack-on-receive", "binlake-ack-after-land", "async")
+CONFIGS = ("mariadb-replica", "binlake-ack-on-receive", "binlake-ack-on-receive-raw",
+           "binlake-ack-after-land", "async")
 _TABLE = f"{DATABASE}.semisync"
 _TABLE_DDL = (f"CREATE TABLE IF NOT EXISTS {_TABLE} (id INT AUTO_INCREMENT PRIMARY KEY, "
               "v INT NOT NULL, note VARCHAR(64)) ENGINE=InnoDB;")
@@ -155,6 +157,7 @@ def measure(bench: Bench, commits: int, rounds: int) -> dict[str, Any]:
     master.sql(_TABLE_DDL + "SET GLOBAL rpl_semi_sync_master_timeout = 10000;")
     replicas: dict[str, Any] = {
         "binlake-ack-on-receive": _BinlakeReplica(bench, "ack-on-receive"),
+        "binlake-ack-on-receive-raw": _BinlakeReplica(bench, "ack-on-receive-raw"),
         "binlake-ack-after-land": _BinlakeReplica(bench, "ack-after-land"),
     }
     latencies: dict[str, list[float]] = {name: [] for name in CONFIGS}
