@@ -124,6 +124,10 @@ class TableVersion:
     primary_key: tuple[int, ...]
     has_full_metadata: bool
     origin: VersionOrigin
+    #: Where column names, signedness and labels came from: "binlog" (binlog_row_metadata=FULL),
+    #: "information_schema" (the daemon's schema source, checked against the TABLE_MAP) or
+    #: "none" (columns are col_1…).
+    described_by: str = "binlog"
     arrow_types: tuple[pa.DataType, ...] = ()
     data_fields: tuple[pa.Field, ...] = ()
     before_type: pa.StructType = field(default_factory=lambda: pa.struct([]))
@@ -142,6 +146,7 @@ class TableVersion:
             database=table.schema, table=table.table, version=version, columns=table.columns,
             names=landed_names(table), primary_key=tuple(table.primary_key),
             has_full_metadata=table.has_full_metadata, origin=origin,
+            described_by=table.described_by or ("binlog" if table.has_full_metadata else "none"),
         )
         result.signature = signature(table)
         result._resolve(counter)
@@ -215,6 +220,7 @@ class TableVersion:
             "table": self.table,
             "version": self.version,
             "has_full_metadata": self.has_full_metadata,
+            "described_by": self.described_by,
             "primary_key": list(self.key_names),
             "columns": columns,
             "metadata_columns": [
@@ -250,6 +256,8 @@ class TableVersion:
             database=doc["database"], table=doc["table"], version=doc["version"],
             columns=columns, names=names, primary_key=pk_indexes,
             has_full_metadata=doc["has_full_metadata"],
+            described_by=doc.get("described_by",
+                                 "binlog" if doc["has_full_metadata"] else "none"),
             origin=VersionOrigin(seq=created["seq"], gtid=created["gtid"],
                                  commit_time_us=created["commit_time_us"], ddl=created["ddl"],
                                  ddl_type=created["ddl_type"]),

@@ -109,6 +109,7 @@ async def test_names_types_and_labels_come_from_information_schema_and_follow_an
     assert selected == [(first["name"], first["e"], first["s"], first["l1"])]
     (version,) = _schema_versions(lake, db)
     assert version["has_full_metadata"] is True
+    assert version["described_by"] == "information_schema"
     assert "binlog_row_metadata is not FULL: column names for " \
         f"{db}.t come from information_schema as of now" in caplog.text
 
@@ -145,5 +146,6 @@ async def test_events_before_an_alter_do_not_get_todays_columns(
     assert after["id"] == 2 and after["name"] == "after" and after["extra"] == 5
     versions = _schema_versions(lake, db)
     assert [v["has_full_metadata"] for v in versions] == [False, True]
+    assert [v["described_by"] for v in versions] == ["none", "information_schema"]
     assert (f"{db}.t at " in caplog.text and "the binlog has 2 columns, the schema 3"
             in caplog.text and "stay unnamed" in caplog.text)
