@@ -21,6 +21,8 @@ python3 -c 'import venv, ensurepip' >/dev/null 2>&1 || apt_packages+=(python3-ve
 if [ "$want_test" = 1 ]; then
   command -v debootstrap >/dev/null 2>&1 || apt_packages+=(debootstrap)
   command -v openssl >/dev/null 2>&1 || apt_packages+=(openssl)
+  # The benchmark smoke test records the commit it measured (a checkout may come without git).
+  command -v git >/dev/null 2>&1 || apt_packages+=(git)
 fi
 if [ "${#apt_packages[@]}" -gt 0 ]; then
   echo "setup: installing Debian packages: ${apt_packages[*]}"
