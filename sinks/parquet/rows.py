@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from protocol.binlog.model import RowsEvent, RowsKind
 
@@ -27,7 +28,11 @@ from .schema import COMMIT_TS_FIELD, TableVersion
 
 _STRING = pa.string()
 _INT64 = pa.int64()
+_INT32 = pa.int32()
 _MISSING = pa.list_(pa.string())
+_IOTA: pa.Array = pa.array(range(8192), _INT64)  # 0, 1, 2, …: sliced for ``_row``
+_run_end_decode = pc.run_end_decode
+_add = pc.add
 _INSERT = RowsKind.INSERT
 _DELETE = RowsKind.DELETE
 
@@ -100,32 +105,85 @@ def _image(version: TableVersion, present: tuple[int, ...],
     return columns, missing
 
 
+class _Runs:
+    """One metadata column of a batch as runs of equal values (value, run end)."""
+
+    __slots__ = ("values", "ends")
+
+    def __init__(self) -> None:
+        self.values: list[Any] = []
+        self.ends: list[int] = []
+
+    def add(self, value: Any, end: int) -> None:
+        """Rows up to ``end`` (exclusive, batch-wide) carry ``value``."""
+        values = self.values
+        if values and values[-1] == value and type(values[-1]) is type(value):
+            self.ends[-1] = end
+        else:
+            values.append(value)
+            self.ends.append(end)
+
+    def array(self, arrow_type: pa.DataType) -> pa.Array:
+        """The column, expanded in C: one value repeated, or run-end decoded."""
+        if len(self.values) == 1:
+            return pa.repeat(pa.scalar(self.values[0], arrow_type), self.ends[0])
+        encoded = pa.RunEndEncodedArray.from_arrays(pa.array(self.ends, _INT32),
+                                                    pa.array(self.values, arrow_type))
+        return _run_end_decode(encoded)
+
+
+def _per_event(values: Sequence[Any], ends: list[int], arrow_type: pa.DataType) -> pa.Array:
+    """A column with one value per rows event (``ends``: each event's last row + 1)."""
+    if values.count(values[0]) == len(values):
+        return pa.repeat(pa.scalar(values[0], arrow_type), ends[-1])
+    encoded = pa.RunEndEncodedArray.from_arrays(pa.array(ends, _INT32),
+                                                pa.array(values, arrow_type))
+    return _run_end_decode(encoded)
+
+
 class _Builder:
-    """Python lists for every landed column of one batch."""
+    """Python lists for every landed data column of one batch, runs for the metadata columns.
+
+    Data values are gathered with C-speed ``list.extend`` and converted once per column.
+    Metadata columns are constant per rows event (most of them per transaction), so they are
+    kept as runs and expanded by Arrow: their cost is per event, not per row.
+    """
 
     def __init__(self, width: int) -> None:
+        self.count = 0  # rows so far
         self.main: list[list[Any]] = [[] for _ in range(width)]
-        self.before: list[list[Any]] = [[] for _ in range(width)]
+        self.before: list[list[Any]] | None = None  # until the first before image
         self.before_null: list[bool] = []
-        self.has_before = False
-        self.ops: list[str] = []
-        self.missing: list[list[str] | None] = []
-        self.constants: list[list[Any]] = [[] for _ in range(10)]  # seq … pos, commit time
-        self.rows: list[int] = []
+        self.ops = _Runs()
+        self.missing = _Runs()
+        # Per rows event: its tags (seq, gtid…, file, pos, commit time, ``_row`` minus the
+        # row's index in the batch) and where its rows end in the batch.
+        self.tags: list[tuple[Any, ...]] = []
+        self.ends: list[int] = []
 
     def images(self, main: list[Sequence[Any]], before: list[Sequence[Any]] | None,
                n: int) -> None:
         for target, values in zip(self.main, main, strict=True):
             target.extend(values)
         if before is None:
-            for target in self.before:
-                target.extend([None] * n)
-            self.before_null.extend([True] * n)
+            if self.before is not None:
+                nulls = [None] * n
+                for target in self.before:
+                    target.extend(nulls)
+                self.before_null.extend([True] * n)
         else:
-            self.has_before = True
+            if self.before is None:  # first before image: earlier rows had none
+                self.before = [[None] * self.count for _ in self.main]
+                self.before_null = [True] * self.count
             for target, values in zip(self.before, before, strict=True):
                 target.extend(values)
             self.before_null.extend([False] * n)
+        self.count += n
+
+    def tag(self, op: str, missing: list[str] | None) -> None:
+        """The rows added last (up to ``count``) are ``op`` rows with these absent columns."""
+        self.ops.add(op, self.count)
+        self.missing.add(missing, self.count)
 
 
 def rows_batch(version: TableVersion, group: Sequence[PendingRows],
@@ -138,38 +196,36 @@ def rows_batch(version: TableVersion, group: Sequence[PendingRows],
     """
     width = len(version.names)
     out = _Builder(width)
+    add_tags = out.tags.append
+    add_end = out.ends.append
     for entry in group:
         event = entry.event
         n = event.row_count
         kind = event.kind
+        start = out.count
         if kind is _INSERT:
             main, missing = _image(version, event.after_columns, event.after, n)
             out.images(main, None, n)
-            out.ops.extend(["I"] * n)
-            out.missing.extend([missing or None] * n)
+            out.tag("I", missing or None)
         elif kind is _DELETE:
             before, missing = _image(version, event.before_columns, event.before, n)
             out.images(before, before, n)
-            out.ops.extend(["D"] * n)
-            out.missing.extend([missing or None] * n)
+            out.tag("D", missing or None)
         else:
             before, before_missing = _image(version, event.before_columns, event.before, n)
             main, missing = _image(version, event.after_columns, event.after, n)
             if not entry.moved:
                 out.images(main, before, n)
-                out.ops.extend(["U"] * n)
-                out.missing.extend([missing or None] * n)
+                out.tag("U", missing or None)
             else:
                 _split_key_changes(out, main, before, set(entry.moved), n,
                                    missing or None, before_missing or None)
-        count = entry.landed_rows
         tags = entry.tags
-        for target, value in zip(out.constants, (
-                tags.seq, tags.gtid, tags.gtid_domain, tags.gtid_server_id, tags.gtid_uuid,
-                tags.gtid_tag, tags.gtid_seq, event.header.file or tags.file,
-                event.header.position or tags.pos, entry.commit_time_us), strict=True):
-            target.extend([value] * count)
-        out.rows.extend(range(entry.first_row, entry.first_row + count))
+        add_tags((tags.seq, tags.gtid, tags.gtid_domain, tags.gtid_server_id, tags.gtid_uuid,
+                  tags.gtid_tag, tags.gtid_seq, event.header.file or tags.file,
+                  event.header.position or tags.pos, entry.commit_time_us,
+                  entry.first_row - start))
+        add_end(out.count)
     return _to_batch(version, out, with_commit_time)
 
 
@@ -181,41 +237,52 @@ def _split_key_changes(out: _Builder, main: list[Sequence[Any]], before: list[Se
         old = [values[i] for values in before]
         if i in moved:
             out.images([[v] for v in old], [[v] for v in old], 1)
-            out.ops.append("D")
-            out.missing.append(before_missing)
+            out.tag("D", before_missing)
         out.images([[values[i]] for values in main], [[v] for v in old], 1)
-        out.ops.append("I" if i in moved else "U")
-        out.missing.append(missing)
+        out.tag("I" if i in moved else "U", missing)
+
+
+def _row_numbers(offsets: Sequence[int], ends: list[int]) -> pa.Array:
+    """``_row``: the row's index in the batch plus its event's offset, computed by Arrow."""
+    global _IOTA
+    count = ends[-1]
+    if len(_IOTA) < count:
+        _IOTA = pa.array(range(max(count, 2 * len(_IOTA))), _INT64)
+    if offsets.count(0) == len(offsets):
+        return _IOTA.slice(0, count)
+    return _add(_IOTA.slice(0, count), _per_event(offsets, ends, _INT64))
 
 
 def _to_batch(version: TableVersion, out: _Builder, with_commit_time: bool) -> pa.RecordBatch:
-    count = len(out.ops)
+    count = out.count
     arrays = [convert(values) for convert, values in zip(version.converters, out.main,
                                                          strict=True)]
-    if out.has_before:
+    if out.before is not None:
         before_arrays = [convert(values) for convert, values in zip(version.converters,
                                                                     out.before, strict=True)]
         before = pa.StructArray.from_arrays(before_arrays, fields=list(version.data_fields),
                                             mask=pa.array(out.before_null, pa.bool_()))
     else:
         before = pa.nulls(count, version.before_type)
-    c = out.constants
+    ends = out.ends
+    (seq, gtid, domain, server_id, uuid, tag, gtid_seq, file, pos, commit_time,
+     row_offsets) = zip(*out.tags, strict=True)
     columns = [
         *arrays,
-        pa.array(out.ops, _STRING),
-        pa.array(c[0], _INT64),
-        pa.array(out.rows, _INT64),
-        pa.array(c[1], _STRING),
-        pa.array(c[2], _INT64),
-        pa.array(c[3], _INT64),
-        pa.array(c[4], _STRING),
-        pa.array(c[5], _STRING),
-        pa.array(c[6], _INT64),
-        pa.array(c[7], _STRING),
-        pa.array(c[8], _INT64),
+        out.ops.array(_STRING),
+        _per_event(seq, ends, _INT64),
+        _row_numbers(row_offsets, ends),
+        _per_event(gtid, ends, _STRING),
+        _per_event(domain, ends, _INT64),
+        _per_event(server_id, ends, _INT64),
+        _per_event(uuid, ends, _STRING),
+        _per_event(tag, ends, _STRING),
+        _per_event(gtid_seq, ends, _INT64),
+        _per_event(file, ends, _STRING),
+        _per_event(pos, ends, _INT64),
     ]
     if with_commit_time:
-        columns.append(pa.array(c[9], _INT64).cast(COMMIT_TS_FIELD.type))
-    columns += [pa.array(out.missing, _MISSING), before]
+        columns.append(_per_event(commit_time, ends, COMMIT_TS_FIELD.type))
+    columns += [out.missing.array(_MISSING), before]
     schema = version.schema if with_commit_time else version.staging_schema
     return pa.RecordBatch.from_arrays(columns, schema=schema)
