@@ -54,6 +54,7 @@ from __future__ import annotations
 import datetime
 import json
 import struct
+from collections import OrderedDict
 from collections.abc import Callable, Mapping
 from decimal import Decimal
 from typing import Any
@@ -538,13 +539,31 @@ def _struct_code(col: Column) -> str | None:
     return None if codes is None else codes[col.unsigned]
 
 
+# Decoders by table definition, for TABLE_MAPs that arrive without one: a definition seen before
+# (``tablemap``'s cache hands its decoder on with the columns) whose map was replaced, e.g.
+# completed from a schema source, which builds new columns for every TABLE_MAP. Generating
+# the code is by far the dearest step of decoding a small transaction, so it happens once per
+# definition, not once per TABLE_MAP.
+DECODER_CACHE_SIZE = 1024
+_decoders: OrderedDict[tuple[str, str, tuple[Column, ...]], TableDecoder] = OrderedDict()
+
+
 def decoder_for(table: TableMapEvent) -> TableDecoder:
-    """The table's decoder, built on first use and cached on the TableMapEvent."""
+    """The table's decoder, cached on the TableMapEvent and shared by equal definitions.
+
+    Anything else found in the TableMapEvent's decoder slot is not ours and is replaced.
+    """
     decoder = table.decoder
-    if decoder is None:
-        decoder = TableDecoder(table)
+    if type(decoder) is not TableDecoder:
+        key = (table.schema, table.table, table.columns)
+        decoder = _decoders.get(key)
+        if decoder is None:
+            decoder = _decoders[key] = TableDecoder(table)
+            if len(_decoders) > DECODER_CACHE_SIZE:
+                _decoders.popitem(last=False)
+        else:
+            _decoders.move_to_end(key)
         object.__setattr__(table, "decoder", decoder)  # the one mutable, compare=False slot
-    assert isinstance(decoder, TableDecoder)
     return decoder
 
 

@@ -23,6 +23,8 @@ numbers (see ``rows``); the Column records say so by carrying ``charset=None`` /
 
 from __future__ import annotations
 
+from collections import OrderedDict
+
 from ..errors import EventDecodeError
 from .coltypes import (
     CHARACTER_TYPES,
@@ -38,6 +40,14 @@ from .model import Column, ColumnFlag, EventHeader, TableMapEvent
 __all__ = ["decode_table_map", "read_lenenc", "OptionalMetadata"]
 
 TABLE_MAP_EVENT = 19
+
+# Servers send a TABLE_MAP before every statement, so a stream of small transactions decodes
+# the same table definition over and over. The parsed TableMapEvent depends only on the body
+# after the table id (and on the id's width), so it is cached under those bytes: a hit costs a
+# copy of the body and a dict lookup, and reuses the columns and the row decoder built for
+# them. An ALTER changes the body, so it gets a new entry; old ones age out (LRU).
+TABLE_MAP_CACHE_SIZE = 1024
+_cache: OrderedDict[tuple[int, bytes], TableMapEvent] = OrderedDict()
 
 
 class OptionalMetadata:
@@ -116,6 +126,24 @@ def decode_table_map(header: EventHeader, body: memoryview | bytes,
     Raises:
         EventDecodeError: the body is truncated or inconsistent.
     """
+    id_width = 4 if post_header_len == 6 else 6
+    key = (post_header_len, bytes(body[id_width:]))
+    known = _cache.get(key)
+    if known is not None:
+        _cache.move_to_end(key)
+        return TableMapEvent(
+            header, int.from_bytes(body[:id_width], "little"), known.flags, known.schema,
+            known.table, known.columns, known.primary_key, known.has_full_metadata,
+            known.optional_metadata, known.described_by, known.decoder)
+    table = _decode_checked(header, body, post_header_len)
+    _cache[key] = table
+    if len(_cache) > TABLE_MAP_CACHE_SIZE:
+        _cache.popitem(last=False)
+    return table
+
+
+def _decode_checked(header: EventHeader, body: memoryview | bytes,
+                    post_header_len: int) -> TableMapEvent:
     try:
         return _decode(header, bytes(body), post_header_len)
     except EventDecodeError as exc:
