@@ -32,7 +32,6 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from protocol.binlog.coltypes import FieldType
 from protocol.binlog.model import BinlogPosition, RowsEvent, TableMapEvent
 from protocol.binlog.transactions import (
     Statement,
@@ -133,24 +132,11 @@ def _gtid_tags(gtid: Any) -> tuple[str | None, int | None, int | None, str | Non
     return str(gtid), None, None, None, None, None
 
 
-#: Metadata columns with few distinct values per row group: dictionary encoding shrinks them to
-#: almost nothing. ``_row`` is unique, so it is left out.
-_DICTIONARY_METADATA = ("_op", "_seq", "_gtid", "_gtid_domain", "_gtid_server_id", "_gtid_uuid",
-                        "_gtid_tag", "_gtid_seq", "_binlog_file", "_binlog_pos", "_commit_ts",
-                        "_missing.list.element")
-_LABEL_TYPES = frozenset({FieldType.ENUM, FieldType.SET})
-
-
-def _dictionary_columns(version: TableVersion) -> list[str]:
-    """Columns worth dictionary encoding: the metadata and ENUM/SET labels (and their _before).
-
-    Dictionary encoding is tried on a column until the dictionary outgrows its page (1 MiB), so
-    on ordinary high-cardinality data it is pure cost — about a third of the writer's CPU on a
-    wide table — and plain encoding + zstd makes files as small or smaller.
-    """
-    labels = [name for column, name in zip(version.columns, version.names, strict=True)
-              if column.type_code in _LABEL_TYPES]
-    return [*_DICTIONARY_METADATA, *labels, *(f"_before.{name}" for name in labels)]
+#: Parquet tries dictionary encoding on every column until a column chunk's dictionary outgrows
+#: this; the writer's default (1 MiB) spends a third of its CPU on a wide table hashing
+#: high-cardinality values only to fall back to plain encoding, making files bigger. 16 KiB keeps
+#: dictionaries for the columns that benefit (metadata, ENUM/SET labels, codes, flags).
+DICTIONARY_PAGE_LIMIT = 16 * 1024
 
 
 def _commit_date(commit_time_us: int) -> str:
@@ -605,7 +591,7 @@ class ParquetSink:
                 os.path.join(self.lake, part.staged), version.schema,
                 compression=self.options.compression,
                 compression_level=self.options.compression_level,
-                use_dictionary=_dictionary_columns(version),
+                dictionary_pagesize_limit=DICTIONARY_PAGE_LIMIT,
                 write_statistics=True,
             )
         table = pa.Table.from_batches(part.batches, schema=version.schema)
