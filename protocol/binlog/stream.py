@@ -37,6 +37,8 @@ its inner events, which share its position).
 from __future__ import annotations
 
 import importlib
+import struct
+import zlib
 from collections.abc import Callable, Mapping
 from dataclasses import replace
 from typing import Any
@@ -79,6 +81,20 @@ _ROWS_KIND = {
 _STMT_END_F = 0x0001
 # Events a server sends that are not in the binlog and so never move the position.
 _NEVER_MOVE = frozenset({EventType.HEARTBEAT, EventType.HEARTBEAT_V2})
+# ... nor do these when their log_pos is 0 (a fake ROTATE/GTID_LIST, an FDE sent on a dump).
+_ARTIFICIAL_WHEN_LOG_POS_0 = frozenset({EventType.FORMAT_DESCRIPTION, EventType.ROTATE,
+                                        EventType.GTID_LIST})
+# Everything the row layer decodes: TABLE_MAP, rows v1/v2/partial, MariaDB compressed rows.
+_ROW_LAYER = frozenset({int(EventType.TABLE_MAP), *_ROWS_KIND, *range(166, 172)})
+_TABLE_MAP = int(EventType.TABLE_MAP)
+_FORMAT_DESCRIPTION = int(EventType.FORMAT_DESCRIPTION)
+_TRANSACTION_PAYLOAD = int(EventType.TRANSACTION_PAYLOAD)
+_ROTATE = int(EventType.ROTATE)
+
+# The header fields as header.parse_header reads them, unpacked here directly so that each
+# event's header is built once, already placed (this is the per-event hot path).
+_HEADER = struct.Struct("<IBIIIH")
+_CRC32 = struct.Struct("<I")
 
 
 def _row_decoders() -> tuple[Callable[..., TableMapEvent], Callable[..., RowsEvent]]:
@@ -119,6 +135,8 @@ class EventStream:
         self._checksum = checksum
         self._max_decompressed = max_decompressed_size
         self._fde: FormatDescriptionEvent | None = None
+        self._fde_crc: bool | None = None  # the FDE's checksum_alg is CRC32; None: no FDE
+        self._post_header: dict[int, int] = {}  # post-header length by type, for this FDE
         self._table_maps: dict[int, TableMapEvent] = {}
         self._decode_table_map = table_map_decoder
         self._decode_rows = rows_decoder
@@ -197,6 +215,8 @@ class EventStream:
         self._file = file
         self._position = position
         self._fde = None
+        self._fde_crc = None
+        self._post_header.clear()
         self._table_maps.clear()
 
     # --- decoding ----------------------------------------------------------------------------------
@@ -213,54 +233,61 @@ class EventStream:
             EventDecodeError: anything else that does not parse (names type, file, position).
         """
         data = memoryview(event)
-        try:
-            raw = parse_header(data)
-        except MalformedPacket as exc:
-            raise EventDecodeError(str(exc), file=self._file, position=self._position) from None
-        header = self._place(raw)
-        if raw.event_size != len(data):
+        size = len(data)
+        if size < HEADER_LEN:
+            raise EventDecodeError(f"event header needs {HEADER_LEN} bytes, got {size}",
+                                   file=self._file, position=self._position)
+        timestamp, type_code, server_id, event_size, log_pos, flags = _HEADER.unpack_from(data)
+        header = self._place(timestamp, type_code, server_id, event_size, log_pos, flags)
+        if event_size != size:
             raise EventDecodeError(
-                f"event_size says {raw.event_size} bytes, the event has {len(data)}",
-                type_code=raw.type_code, file=header.file, position=header.position)
-        if raw.type_code == EventType.FORMAT_DESCRIPTION:
+                f"event_size says {event_size} bytes, the event has {size}",
+                type_code=type_code, file=header.file, position=header.position)
+        if type_code == _FORMAT_DESCRIPTION:
             fde = self._format_description(header, data)
-            self._advance(header)
+            self._position = header.next_position
             return [fde]
-        if self._has_checksum(data):
-            if self._verify:
+        crc = self._fde_crc
+        if crc is None:
+            crc = self._has_checksum(data)
+        if crc:
+            end = size - CHECKSUM_LEN
+            if self._verify and (end < HEADER_LEN
+                                 or zlib.crc32(data[:end]) != _CRC32.unpack_from(data, end)[0]):
+                # the slow path names what is wrong (too short, or which CRC was expected)
                 verify_crc32(data, file=header.file, position=header.position)
-            body = data[HEADER_LEN:len(data) - CHECKSUM_LEN]
+            body = data[HEADER_LEN:end]
         else:
             body = data[HEADER_LEN:]
-        decoded = self._decode(header, body)
-        self._advance(header)
-        if isinstance(decoded, RotateEvent):
+        if type_code in _ROW_LAYER:
+            decoded = self._decode_row_layer(header, body)
+            self._position = header.next_position
+            return [decoded]
+        decoded = decode_event(header, body, self._fde)
+        self._position = header.next_position
+        if type_code == _ROTATE and isinstance(decoded, RotateEvent):
             self._file, self._position = decoded.next_file, decoded.position
             if decoded.is_fake:
                 decoded = replace(decoded, header=replace(
                     header, file=self._file, position=self._position,
                     next_position=self._position))
-        if isinstance(decoded, TransactionPayloadEvent):
+        elif type_code == _TRANSACTION_PAYLOAD and isinstance(decoded, TransactionPayloadEvent):
             return [decoded, *self._unwrap(decoded)]
         return [decoded]
 
-    def _place(self, raw: EventHeader) -> EventHeader:
-        """The header with the event's file, start and end positions filled in."""
-        artificial = (raw.flags & LOG_EVENT_ARTIFICIAL_F or raw.type_code in _NEVER_MOVE
-                      or (raw.log_pos == 0 and raw.type_code in (
-                          EventType.FORMAT_DESCRIPTION, EventType.ROTATE, EventType.GTID_LIST)))
-        if artificial:
+    def _place(self, timestamp: int, type_code: int, server_id: int, event_size: int,
+               log_pos: int, flags: int) -> EventHeader:
+        """The event's header with its file, start and end positions filled in."""
+        if (flags & LOG_EVENT_ARTIFICIAL_F or type_code in _NEVER_MOVE
+                or (not log_pos and type_code in _ARTIFICIAL_WHEN_LOG_POS_0)):
             start = end = self._position
-        elif raw.log_pos:
-            start, end = raw.log_pos - raw.event_size, raw.log_pos
-            if start < 0:  # log_pos wrapped past 4 GiB: trust our own count
-                start, end = self._position, self._position + raw.event_size
-        else:
-            start, end = self._position, self._position + raw.event_size
-        return replace(raw, file=self._file, position=start, next_position=end)
-
-    def _advance(self, header: EventHeader) -> None:
-        self._position = header.next_position
+        elif log_pos >= event_size:
+            start, end = log_pos - event_size, log_pos
+        else:  # 0 inside a MariaDB 11.4+ transaction, or wrapped past 4 GiB: our own count
+            start = self._position
+            end = start + event_size
+        return EventHeader(timestamp, type_code, server_id, event_size, log_pos, flags,
+                           self._file, start, end)
 
     def _has_checksum(self, data: memoryview) -> bool:
         if self._fde is not None:
@@ -283,26 +310,31 @@ class EventStream:
         if fde.checksum_alg == ChecksumAlg.CRC32 and self._verify:
             verify_crc32(data, file=header.file, position=header.position)
         self._fde = fde
-        self._checksum = fde.checksum_alg == ChecksumAlg.CRC32
+        self._checksum = self._fde_crc = fde.checksum_alg == ChecksumAlg.CRC32
+        self._post_header.clear()
         self._table_maps.clear()
         return fde
 
     def _post_header_len(self, type_code: int) -> int:
-        if self._fde is not None:
-            return self._fde.post_header_len(type_code)
-        return FormatDescriptionEvent.post_header_len(_V4_DEFAULTS, type_code)
+        length = self._post_header.get(type_code)
+        if length is None:
+            fde = self._fde if self._fde is not None else _V4_DEFAULTS
+            length = self._post_header[type_code] = fde.post_header_len(type_code)
+        return length
 
     def _decode(self, header: EventHeader, body: memoryview) -> Event:
-        type_code = header.type_code
-        if type_code == EventType.TABLE_MAP or type_code in _ROWS_KIND or 166 <= type_code <= 171:
-            try:
-                return self._decode_row_event(header, body)
-            except EventDecodeError:
-                raise
-            except MalformedPacket as exc:
-                raise EventDecodeError(str(exc), type_code=type_code, file=header.file,
-                                       position=header.position) from exc
+        if header.type_code in _ROW_LAYER:
+            return self._decode_row_layer(header, body)
         return decode_event(header, body, self._fde)
+
+    def _decode_row_layer(self, header: EventHeader, body: memoryview) -> Event:
+        try:
+            return self._decode_row_event(header, body)
+        except EventDecodeError:
+            raise
+        except MalformedPacket as exc:
+            raise EventDecodeError(str(exc), type_code=header.type_code, file=header.file,
+                                   position=header.position) from exc
 
     def _decode_row_event(self, header: EventHeader, body: memoryview) -> Event:
         if self._decode_table_map is None or self._decode_rows is None:
@@ -311,7 +343,7 @@ class EventStream:
             self._decode_rows = self._decode_rows or rows_decoder
         type_code = header.type_code
         post_header_len = self._post_header_len(type_code)
-        if type_code == EventType.TABLE_MAP:
+        if type_code == _TABLE_MAP:
             table = self._decode_table_map(header, body, post_header_len)
             if self._table_map_hook is not None:
                 table = self._table_map_hook(table)

@@ -17,15 +17,23 @@ commit may tell the session to acknowledge (semi-sync) and to resume from there.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
+from ..gtid import MariadbGtid, MysqlGtid, Tsid
+from .ddl import classify
+from .events import (
+    ExecuteLoadQueryEvent,
+    MariadbGtidEvent,
+    MysqlGtidEvent,
+    QueryEvent,
+    XaPrepareEvent,
+    XidEvent,
+)
 from .model import BinlogPosition, EventHeader, RowsEvent
 
 if TYPE_CHECKING:  # pragma: no cover
-    from ..gtid import MariadbGtid, MysqlGtid
-    from .events import MariadbGtidEvent, MysqlGtidEvent
-
     Gtid = MariadbGtid | MysqlGtid
 
 
@@ -171,41 +179,36 @@ class TransactionAssembler:
         return self._open is not None
 
     def feed(self, event: object) -> list[TransactionItem]:
-        from .events import (
-            ExecuteLoadQueryEvent,
-            MariadbGtidEvent,
-            MysqlGtidEvent,
-            QueryEvent,
-            XaPrepareEvent,
-            XidEvent,
-        )
+        # One dict lookup by the event's exact class; most events (TABLE_MAP, ANNOTATE_ROWS,
+        # ROTATE, …) give no item. A class not met before is looked up by isinstance, once.
+        cls = type(event)
+        handler = _HANDLERS.get(cls)
+        if handler is None:
+            handler = _HANDLERS[cls] = _handler_for(cls)
+        return handler(self, event)
 
-        if isinstance(event, RowsEvent):
-            items: list[TransactionItem] = []
-            if self._open is None:
-                items.append(self._begin(None, event.header, False, standalone=False))
-            items.append(event)
-            return items
-        if isinstance(event, MariadbGtidEvent):
-            return self._begin_gtid(event)
-        if isinstance(event, MysqlGtidEvent):
-            return self._begin_gtid(event)
-        if isinstance(event, QueryEvent | ExecuteLoadQueryEvent):
-            return self._query(event.header, event.schema, event.query, event.status.hrnow)
-        if isinstance(event, XidEvent):
-            return self._commit(event.header, None, xid=event.xid)
-        if isinstance(event, XaPrepareEvent):
-            if event.one_phase:
-                return self._commit(event.header, None)
-            return self._prepared(event.header, str(event.xid))
+    def _rows(self, event: RowsEvent) -> list[TransactionItem]:
+        if self._open is None:
+            return [self._begin(None, event.header, False, standalone=False), event]
+        return [event]
+
+    def _query_event(self, event: QueryEvent | ExecuteLoadQueryEvent) -> list[TransactionItem]:
+        return self._query(event.header, event.schema, event.query, event.status.hrnow)
+
+    def _xid(self, event: XidEvent) -> list[TransactionItem]:
+        return self._commit(event.header, None, xid=event.xid)
+
+    def _xa_prepare(self, event: XaPrepareEvent) -> list[TransactionItem]:
+        if event.one_phase:
+            return self._commit(event.header, None)
+        return self._prepared(event.header, str(event.xid))
+
+    def _nothing(self, event: object) -> list[TransactionItem]:
         return []
 
     # --- boundaries ----------------------------------------------------------------------------
 
     def _begin_gtid(self, event: MariadbGtidEvent | MysqlGtidEvent) -> list[TransactionItem]:
-        from ..gtid import MariadbGtid, MysqlGtid, Tsid
-        from .events import MariadbGtidEvent
-
         items = self._abandon(event.header)
         gtid: Gtid | None
         if isinstance(event, MariadbGtidEvent):
@@ -237,8 +240,6 @@ class TransactionAssembler:
 
     def _query(self, header: EventHeader, schema: str, query: str,
                hrnow: int | None) -> list[TransactionItem]:
-        from .ddl import classify
-
         word = _control_word(query)
         items: list[TransactionItem] = []
         if self._open is None:
@@ -298,3 +299,24 @@ class TransactionAssembler:
         items.append(TransactionPrepared(open_.gtid, open_.begin,
                                          BinlogPosition(header.file, header.next_position), xid))
         return items
+
+
+# What feed() does with each kind of event, in the order an isinstance chain would test them.
+_Handler = Callable[[TransactionAssembler, Any], list[TransactionItem]]
+_BY_CLASS: tuple[tuple[type, _Handler], ...] = (
+    (RowsEvent, TransactionAssembler._rows),
+    (MariadbGtidEvent, TransactionAssembler._begin_gtid),
+    (MysqlGtidEvent, TransactionAssembler._begin_gtid),
+    (QueryEvent, TransactionAssembler._query_event),
+    (ExecuteLoadQueryEvent, TransactionAssembler._query_event),
+    (XidEvent, TransactionAssembler._xid),
+    (XaPrepareEvent, TransactionAssembler._xa_prepare),
+)
+_HANDLERS: dict[type, _Handler] = dict(_BY_CLASS)
+
+
+def _handler_for(cls: type) -> _Handler:
+    for base, handler in _BY_CLASS:
+        if issubclass(cls, base):
+            return handler
+    return TransactionAssembler._nothing
