@@ -52,6 +52,7 @@ to their numbers. BIT → int, YEAR → int (0 for 0000), GEOMETRY/VECTOR → by
 from __future__ import annotations
 
 import datetime
+import decimal
 import json
 import struct
 from collections import OrderedDict
@@ -90,6 +91,8 @@ _NAMESPACE: dict[str, Any] = {
     "_from_bytes": int.from_bytes,
     "_u64be": _S(">Q").unpack_from,
     "_Decimal": Decimal,
+    "_NEG_ZERO": Decimal("-0"),
+    "_DECIMAL_CONTEXT": decimal.Context(prec=65, Emax=decimal.MAX_EMAX, Emin=decimal.MIN_EMIN),
     "_datetime": datetime.datetime,
     "_fromts": datetime.datetime.fromtimestamp,
     "_timedelta": datetime.timedelta,
@@ -330,20 +333,25 @@ class TableDecoder:
         out.append(f"{ind}off += {struct.calcsize(fmt)}")
         out.append(f"{ind}if {first} & {top:#x}:")
         out.append(f"{ind}    {first} ^= {top:#x}")
-        out.append(f"{ind}    sign = ''")
+        out.append(f"{ind}    neg = False")
         out.append(f"{ind}else:")
         out.append(f"{ind}    {first} ^= {top - 1:#x}")
         for name, bits in fields[1:]:
             out.append(f"{ind}    {name} ^= {(1 << bits) - 1:#x}")
-        out.append(f"{ind}    sign = '-'")
+        out.append(f"{ind}    neg = True")
         checks = " or ".join(f"{expr} >= {10 ** digits}" for expr, digits in groups)
         out.append(f"{ind}if {checks}:")
         out.append(f"{ind}    raise ValueError('DECIMAL digit group out of range')")
         number = groups[0][0]
         for expr, digits in groups[1:]:
             number = f"({number}) * {10 ** digits} + {expr}"
-        exponent = f"e-{scale}" if scale else ""
-        out.append(f"{ind}v = _Decimal(f'{{sign}}{{{number}}}{exponent}')")
+        out.append(f"{ind}v = {number}")
+        out.append(f"{ind}if neg:")  # -0 keeps its sign, as the text form "-0.00" does
+        out.append(f"{ind}    v = -v if v else _NEG_ZERO")
+        # The integer digits scaled by 10^-scale: exact (the context holds 65 digits, the
+        # most a DECIMAL has), and the same exponent as the plain text form.
+        scaled = f".scaleb({-scale}, _DECIMAL_CONTEXT)" if scale else ""
+        out.append(f"{ind}v = _Decimal(v){scaled}")
 
     def _datetime2_code(self, fsp: int, out: list[str], ind: str) -> None:
         """Emit DATETIME2 decoding inline: the 5-byte packed value (offset by 2^39) and the
