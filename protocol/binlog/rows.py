@@ -94,6 +94,7 @@ _NAMESPACE: dict[str, Any] = {
     "_NEG_ZERO": Decimal("-0"),
     "_DECIMAL_CONTEXT": decimal.Context(prec=65, Emax=decimal.MAX_EMAX, Emin=decimal.MIN_EMIN),
     "_datetime": datetime.datetime,
+    "_date_of": datetime.date,
     "_fromts": datetime.datetime.fromtimestamp,
     "_timedelta": datetime.timedelta,
     "_UTC": datetime.UTC,
@@ -229,8 +230,13 @@ class TableDecoder:
             out.append(f"{ind}if v:")
             out.append(f"{ind}    v += 1900")
         elif t in (FieldType.DATE, FieldType.NEWDATE):
-            out.append(f"{ind}v = _date(buf[off] | buf[off + 1] << 8 | buf[off + 2] << 16)")
+            # year << 9 | month << 5 | day; a date Python cannot hold: values.decode_date
+            out.append(f"{ind}v = buf[off] | buf[off + 1] << 8 | buf[off + 2] << 16")
             out.append(f"{ind}off += 3")
+            out.append(f"{ind}try:")
+            out.append(f"{ind}    v = _date_of(v >> 9, v >> 5 & 15, v & 31)")
+            out.append(f"{ind}except ValueError:")
+            out.append(f"{ind}    v = _date(v)")
         elif t == FieldType.TIME:
             out.append(f"{ind}v = _time_old(_from_bytes(buf[off:off + 3], 'little', signed=True))")
             out.append(f"{ind}off += 3")
@@ -428,10 +434,28 @@ class TableDecoder:
             # Rows without a NULL are the common case: they get code with no null tests and
             # runs of fixed-width numbers read by one struct unpack.
             out.append(f"{ind}if not nb:")
-            self._no_null_code(present, lists, out, ind + "    ")
+            self._no_null_code(present, lists, out, ind + "    ", 0, len(present))
             out.append(f"{ind}else:")
             ind += "    "
-        for k, idx in enumerate(present):
+            if nb > 1:
+                # A wide row seldom has no NULL at all, but most of its groups of 8 columns
+                # (one bitmap byte) have none: each gets the same fast path.
+                for first in range(0, len(present), 8):
+                    stop = min(first + 8, len(present))
+                    out.append(f"{ind}if not nb & {((1 << (stop - first)) - 1) << first:#x}:")
+                    self._no_null_code(present, lists, out, ind + "    ", first, stop)
+                    out.append(f"{ind}else:")
+                    self._tested_code(present, lists, out, ind + "    ", first, stop)
+                return
+        self._tested_code(present, lists, out, ind, 0, len(present), partial, before)
+
+    def _tested_code(self, present: tuple[int, ...], lists: str, out: list[str], ind: str,
+                     first: int, stop: int, partial: bool = False,
+                     before: tuple[int, ...] | None = None) -> None:
+        """Emit the columns ``first``..``stop`` of an image, each tested against ``nb``."""
+        cols = self.table.columns
+        for k in range(first, stop):
+            idx = present[k]
             col = cols[idx]
             out.append(f"{ind}if nb & {1 << k}:")
             out.append(f"{ind}    {lists}{k}(None)")
@@ -449,20 +473,22 @@ class TableDecoder:
             out.append(f"{ind}    {lists}{k}(v)")
 
     def _no_null_code(self, present: tuple[int, ...], lists: str, out: list[str],
-                      ind: str) -> None:
-        """Emit the columns of an image that has no NULL: consecutive fixed-width integers and
-        floats are read by one precompiled ``struct`` (``<iqd`` …), the rest as usual."""
+                      ind: str, first: int, stop: int) -> None:
+        """Emit the columns ``first``..``stop`` of an image where they hold no NULL:
+        consecutive fixed-width integers and floats are read by one precompiled ``struct``
+        (``<iqd`` …), the rest as usual."""
         cols = self.table.columns
-        k = 0
-        while k < len(present):
+        k = first
+        while k < stop:
             run = ""
-            while k + len(run) < len(present):
+            while k + len(run) < stop:
                 code = _struct_code(cols[present[k + len(run)]])
                 if code is None:
                     break
                 run += code
             if len(run) >= 2:
-                unpack = self._const(f"_run_{lists}{k}", struct.Struct("<" + run).unpack_from)
+                unpack = self._const(f"_run_{lists}{k}_{k + len(run)}",
+                                     struct.Struct("<" + run).unpack_from)
                 names = [f"x{j}" for j in range(len(run))]
                 out.append(f"{ind}{', '.join(names)} = {unpack}(buf, off)")
                 out.append(f"{ind}off += {struct.calcsize('<' + run)}")
@@ -620,8 +646,19 @@ def _reject_constant(text: str) -> Any:
     raise ValueError(f"invalid JSON constant {text}")
 
 
+_bitmaps: dict[tuple[bytes, int], tuple[int, ...]] = {}
+
+
 def _bitmap_indexes(bitmap: bytes, width: int) -> tuple[int, ...]:
-    return tuple(i for i in range(width) if bitmap[i >> 3] & (1 << (i & 7)))
+    """The column indexes set in a rows event's column bitmap (remembered: tables are few)."""
+    key = (bitmap, width)
+    indexes = _bitmaps.get(key)
+    if indexes is None:
+        if len(_bitmaps) >= 4096:
+            _bitmaps.clear()
+        indexes = _bitmaps[key] = tuple(
+            i for i in range(width) if bitmap[i >> 3] & (1 << (i & 7)))
+    return indexes
 
 
 def _error(header: EventHeader, message: str,
@@ -702,9 +739,9 @@ def decode_rows_event(header: EventHeader, body: memoryview | bytes, post_header
 
     decoder = decoder_for(table)
     before_lists: tuple[list[Any], ...] | None = (
-        tuple([] for _ in before) if before is not None else None)
+        tuple([[] for _ in before]) if before is not None else None)
     after_lists: tuple[list[Any], ...] | None = (
-        tuple([] for _ in after) if after is not None else None)
+        tuple([[] for _ in after]) if after is not None else None)
     try:
         fn = decoder.shape(before, after, partial)
         count = fn(buf, off, len(buf), before_lists, after_lists)
