@@ -3,9 +3,9 @@
 # developers (CI's machine already has Python, Java and the rest, so a missing install step could
 # hide there); CI does not run it. Needs root, debootstrap, unshare and git on the host.
 #
-#   scripts/fresh-machine-trial.sh            demo + setup --test + unit tests     (~5 min warm)
-#   scripts/fresh-machine-trial.sh --full     ... then the whole scripts/test.sh   (much longer)
-#   scripts/fresh-machine-trial.sh --rebuild  debootstrap the cached base root again
+#   scripts/fresh-machine-trial.sh            demo + setup --test + unit tests     (3-6 min)
+#   scripts/fresh-machine-trial.sh --full     ... then the whole scripts/test.sh   (12-15 min)
+#   scripts/fresh-machine-trial.sh --rebuild  debootstrap the cached base root again (+1 min)
 #   scripts/fresh-machine-trial.sh --keep     leave the trial root behind for a look inside
 #
 # What it does:
@@ -17,7 +17,8 @@
 # 3. Inside it, as root with a clean environment (env -i HOME=/root PATH=/usr/sbin:/usr/bin:/sbin:
 #    /bin): scripts/demo.sh, then scripts/setup.sh --test and the unit tests
 #    (.venv/bin/python -m pytest -m "not server and not spark"), then with --full scripts/test.sh.
-#    Everything they need must come from Debian's archive and PyPI.
+#    Everything they need must come from Debian's archive and PyPI. BINLAKE_TRIAL_SUITE=trixie
+#    tries the next Debian release (the README says "bookworm or newer").
 #
 # Each command runs in private mount and PID namespaces (unshare --mount --pid --fork
 # --kill-child): /proc, /sys and /dev are mounted for the root inside them only, so the mounts
