@@ -24,8 +24,8 @@
 # --kill-child): /proc, /sys and /dev are mounted for the root inside them only, so the mounts
 # (and every process, the sandbox MariaDB included) vanish when the step ends, on Ctrl-C, or when
 # its unshare is killed (unshare ignores SIGTERM while it waits: stop a detached trial with
-# SIGKILL to the step's unshare); the host never sees them. The trial root is deleted at the end (not with --keep), and
-# only after /proc/self/mountinfo shows nothing mounted below it.
+# SIGKILL to the step's unshare); the host never sees them. The trial root is deleted at the end
+# (not with --keep), and only after /proc/self/mountinfo shows nothing mounted below it.
 #
 # The only thing taken from the host besides /etc/hosts and /etc/resolv.conf: the local CA
 # certificates in /usr/local/share/ca-certificates, for machines whose HTTPS goes through an
