@@ -16,6 +16,7 @@ Run from the repository root::
     python -m bench.land_micro                 # all shapes, 3 repeats, median rows/CPU-s
     python -m bench.land_micro --rows 50000 a  # one shape, smaller
     python -m bench.land_micro --profile a     # cProfile of one run, top functions
+    python -m bench.land_micro --backlog 1     # peak RSS landing (a)-(d) as one catch-up
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ import statistics
 import sys
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Iterator
 from decimal import Decimal
 from typing import Any
 
@@ -93,58 +94,74 @@ _WIDE: tuple[tuple[int, dict[str, Any], Callable[[random.Random], Any]], ...] = 
 )
 
 
-def shape_a(rows: int, per_event: int = 1000, update: bool = False) -> list[Any]:
+def shape_a(rows: int, per_event: int = 1000, update: bool = False,
+            b: StreamBuilder | None = None, name: str = "mixed") -> Iterator[Any]:
     rng = random.Random(1)
-    b = StreamBuilder()
-    table = _mixed_table(b, "mixed")
-    items: list[Any] = []
+    b = b or StreamBuilder()
+    table = _mixed_table(b, name)
     for start in range(1, rows + 1, per_event):
         chunk = [_mixed_row(rng, i) for i in range(start, min(start + per_event, rows + 1))]
-        items.append(b.begin())
+        yield b.begin()
         if update:
             pairs = [(row, (row[0], (row[1] or 0) // 2 + 1, (row[2] or "")[:60] + "-u",
                             ((row[3] or _ZERO) / 2 + _CENT).quantize(_CENT),
                             (row[4] or _EPOCH) + _dt.timedelta(seconds=1),
                             (row[5] or 0.0) * 0.5 + 1, row[6], "active")) for row in chunk]
-            items.append(b.update(table, pairs))
+            yield b.update(table, pairs)
         else:
-            items.append(b.insert(table, chunk))
-        items.append(b.commit())
-    return items
+            yield b.insert(table, chunk)
+        yield b.commit()
 
 
-def shape_b(rows: int) -> list[Any]:
-    return shape_a(rows, per_event=1)
+def shape_b(rows: int, b: StreamBuilder | None = None) -> Iterator[Any]:
+    return shape_a(rows, per_event=1, b=b, name="mixed_b")
 
 
-def shape_c(rows: int) -> list[Any]:
-    return shape_a(rows, update=True)
+def shape_c(rows: int, b: StreamBuilder | None = None) -> Iterator[Any]:
+    return shape_a(rows, update=True, b=b)
 
 
-def shape_d(rows: int, per_event: int = 500) -> list[Any]:
+def shape_d(rows: int, per_event: int = 500, b: StreamBuilder | None = None) -> Iterator[Any]:
     rng = random.Random(4)
-    b = StreamBuilder()
+    b = b or StreamBuilder()
     columns = [col(0, T.LONG, "id", pk=True)]
     for i in range(1, 50):
         code, kw, _ = _WIDE[(i - 1) % len(_WIDE)]
         columns.append(col(i, code, f"c{i:02d}", **kw))
     table = b.table("bench", "wide", columns)
     makers = [_WIDE[(i - 1) % len(_WIDE)][2] for i in range(1, 50)]
-    items: list[Any] = []
     for start in range(1, rows + 1, per_event):
         chunk = [(i, *(_null(rng, make(rng)) for make in makers))
                  for i in range(start, min(start + per_event, rows + 1))]
-        items += [b.begin(), b.insert(table, chunk), b.commit()]
-    return items
+        yield from (b.begin(), b.insert(table, chunk), b.commit())
 
 
-SHAPES: dict[str, tuple[Callable[[int], list[Any]], int]] = {
+def backlog(scale: float) -> Iterator[Any]:
+    """(a)–(d) one after the other in one stream, as the server benchmark's memory run."""
+    b = StreamBuilder()
+    rows = int(200_000 * scale)
+    yield from shape_a(rows, b=b)
+    yield from shape_b(rows, b=b)
+    yield from shape_c(rows, b=b)
+    yield from shape_d(int(50_000 * scale), b=b)
+
+
+def peak_rss_mib() -> float:
+    """``VmHWM`` of this process (see tests/unit/test_sink_memory.py for why not ru_maxrss)."""
+    with open("/proc/self/status", encoding="ascii") as status:
+        for line in status:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024
+    return 0.0
+
+
+SHAPES: dict[str, tuple[Callable[[int], Iterator[Any]], int]] = {
     "a": (shape_a, 200_000), "b": (shape_b, 20_000), "c": (shape_c, 200_000),
     "d": (shape_d, 50_000),
 }
 
 
-def land(items: list[Any], options: SinkOptions | None = None) -> tuple[float, float, int]:
+def land(items: Iterable[Any], options: SinkOptions | None = None) -> tuple[float, float, int]:
     """Land ``items`` into a fresh lake; (CPU seconds, wall seconds, rows landed)."""
     lake = tempfile.mkdtemp(prefix="binlake-land-micro-")
     try:
@@ -167,14 +184,23 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--rows", type=int, help="rows per shape (default: per shape)")
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--profile", action="store_true", help="cProfile one run per shape")
+    parser.add_argument("--backlog", type=float, metavar="SCALE",
+                        help="instead: land (a)-(d) as one stream (generated on the fly, SCALE "
+                             "1 = the server benchmark's sizes) and print the peak RSS")
     args = parser.parse_args(argv)
     unknown = set(args.shapes) - set(SHAPES)
     if unknown:
         parser.error(f"unknown shape(s): {', '.join(sorted(unknown))}")
     args.shapes = args.shapes or list(SHAPES)
+    if args.backlog:
+        before = peak_rss_mib()
+        cpu, _, rows = land(backlog(args.backlog))
+        print(f"backlog: {rows} rows  cpu {cpu:.1f}s (incl. generating)  peak RSS "
+              f"{peak_rss_mib():.0f} MiB (after imports {before:.0f} MiB)")
+        return
     for name in args.shapes:
         make, default_rows = SHAPES[name]
-        items = make(args.rows or default_rows)
+        items = list(make(args.rows or default_rows))
         if args.profile:
             profiler = cProfile.Profile()
             profiler.enable()

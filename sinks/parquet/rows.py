@@ -31,6 +31,8 @@ _INT64 = pa.int64()
 _INT32 = pa.int32()
 _MISSING = pa.list_(pa.string())
 _IOTA: pa.Array = pa.array(range(8192), _INT64)  # 0, 1, 2, …: sliced for ``_row``
+_IDENTITY: dict[int, tuple[int, ...]] = {}  # width → (0, 1, …, width - 1)
+_NO_NAMES: list[str] = []  # shared, never mutated
 _run_end_decode = pc.run_end_decode
 _add = pc.add
 _INSERT = RowsKind.INSERT
@@ -82,6 +84,8 @@ def key_changed_rows(version: TableVersion, event: RowsEvent) -> tuple[int, ...]
         pairs.append((event.before[b], event.after[a]))
     if not pairs:
         return ()
+    if all(old == new for old, new in pairs):  # the usual case, compared in C
+        return ()
     if len(pairs) == 1:
         old, new = pairs[0]
         return tuple(i for i in range(event.row_count) if old[i] != new[i])
@@ -89,14 +93,24 @@ def key_changed_rows(version: TableVersion, event: RowsEvent) -> tuple[int, ...]
                  if any(old[i] != new[i] for old, new in pairs))
 
 
-def _image(version: TableVersion, present: tuple[int, ...],
-           values: tuple[list[Any], ...] | None, n: int) -> tuple[list[Sequence[Any]], list[str]]:
+def _identity(width: int) -> tuple[int, ...]:
+    identity = _IDENTITY.get(width)
+    if identity is None:
+        identity = _IDENTITY[width] = tuple(range(width))
+    return identity
+
+
+def _image(version: TableVersion, present: tuple[int, ...], values: tuple[list[Any], ...] | None,
+           n: int) -> tuple[Sequence[Sequence[Any]], list[str]]:
     """Every table column's values in one image; absent columns are ``None``s and named."""
-    columns: list[Sequence[Any]] = []
-    missing: list[str] = []
     if values is None:
         return [[None] * n for _ in version.names], list(version.names)
-    for slot, name in zip(version.slots_for(present), version.names, strict=True):
+    slots = version.slots_for(present)
+    if slots == _identity(len(slots)):  # a full image, in table order: the usual case
+        return values, _NO_NAMES
+    columns: list[Sequence[Any]] = []
+    missing: list[str] = []
+    for slot, name in zip(slots, version.names, strict=True):
         if slot is None:
             columns.append([None] * n)
             missing.append(name)
@@ -161,7 +175,7 @@ class _Builder:
         self.tags: list[tuple[Any, ...]] = []
         self.ends: list[int] = []
 
-    def images(self, main: list[Sequence[Any]], before: list[Sequence[Any]] | None,
+    def images(self, main: Sequence[Sequence[Any]], before: Sequence[Sequence[Any]] | None,
                n: int) -> None:
         for target, values in zip(self.main, main, strict=True):
             target.extend(values)
@@ -229,7 +243,8 @@ def rows_batch(version: TableVersion, group: Sequence[PendingRows],
     return _to_batch(version, out, with_commit_time)
 
 
-def _split_key_changes(out: _Builder, main: list[Sequence[Any]], before: list[Sequence[Any]],
+def _split_key_changes(out: _Builder, main: Sequence[Sequence[Any]],
+                       before: Sequence[Sequence[Any]],
                        moved: set[int], n: int, missing: list[str] | None,
                        before_missing: list[str] | None) -> None:
     """Each key-changing UPDATE row becomes D(old) + I(new); other rows stay U."""
