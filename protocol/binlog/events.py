@@ -21,6 +21,7 @@ must be lossless, never pass through here.
 from __future__ import annotations
 
 import enum
+import struct
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -888,8 +889,20 @@ def _xa_xid(cur: Cursor, gtrid_len: int, bqual_len: int, format_id: int) -> XaXi
     return XaXid(format_id, cur.take(gtrid_len, "XA gtrid"), cur.take(bqual_len, "XA bqual"))
 
 
+_GTID_HEAD = struct.Struct("<QIB")  # seq_no, domain_id, flags
+_GTID_PLAIN_MAX = 19  # the zero-padded fixed part: no commit id, XA id or flags_extra
+_GTID_HAS_MORE = (MariadbGtidEvent.FL_GROUP_COMMIT_ID | MariadbGtidEvent.FL_PREPARED_XA
+                  | MariadbGtidEvent.FL_COMPLETED_XA)
+
+
 def decode_mariadb_gtid(header: EventHeader, body: memoryview,
                         fde: FormatDescriptionEvent | None = None) -> MariadbGtidEvent:
+    if _GTID_HEAD.size <= len(body) <= _GTID_PLAIN_MAX:
+        # One per transaction: the common plain GTID in one unpack rather than field by field.
+        seq_no, domain_id, flags = _GTID_HEAD.unpack_from(body)
+        if not flags & _GTID_HAS_MORE:
+            return MariadbGtidEvent(header, domain_id, header.server_id, seq_no, flags, None,
+                                    None, 0, None, None, None)
     cur = Cursor(body)
     seq_no = cur.u64("GTID seq_no")
     domain_id = cur.u32("GTID domain id")
