@@ -39,6 +39,7 @@ from . import early_stop, logs
 from .backoff import Backoff, Disposition, classify
 from .config import Config
 from .connection import Connection, ConnectOptions
+from .errors import sole_exception
 from .metrics import Metrics, serve_http
 from .pipeline import Pipeline, PipelineOptions
 from .progress import BinlogFile, CatchUpProgress, bytes_behind
@@ -165,6 +166,8 @@ class Daemon:
                 task_status.started()
                 await self._replicate()
                 nursery.cancel_scope.cancel()
+        except BaseExceptionGroup as group:
+            raise sole_exception(group) from None
         finally:
             final = self.pipeline.close()
             if final is not None:

@@ -8,7 +8,8 @@ failures as retryable — ``replica.backoff.classify`` among it — sees them as
 
 from __future__ import annotations
 
-__all__ = ["ReplicaError", "ConnectError", "ConnectTimeout", "ConnectionLost", "ReadTimeout"]
+__all__ = ["ReplicaError", "ConnectError", "ConnectTimeout", "ConnectionLost", "ReadTimeout",
+           "sole_exception"]
 
 
 class ReplicaError(Exception):
@@ -29,3 +30,24 @@ class ConnectionLost(ReplicaError, ConnectionError):
 
 class ReadTimeout(ReplicaError, TimeoutError):
     """The server sent nothing within the read timeout."""
+
+
+def sole_exception(group: BaseExceptionGroup[BaseException]) -> BaseException:
+    """The one real error inside a nursery's exception group (trio ≥ 0.25 always wraps).
+
+    A nursery whose body or task failed raises a group holding that failure, plus
+    ``trio.Cancelled`` from the sibling tasks it cancelled. Callers of the daemon's building
+    blocks want the failure itself (``HeartbeatTimeout``, ``GtidPurged``…) to classify, log and
+    count it; this returns it when there is exactly one, else the group unchanged.
+    """
+    import trio
+
+    leaves: list[BaseException] = []
+    pending: list[BaseException] = [group]
+    while pending:
+        exc = pending.pop()
+        if isinstance(exc, BaseExceptionGroup):
+            pending.extend(exc.exceptions)
+        elif not isinstance(exc, trio.Cancelled):
+            leaves.append(exc)
+    return leaves[0] if len(leaves) == 1 else group

@@ -48,6 +48,7 @@ from protocol.binlog.transactions import (
 from protocol.gtid import MariadbGtid
 from sinks.parquet import Checkpoint, ParquetSink
 
+from .errors import sole_exception
 from .metrics import Metrics
 from .schema_source import SchemaSource
 from .session import ReplicationSession, SemiSyncMode
@@ -136,6 +137,8 @@ class Pipeline:
                 nursery.start_soon(self._tick, session)
                 await self._read(session)
                 nursery.cancel_scope.cancel()
+        except BaseExceptionGroup as group:
+            raise sole_exception(group) from None
         finally:
             if self.metrics is not None:
                 self.metrics.set_connected(False)

@@ -117,3 +117,17 @@ def test_exception_groups_retry_only_if_every_part_does() -> None:
     assert classify(ExceptionGroup("x", [OSError(), trio.TooSlowError()])) is Disposition.RETRY
     assert classify(ExceptionGroup("x", [OSError(), errors.GtidPurged(1236, "", "p")])) \
         is Disposition.STOP
+
+
+def test_sole_exception_unwraps_a_nursery_group() -> None:
+    import trio
+
+    from protocol.errors import HeartbeatTimeout
+    from replica.errors import sole_exception
+
+    stall = HeartbeatTimeout("stalled")
+    group = BaseExceptionGroup("nursery", [stall, BaseExceptionGroup("inner", [
+        trio.Cancelled._create()])])
+    assert sole_exception(group) is stall
+    two = BaseExceptionGroup("nursery", [stall, ValueError("x")])
+    assert sole_exception(two) is two
