@@ -667,6 +667,10 @@ def _error(header: EventHeader, message: str,
                position=header.position)
 
 
+_ID4_FLAGS = struct.Struct("<IH")  # table id, flags
+_ID6_FLAGS = struct.Struct("<IHH")  # table id (low 4 bytes, high 2), flags
+
+
 def decode_rows_event(header: EventHeader, body: memoryview | bytes, post_header_len: int,
                       table_maps: Mapping[int, TableMapEvent], *, version: int,
                       kind: RowsKind, partial: bool = False) -> RowsEvent:
@@ -686,13 +690,18 @@ def decode_rows_event(header: EventHeader, body: memoryview | bytes, post_header
         RowDecodeError: the bytes do not match the TABLE_MAP.
     """
     buf = bytes(body)
-    id_width = 4 if post_header_len == 6 else 6
     try:
-        if len(buf) < id_width + 2:
-            raise _error(header, "rows event post-header truncated")
-        table_id = int.from_bytes(buf[:id_width], "little")
-        flags = int.from_bytes(buf[id_width:id_width + 2], "little")
-        off = id_width + 2
+        if post_header_len == 6:  # 4-byte table ids (MySQL 5.1.0–5.1.15)
+            if len(buf) < 6:
+                raise _error(header, "rows event post-header truncated")
+            table_id, flags = _ID4_FLAGS.unpack_from(buf)
+            off = 6
+        else:
+            if len(buf) < 8:
+                raise _error(header, "rows event post-header truncated")
+            id_low, id_high, flags = _ID6_FLAGS.unpack_from(buf)
+            table_id = id_high << 32 | id_low
+            off = 8
         extra = b""
         if version == 2:
             if off + 2 > len(buf):
@@ -706,7 +715,11 @@ def decode_rows_event(header: EventHeader, body: memoryview | bytes, post_header
         if table is None:
             raise _error(header, f"rows event for table id {table_id} with no TABLE_MAP",
                          UnknownTable)
-        width, off = read_lenenc(buf, off)
+        width = buf[off] if off < len(buf) else 0xFB
+        if width < 0xFB:
+            off += 1
+        else:
+            width, off = read_lenenc(buf, off)
         if width != len(table.columns):
             raise _error(header,
                 f"rows event has {width} columns, TABLE_MAP of `{table.schema}`.`{table.table}` "
@@ -753,8 +766,5 @@ def decode_rows_event(header: EventHeader, body: memoryview | bytes, post_header
             f"row image of `{table.schema}`.`{table.table}` does not match its TABLE_MAP "
             f"({type(exc).__name__}: {exc})") from exc
 
-    return RowsEvent(
-        header=header, kind=RowsKind.UPDATE if partial else kind, table=table, flags=flags,
-        row_count=count, before_columns=before or (), after_columns=after or (),
-        before=before_lists, after=after_lists, extra=extra,
-    )
+    return RowsEvent(header, RowsKind.UPDATE if partial else kind, table, flags, count,
+                     before or (), after or (), before_lists, after_lists, extra)
