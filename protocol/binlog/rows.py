@@ -196,8 +196,12 @@ class TableDecoder:
             out.append(f"{ind}except UnicodeDecodeError:")
             out.append(f"{ind}    pass")
 
-    def _value_code(self, col: Column, out: list[str], ind: str) -> None:
-        """Emit statements that read column ``col`` at ``off`` into ``v`` and advance ``off``."""
+    def _value_code(self, col: Column, out: list[str], ind: str, n_read: bool = False) -> None:
+        """Emit statements that read column ``col`` at ``off`` into ``v`` and advance ``off``.
+
+        ``n_read``: the column's length prefix (see :func:`_prefix_width`) is already in ``n``
+        and ``off`` is past it.
+        """
         t = col.type_code
         i = col.index
         u = col.unsigned
@@ -260,9 +264,10 @@ class TableDecoder:
             # A read past the end of the image is caught by the end-of-row check.
         elif t in (FieldType.VARCHAR, FieldType.VAR_STRING, FieldType.STRING):
             max_len = col.length or 0
-            prefix, width = self._length_prefix(1 if max_len < 256 else 2)
-            out.append(f"{ind}n = {prefix}")
-            out.append(f"{ind}off += {width}")
+            if not n_read:
+                prefix, width = self._length_prefix(1 if max_len < 256 else 2)
+                out.append(f"{ind}n = {prefix}")
+                out.append(f"{ind}off += {width}")
             self._text(col, "buf[off:off + n]", out, ind)
             out.append(f"{ind}off += n")
             if t == FieldType.STRING and col.charset == 63 and max_len:
@@ -271,9 +276,10 @@ class TableDecoder:
                 out.append(f"{ind}    v = v.ljust({max_len}, b'\\x00')")
         elif t in (FieldType.BLOB, FieldType.TINY_BLOB, FieldType.MEDIUM_BLOB,
                    FieldType.LONG_BLOB, FieldType.GEOMETRY, FieldType.VECTOR, FieldType.JSON):
-            prefix, width = self._length_prefix(col.meta)
-            out.append(f"{ind}n = {prefix}")
-            out.append(f"{ind}off += {width}")
+            if not n_read:
+                prefix, width = self._length_prefix(col.meta)
+                out.append(f"{ind}n = {prefix}")
+                out.append(f"{ind}off += {width}")
             if t in (FieldType.GEOMETRY, FieldType.VECTOR):
                 out.append(f"{ind}v = buf[off:off + n]")
             elif t == FieldType.JSON:
@@ -476,7 +482,7 @@ class TableDecoder:
                       ind: str, first: int, stop: int) -> None:
         """Emit the columns ``first``..``stop`` of an image where they hold no NULL:
         consecutive fixed-width integers and floats are read by one precompiled ``struct``
-        (``<iqd`` …), the rest as usual."""
+        (``<iqd`` …), with the length prefix of a string right after them, the rest as usual."""
         cols = self.table.columns
         k = first
         while k < stop:
@@ -486,15 +492,21 @@ class TableDecoder:
                 if code is None:
                     break
                 run += code
-            if len(run) >= 2:
-                unpack = self._const(f"_run_{lists}{k}_{k + len(run)}",
-                                     struct.Struct("<" + run).unpack_from)
-                names = [f"x{j}" for j in range(len(run))]
+            after_run = k + len(run)
+            prefix = _prefix_width(cols[present[after_run]]) if run and after_run < stop else None
+            if len(run) >= 2 or prefix:
+                fmt = "<" + run + {None: "", 1: "B", 2: "H"}[prefix]
+                unpack = self._const(f"_run_{lists}{k}_{after_run}", struct.Struct(fmt).unpack_from)
+                names = [f"x{j}" for j in range(len(run))] + (["n"] if prefix else [])
                 out.append(f"{ind}{', '.join(names)} = {unpack}(buf, off)")
-                out.append(f"{ind}off += {struct.calcsize('<' + run)}")
-                for j, name in enumerate(names):
-                    out.append(f"{ind}{lists}{k + j}({name})")
-                k += len(run)
+                out.append(f"{ind}off += {struct.calcsize(fmt)}")
+                for j in range(len(run)):
+                    out.append(f"{ind}{lists}{k + j}(x{j})")
+                k = after_run
+                if prefix:
+                    self._value_code(cols[present[k]], out, ind, n_read=True)
+                    out.append(f"{ind}{lists}{k}(v)")
+                    k += 1
             else:
                 self._value_code(cols[present[k]], out, ind)
                 out.append(f"{ind}{lists}{k}(v)")
@@ -565,6 +577,16 @@ _STRUCT_CODES: dict[int, str] = {
     FieldType.TINY: "bB", FieldType.SHORT: "hH", FieldType.LONG: "iI",
     FieldType.LONGLONG: "qQ", FieldType.FLOAT: "ff", FieldType.DOUBLE: "dd",
 }
+
+
+def _prefix_width(col: Column) -> int | None:
+    """The width of a string column's little-endian length prefix when it is 1 or 2 bytes."""
+    t = col.type_code
+    if t in (FieldType.VARCHAR, FieldType.VAR_STRING, FieldType.STRING):
+        return 1 if (col.length or 0) < 256 else 2
+    if t in (FieldType.BLOB, FieldType.TINY_BLOB, FieldType.MEDIUM_BLOB, FieldType.LONG_BLOB):
+        return col.meta if col.meta in (1, 2) else None
+    return None
 
 
 def _struct_code(col: Column) -> str | None:
