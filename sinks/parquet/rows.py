@@ -54,9 +54,13 @@ class TransactionTags:
     pos: int | None
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class PendingRows:
-    """One rows event waiting to be converted, with what it needs from its transaction."""
+    """One rows event waiting to be converted, with what it needs from its transaction.
+
+    Not frozen: ``commit_time_us`` is filled in when the transaction commits (one of these per
+    rows event, so rebuilding them at every commit showed in profiles).
+    """
 
     event: RowsEvent
     tags: TransactionTags

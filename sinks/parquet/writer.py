@@ -374,7 +374,6 @@ class ParquetSink:
         seq = txn.tags.seq
         commit_us = commit.commit_time_us
         commit_date = _commit_date(commit_us)
-        commit_ts = pa.scalar(commit_us, COMMIT_TS_FIELD.type)
         rows = 0
         for table in txn.tables.values():
             version = table.version
@@ -382,6 +381,7 @@ class ParquetSink:
             for batch in self._drain(table):
                 rows += batch.num_rows
                 columns = batch.columns
+                commit_ts = pa.scalar(commit_us, COMMIT_TS_FIELD.type)
                 columns.insert(version.commit_ts_index, pa.repeat(commit_ts, batch.num_rows))
                 self._append_committed(
                     part_key, version, commit_date, seq,
@@ -389,9 +389,9 @@ class ParquetSink:
             if table.pending:
                 part = self._part(part_key, version, commit_date, seq)
                 for entry in table.pending:
-                    part.pending.append(PendingRows(entry.event, entry.tags, entry.first_row,
-                                                    entry.moved, commit_us))
+                    entry.commit_time_us = commit_us
                     rows += entry.landed_rows
+                part.pending += table.pending
                 part.pending_rows += table.pending_rows
                 estimate = _estimate(version, table.pending_rows)
                 part.nbytes += estimate
