@@ -23,6 +23,7 @@ The sink never reads a clock: ``maybe_flush(now)`` takes the caller's monotonic 
 from __future__ import annotations
 
 import datetime as _dt
+import functools
 import json
 import logging
 import os
@@ -167,8 +168,18 @@ def prefer_jemalloc() -> None:
 _allocator_chosen = False
 
 
+_US_PER_DAY = 86_400 * 1_000_000
+_EPOCH_DATE = _dt.date(1970, 1, 1)
+
+
+@functools.lru_cache(maxsize=64)
+def _day_text(day: int) -> str:
+    return (_EPOCH_DATE + _dt.timedelta(days=day)).isoformat()
+
+
 def _commit_date(commit_time_us: int) -> str:
-    return _dt.datetime.fromtimestamp(commit_time_us / 1_000_000, _dt.UTC).date().isoformat()
+    """The UTC date of a commit, ``YYYY-MM-DD`` (asked once per transaction: cached per day)."""
+    return _day_text(commit_time_us // _US_PER_DAY)
 
 
 class ParquetSink:
