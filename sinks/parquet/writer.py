@@ -389,7 +389,7 @@ class ParquetSink:
         for table in txn.tables.values():
             version = table.version
             part_key = (version.database, version.table, version.version, commit_date)
-            for batch in self._drain(table):
+            for batch in self._drain(table) if table.batches or table.spill_writer else ():
                 rows += batch.num_rows
                 columns = batch.columns
                 commit_ts = pa.scalar(commit_us, COMMIT_TS_FIELD.type)
@@ -420,7 +420,10 @@ class ParquetSink:
         self._seq = seq
         gtid = commit.gtid if commit.gtid is not None else txn.begin.gtid
         self._advance_gtid_state(gtid)
-        self._last_gtid = str(gtid) if gtid is not None else None
+        if gtid is txn.begin.gtid:
+            self._last_gtid = txn.tags.gtid  # str(gtid), made at begin
+        else:
+            self._last_gtid = str(gtid) if gtid is not None else None
         self._last_end = commit.end
         self._last_commit_us = commit_us
         self._last_server_id = commit.server_id
