@@ -11,6 +11,9 @@ server benchmark's workloads:
 ``d``  a 50-column table, 500-row INSERTs
 ``b``  1-row transactions
 
+One rows event per statement here, while a server splits a statement into ~8 KiB events (about
+30 rows of (a), 14 UPDATE pairs of (c)), so per-event costs weigh more on a real stream.
+
 Run from the repository root::
 
     python -m bench.land_micro                 # all shapes, 3 repeats, median rows/CPU-s
