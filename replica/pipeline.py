@@ -91,6 +91,7 @@ class Pipeline:
         self.metrics = metrics
         self.stats = PipelineStats()
         self._skipping = False
+        self._begin: TransactionBegin | None = None
         self._clock_offset = 0.0
         self._landed: Checkpoint | None = None
         self._schema_source: SchemaSource | None = None
@@ -213,6 +214,7 @@ class Pipeline:
                                         item.row_count)
             return
         if isinstance(item, TransactionBegin):
+            self._begin = item
             self._skipping = self._skips(item)
             if self._skipping:
                 self.stats.skipped_transactions += 1
@@ -231,9 +233,13 @@ class Pipeline:
                             item.position)
         elif isinstance(item, TransactionPrepared):
             # The prepared part of an XA transaction: its rows land now, as the server has
-            # made them durable; a later XA ROLLBACK is logged (see below), not undone.
-            item = TransactionCommit(item.gtid, item.begin, item.end,
-                                     self.stats.last_commit_time_us or 0, 0)
+            # made them durable; a later XA ROLLBACK is logged (above), not undone. The binlog
+            # gives it no commit time of its own: its begin's time stands in.
+            begin = self._begin
+            item = TransactionCommit(
+                item.gtid, item.begin, item.end,
+                begin.timestamp * 1_000_000 if begin is not None else 0,
+                begin.server_id if begin is not None else 0)
         if isinstance(item, TransactionCommit):
             self.stats.transactions += 1
             self.stats.last_commit_time_us = item.commit_time_us
