@@ -23,11 +23,24 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+import trio
+
+from replica.config import (
+    Config,
+    FilterConfig,
+    LakeConfig,
+    MetricsConfig,
+    ReplicaConfig,
+    Secret,
+    ServerConfig,
+    StartConfig,
+)
+from replica.daemon import Daemon
 from sinks.parquet.commit import CHECKPOINT
 from tests.servers.handle import ServerHandle
 
 __all__ = ["DaemonProcess", "DaemonExited", "STOP_TIMEOUT", "binlog_end", "daemon_settings",
-           "free_server_id", "http_get", "read_checkpoint", "trusted_tls", "unique_db"]
+           "catch_up", "catch_up_config", "free_server_id", "http_get", "read_checkpoint", "trusted_tls", "unique_db"]
 
 REPO = Path(__file__).resolve().parents[2]
 _METRICS_LINE = re.compile(r"metrics on http://([^\s/]+):(\d+)/metrics")
@@ -246,6 +259,31 @@ def binlog_end(server: ServerHandle) -> tuple[str, int]:
     row = server.sql(status)[0]
     assert row[0] is not None and row[1] is not None
     return row[0], int(row[1])
+
+
+def catch_up_config(server: ServerHandle, lake: str | os.PathLike[str],
+                    start: tuple[str, int], *, include: tuple[str, ...] = (),
+                    **filters: Any) -> Config:
+    """An in-process daemon's config that streams from ``start`` to the binlog's end and stops
+    (``replica.stop_at_end``), as the replication user over the unix socket, metrics off."""
+    user = server.users["repl"]
+    return Config(
+        replica=ReplicaConfig(server_id=free_server_id(), stop_at_end=True),
+        server=ServerConfig(socket=server.socket, user=user.name,
+                            password=Secret(user.password), tls_ca=server.tls_ca),
+        start=StartConfig(from_="file", file=start[0], pos=start[1]),
+        filter=FilterConfig(include=include, **filters),
+        lake=LakeConfig(path=os.fspath(lake)),
+        metrics=MetricsConfig(address=""),
+    )
+
+
+async def catch_up(config: Config, timeout: float = 120) -> Daemon:
+    """Run the daemon of ``config`` in this process until it has caught up; return it."""
+    daemon = Daemon(config)
+    with trio.fail_after(timeout):
+        assert await daemon.run() == 0
+    return daemon
 
 
 def daemon_settings(server: ServerHandle, lake: Path, database: str, *, port: int | None = None,

@@ -9,21 +9,10 @@ import uuid
 from pathlib import Path
 
 import pytest
-import trio
 
-from replica.config import (
-    Config,
-    FilterConfig,
-    LakeConfig,
-    MetricsConfig,
-    ReplicaConfig,
-    Secret,
-    ServerConfig,
-    StartConfig,
-)
-from replica.daemon import Daemon
 from tests.servers.handle import ServerHandle
 
+from .daemon_process import binlog_end, catch_up, catch_up_config
 from .workload import read_lake
 
 pytestmark = pytest.mark.server
@@ -32,8 +21,7 @@ pytestmark = pytest.mark.server
 async def test_filters_and_loop_prevention(mariadb_10_11: ServerHandle, tmp_path: Path) -> None:
     server = mariadb_10_11
     db, other = f"keep_{uuid.uuid4().hex[:6]}", f"drop_{uuid.uuid4().hex[:6]}"
-    rows = server.sql("SHOW MASTER STATUS")
-    start = (str(rows[0][0]), int(str(rows[0][1])))
+    start = binlog_end(server)
     server.sql(
         f"CREATE DATABASE {db}; CREATE DATABASE {other};"
         f"CREATE TABLE {db}.t (id INT PRIMARY KEY); CREATE TABLE {db}.audit (id INT PRIMARY KEY);"
@@ -47,21 +35,10 @@ async def test_filters_and_loop_prevention(mariadb_10_11: ServerHandle, tmp_path
         f"SET SESSION gtid_domain_id = 9; INSERT INTO {db}.t VALUES (3); "
         "SET SESSION gtid_domain_id = 0;"
         f"INSERT INTO {db}.t VALUES (4)")
-    user = server.users["repl"]
     lake = tmp_path / "lake"
-    config = Config(
-        replica=ReplicaConfig(server_id=7700, stop_at_end=True),
-        server=ServerConfig(socket=server.socket, user=user.name,
-                            password=Secret(user.password), tls_ca=server.tls_ca),
-        start=StartConfig(from_="file", file=start[0], pos=start[1]),
-        filter=FilterConfig(include=(f"{db}.*",), exclude=(f"{db}.audit",),
-                            skip_server_ids=(4242,), skip_gtid_domains=(9,)),
-        lake=LakeConfig(path=str(lake)),
-        metrics=MetricsConfig(address=""),
-    )
-    daemon = Daemon(config)
-    with trio.fail_after(120):
-        assert await daemon.run() == 0
+    daemon = await catch_up(catch_up_config(
+        server, lake, start, include=(f"{db}.*",), exclude=(f"{db}.audit",),
+        skip_server_ids=(4242,), skip_gtid_domains=(9,)))
 
     landed = read_lake(lake, db).rows
     assert [r["id"] for r in landed["t"]] == [1, 4]
@@ -69,6 +46,5 @@ async def test_filters_and_loop_prevention(mariadb_10_11: ServerHandle, tmp_path
     assert not (lake / other).exists()
     assert daemon.pipeline.stats.skipped_transactions == 2
     checkpoint = json.loads((lake / "_checkpoint.json").read_text())
-    end = server.sql("SHOW MASTER STATUS")[0]
-    assert (checkpoint["binlog_file"], checkpoint["binlog_pos"]) == (end[0], int(str(end[1])))
+    assert (checkpoint["binlog_file"], checkpoint["binlog_pos"]) == binlog_end(server)
     assert "9-" in checkpoint["gtid_state"]  # the skipped domain's GTID is in the state too

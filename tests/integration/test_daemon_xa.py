@@ -3,31 +3,17 @@ rows; XA COMMIT adds nothing; a transaction rolled back before XA PREPARE never 
 
 from __future__ import annotations
 
-import itertools
 import uuid
 from pathlib import Path
 
 import pytest
-import trio
 
-from replica.config import (
-    Config,
-    FilterConfig,
-    LakeConfig,
-    MetricsConfig,
-    ReplicaConfig,
-    Secret,
-    ServerConfig,
-    StartConfig,
-)
-from replica.daemon import Daemon
 from tests.servers.handle import ServerHandle
 
+from .daemon_process import binlog_end, catch_up, catch_up_config
 from .workload import read_lake
 
 pytestmark = pytest.mark.server
-
-_ids = itertools.count(7600)
 
 
 @pytest.fixture(params=["mariadb-10.11", "mysql-9.7"])
@@ -39,8 +25,7 @@ def server(request: pytest.FixtureRequest) -> ServerHandle:
 
 async def test_xa_transactions_land_once(server: ServerHandle, tmp_path: Path) -> None:
     db = f"xa_{uuid.uuid4().hex[:8]}"
-    rows = server.sql("SHOW MASTER STATUS" if server.is_mariadb else "SHOW BINARY LOG STATUS")
-    start = (str(rows[0][0]), int(str(rows[0][1])))
+    start = binlog_end(server)
     server.sql(
         f"CREATE DATABASE {db}; CREATE TABLE {db}.t (id INT PRIMARY KEY, v VARCHAR(10)) "
         "ENGINE=InnoDB;"
@@ -50,18 +35,7 @@ async def test_xa_transactions_land_once(server: ServerHandle, tmp_path: Path) -
         f"XA START 'c'; UPDATE {db}.t SET v = 'uno' WHERE id = 1; XA END 'c'; "
         "XA COMMIT 'c' ONE PHASE;"
         f"INSERT INTO {db}.t VALUES (4, 'four')")
-    user = server.users["repl"]
-    config = Config(
-        replica=ReplicaConfig(server_id=next(_ids), stop_at_end=True),
-        server=ServerConfig(socket=server.socket, user=user.name,
-                            password=Secret(user.password), tls_ca=server.tls_ca),
-        start=StartConfig(from_="file", file=start[0], pos=start[1]),
-        filter=FilterConfig(include=(db,)),
-        lake=LakeConfig(path=str(tmp_path / "lake")),
-        metrics=MetricsConfig(address=""),
-    )
-    with trio.fail_after(120):
-        assert await Daemon(config).run() == 0
+    await catch_up(catch_up_config(server, tmp_path / "lake", start, include=(db,)))
 
     changes = read_lake(tmp_path / "lake", db).rows["t"]
     assert [(r["_op"], r["id"], r["v"]) for r in changes] == [

@@ -4,9 +4,7 @@ lake the daemon landed reports its rows and that it is caught up."""
 
 from __future__ import annotations
 
-import itertools
 import json
-import os
 import subprocess
 import sys
 import uuid
@@ -20,25 +18,14 @@ from protocol.binlog.model import RowsEvent
 from protocol.binlog.stream import EventStream
 from protocol.binlog.transactions import TransactionAssembler
 from replica import decode, status
-from replica.config import (
-    Config,
-    FilterConfig,
-    LakeConfig,
-    MetricsConfig,
-    ReplicaConfig,
-    Secret,
-    ServerConfig,
-    StartConfig,
-)
 from replica.connection import Connection, ConnectOptions
-from replica.daemon import Daemon
 from replica.session import ReplicationSession, SessionOptions, StartFrom
 from sinks.openprotocol import OpenProtocolEncoder
 from tests.servers.handle import ServerHandle
 
-pytestmark = pytest.mark.server
+from .daemon_process import binlog_end, catch_up, catch_up_config, free_server_id
 
-_ids = itertools.count(50000 + os.getpid() % 10000 * 3)
+pytestmark = pytest.mark.server
 
 
 @pytest.fixture(params=["mariadb_10_11", "mariadb_11_8", "mysql_9_7"])
@@ -75,7 +62,7 @@ async def _wire_events(server: ServerHandle, *, annotate: bool = True) -> list[A
     events: list[Any] = []
     with trio.fail_after(120):
         session = await ReplicationSession.start(conn, SessionOptions(
-            server_id=next(_ids), start=StartFrom.EARLIEST, non_blocking=True,
+            server_id=free_server_id(), start=StartFrom.EARLIEST, non_blocking=True,
             # Without ANNOTATE_ROWS a MariaDB 11.4+ dump omits events whose size the
             # positions of the following log_pos=0 events depend on (see the report).
             send_annotate_rows=annotate))
@@ -125,30 +112,16 @@ async def test_decode_files_matches_the_stream(server: ServerHandle) -> None:
     assert "s='line1\\nline2'" in lines[2]
 
 
-def _binlog_end(server: ServerHandle) -> tuple[str, int]:
-    rows = server.sql("SHOW MASTER STATUS" if server.is_mariadb else "SHOW BINARY LOG STATUS")
-    return str(rows[0][0]), int(str(rows[0][1]))
-
 
 async def test_status_after_the_daemon_landed(server: ServerHandle, tmp_path: Path) -> None:
-    file, pos = _binlog_end(server)
+    file, pos = binlog_end(server)
     db = f"st_{uuid.uuid4().hex[:10]}"
     server.sql(f"CREATE DATABASE {db}; USE {db}; "
                "CREATE TABLE a (id INT PRIMARY KEY, v VARCHAR(10));"
                "INSERT INTO a VALUES (1, 'x'), (2, 'y'), (3, 'z'); UPDATE a SET v = 'w';"
                "CREATE TABLE b (id INT PRIMARY KEY); INSERT INTO b VALUES (1);")
-    user = server.users["repl"]
-    config = Config(
-        replica=ReplicaConfig(server_id=next(_ids), stop_at_end=True),
-        server=ServerConfig(socket=server.socket, user=user.name,
-                            password=Secret(user.password), tls_ca=server.tls_ca),
-        start=StartConfig(from_="file", file=file, pos=pos),
-        filter=FilterConfig(include=(db,)),
-        lake=LakeConfig(path=str(tmp_path / "lake")),
-        metrics=MetricsConfig(address=""),
-    )
-    with trio.fail_after(120):
-        assert await Daemon(config).run() == 0
+    config = catch_up_config(server, tmp_path / "lake", (file, pos), include=(db,))
+    await catch_up(config)
 
     result = await status.collect(config)
     tables = {(t.database, t.table): t for t in result.lake.tables}

@@ -4,33 +4,19 @@ an ALTER in the stream never gives yesterday's events today's column list."""
 
 from __future__ import annotations
 
-import itertools
 import json
 import logging
 import uuid
 from pathlib import Path
 
 import pytest
-import trio
 
-from replica.config import (
-    Config,
-    FilterConfig,
-    LakeConfig,
-    MetricsConfig,
-    ReplicaConfig,
-    Secret,
-    ServerConfig,
-    StartConfig,
-)
-from replica.daemon import Daemon
 from tests.servers.handle import ServerHandle
 
+from .daemon_process import binlog_end, catch_up, catch_up_config
 from .workload import read_lake
 
 pytestmark = pytest.mark.server
-
-_ids = itertools.count(7300)
 
 TABLE = ("CREATE TABLE t (id INT UNSIGNED NOT NULL PRIMARY KEY, big BIGINT UNSIGNED, "
          "name VARCHAR(20) CHARACTER SET utf8mb4, e ENUM('a','b','it''s','x\\\\y'), "
@@ -57,25 +43,9 @@ def server(request: pytest.FixtureRequest, server_factory: object) -> ServerHand
     return handle
 
 
-def _binlog_end(server: ServerHandle) -> tuple[str, int]:
-    rows = server.sql("SHOW MASTER STATUS" if server.is_mariadb else "SHOW BINARY LOG STATUS")
-    return str(rows[0][0]), int(str(rows[0][1]))
-
-
 async def _land(server: ServerHandle, lake: Path, db: str, start: tuple[str, int]) -> None:
     """One catch-up run of the daemon (it resumes from the lake's checkpoint if there is one)."""
-    user = server.users["repl"]
-    config = Config(
-        replica=ReplicaConfig(server_id=next(_ids), stop_at_end=True),
-        server=ServerConfig(socket=server.socket, user=user.name,
-                            password=Secret(user.password), tls_ca=server.tls_ca),
-        start=StartConfig(from_="file", file=start[0], pos=start[1]),
-        filter=FilterConfig(include=(db,)),
-        lake=LakeConfig(path=str(lake)),
-        metrics=MetricsConfig(address=""),
-    )
-    with trio.fail_after(120):
-        assert await Daemon(config).run() == 0
+    await catch_up(catch_up_config(server, lake, start, include=(db,)))
 
 
 def _schema_versions(lake: Path, db: str) -> list[dict[str, object]]:
@@ -87,7 +57,7 @@ def _schema_versions(lake: Path, db: str) -> list[dict[str, object]]:
 async def test_names_types_and_labels_come_from_information_schema_and_follow_an_alter(
         server: ServerHandle, tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
     caplog.set_level(logging.INFO)
-    start = _binlog_end(server)
+    start = binlog_end(server)
     db = f"sch_{uuid.uuid4().hex[:10]}"
     lake = tmp_path / "lake"
     server.sql(f"SET NAMES utf8mb4; CREATE DATABASE {db}; USE {db}; {TABLE}; "
@@ -114,7 +84,7 @@ async def test_names_types_and_labels_come_from_information_schema_and_follow_an
         f"{db}.t come from information_schema as of now" in caplog.text
 
     # An ALTER: the next run streams it, forgets the description and reads the new one.
-    start_alter = _binlog_end(server)
+    start_alter = binlog_end(server)
     server.sql(f"SET NAMES utf8mb4; USE {db}; ALTER TABLE t ADD COLUMN extra INT NOT NULL DEFAULT 0;"
                "INSERT INTO t VALUES (3, 3, 'three', 'a', 'q', NULL, 'x', 7)")
     await _land(server, lake, db, start_alter)
@@ -131,7 +101,7 @@ async def test_events_before_an_alter_do_not_get_todays_columns(
     the rows written before the ALTER land unnamed (col_N) with a warning, those after it by
     name."""
     caplog.set_level(logging.WARNING, "binlake.schema")
-    start = _binlog_end(server)
+    start = binlog_end(server)
     db = f"sch_{uuid.uuid4().hex[:10]}"
     lake = tmp_path / "lake"
     server.sql(f"CREATE DATABASE {db}; USE {db}; "
