@@ -35,8 +35,8 @@ import trio
 from protocol.binlog.model import BinlogPosition, RowsEvent
 from protocol.binlog.stream import EventStream
 from protocol.binlog.transactions import TransactionAssembler, TransactionCommit
-from replica.connection import Connection, ConnectOptions
-from replica.session import ReplicationSession, SemiSyncMode, SessionOptions, StartFrom
+from replica.core.connection import Connection, ConnectOptions
+from replica.core.session import ReplicationSession, SemiSyncMode, SessionOptions, StartFrom
 
 MODES = ("fetch", "decode", "land", "ack-on-receive", "ack-on-receive-raw", "ack-after-land")
 

@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from replica.sandbox import MARIADB, SandboxServer, start_server
+from devtools.sandbox import MARIADB, SandboxServer, start_server
 
 from . import profile, report, semisync
 from .measure import MeasureError, Measurement, run_measured

@@ -4,7 +4,7 @@ Configurations, measured in the same run against the same master, one ACKing rep
 
 ``mariadb-replica``          a second mariadbd (sandbox), ``MASTER_USE_GTID=slave_pos``,
                              ``rpl_semi_sync_slave_enabled=ON`` — the reference
-``binlake-ack-on-receive``   ``replica.session`` ACKing each flagged event on arrival
+``binlake-ack-on-receive``   ``replica.core.session`` ACKing each flagged event on arrival
 ``binlake-ack-on-receive-raw``  the same without decoding: the session's own share
 ``binlake-ack-after-land``   the transaction is landed in Parquet, flushed (fsync + rename +
                              checkpoint), then ACKed — binlake's durable mode
@@ -29,8 +29,8 @@ from typing import TYPE_CHECKING, Any
 
 import trio
 
-from replica.connection import Connection, ConnectOptions
-from replica.sandbox import MARIADB, SandboxServer, start_server
+from devtools.sandbox import MARIADB, SandboxServer, start_server
+from replica.core.connection import Connection, ConnectOptions
 
 from .workloads import DATABASE
 

@@ -1,6 +1,6 @@
 """The connection phase: server greeting, SSLRequest, HandshakeResponse41 and the auth exchange.
 
-:class:`ClientHandshake` is a sans-I/O state machine. The driver (``replica.connection``):
+:class:`ClientHandshake` is a sans-I/O state machine. The driver (``replica.core.connection``):
 
 1. feeds the server's first packet to :meth:`ClientHandshake.receive_greeting`;
 2. if it wants TLS, sends :meth:`ClientHandshake.ssl_request` and upgrades the stream;

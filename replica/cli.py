@@ -9,8 +9,8 @@ Exit codes (also in ``binlake --help``):
      password, missing privilege, start position purged, duplicate server_id, undecodable stream)
 
 Errors are printed as one line plus a ``fix:`` line; ``-v`` adds the traceback. The commands'
-implementations live in their own modules (``replica.daemon``, ``replica.check``,
-``replica.status``, ``replica.decode``, ``replica.demo``), imported only when that command runs, so
+implementations live in their own modules (``replica.core.daemon``, ``replica.commands.check``,
+``replica.commands.status``, ``replica.commands.decode``, ``replica.commands.demo``), imported only when that command runs, so
 ``binlake --help`` stays fast and a command whose module is missing says so instead of crashing.
 Each module exposes ``run(...)``, plain or ``async`` (then run under ``trio.run``), returning an
 exit code or ``None`` for 0; ``decode`` and ``demo`` may also expose ``add_arguments(parser)`` to
@@ -34,8 +34,8 @@ from typing import Any, NoReturn
 import trio
 
 from protocol import errors
-from replica.backoff import is_permanent
 from replica.config import ConfigError, load_config
+from replica.core.backoff import is_permanent
 
 __all__ = ["main", "build_parser", "EXIT_OK", "EXIT_FAILURE", "EXIT_USAGE", "EXIT_PERMANENT",
            "hint_for"]
@@ -82,13 +82,13 @@ CONFIG_FLAGS = (
 
 COMMANDS = {
     # name: (module, what run() takes, one-line help)
-    "run": ("replica.daemon", "config", "replicate: connect, stream and land until stopped"),
-    "check": ("replica.check", "config",
+    "run": ("replica.core.daemon", "config", "replicate: connect, stream and land until stopped"),
+    "check": ("replica.commands.check", "config",
               "check the server is ready for binlake and say what to fix (exit 0/1)"),
-    "status": ("replica.status", "config",
+    "status": ("replica.commands.status", "config",
                "show where the lake stands: last landed position, lag, tables and rows"),
-    "decode": ("replica.decode", "args", "decode binlog files offline and print their events"),
-    "demo": ("replica.demo", "args",
+    "decode": ("replica.commands.decode", "args", "decode binlog files offline and print their events"),
+    "demo": ("replica.commands.demo", "args",
              "start a sandbox MariaDB, run a workload, land it and read it back with Spark"),
 }
 
@@ -220,7 +220,7 @@ def _dispatch(args: argparse.Namespace) -> int:
     config = load_config(args.config, flags=_flags_from(args),
                          require_server_id=args.command != "status")
     args.json_errors = config.log.format == "json"
-    from replica.logs import setup_logging
+    from replica.observe.logs import setup_logging
 
     log_config = config.log
     if args.verbose >= 2 and config.log.level != "debug":
@@ -355,7 +355,7 @@ def run(argv: Sequence[str] | None = None) -> int:
     parser = build_parser(arguments)
     args = parser.parse_args(arguments)  # exits 2 with usage on bad arguments
     if args.command == "run":
-        from replica import early_stop
+        from replica.core import early_stop
 
         early_stop.install()  # a SIGTERM before the daemon listens still stops it cleanly
     try:

@@ -3,7 +3,7 @@
 ``protocol.errors`` says what went wrong with the bytes or the server's answer; the classes here
 say what went wrong getting bytes at all. They also derive from the matching builtin
 (``ConnectionError``/``TimeoutError``, both ``OSError``) so code that already treats network
-failures as retryable — ``replica.backoff.classify`` among it — sees them as such.
+failures as retryable — ``replica.core.backoff.classify`` among it — sees them as such.
 """
 
 from __future__ import annotations

@@ -9,7 +9,7 @@ export PATH="$PWD/.venv/bin:$PATH"
 echo "== provisioning the test bed's servers"
 python -m tests.servers.provision
 echo "== ruff"
-ruff check protocol replica sinks tests bench
+ruff check protocol replica sinks devtools tests bench
 echo "== mypy (protocol/)"
 mypy
 echo "== pytest"

@@ -35,7 +35,7 @@ from replica.config import (
     ServerConfig,
     StartConfig,
 )
-from replica.daemon import Daemon
+from replica.core.daemon import Daemon
 from sinks.parquet.commit import CHECKPOINT
 from tests.servers.handle import ServerHandle
 

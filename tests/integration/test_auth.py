@@ -20,7 +20,7 @@ import string
 import pytest
 
 from protocol.errors import AccessDenied, InsecureTransport, TlsError
-from replica.connection import Connection, ConnectOptions
+from replica.core.connection import Connection, ConnectOptions
 from tests.servers.handle import ServerHandle
 from tests.servers.plugin import user_or_skip
 

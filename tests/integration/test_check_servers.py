@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from replica import check
-from replica.check import Status
+from replica.commands import check
+from replica.commands.check import Status
 from replica.config import Config, LakeConfig, ReplicaConfig, Secret, ServerConfig, StartConfig
 from tests.servers.handle import ServerHandle
 

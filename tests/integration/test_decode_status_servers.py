@@ -17,9 +17,9 @@ import trio
 from protocol.binlog.model import RowsEvent
 from protocol.binlog.stream import EventStream
 from protocol.binlog.transactions import TransactionAssembler
-from replica import decode, status
-from replica.connection import Connection, ConnectOptions
-from replica.session import ReplicationSession, SessionOptions, StartFrom
+from replica.commands import decode, status
+from replica.core.connection import Connection, ConnectOptions
+from replica.core.session import ReplicationSession, SessionOptions, StartFrom
 from sinks.openprotocol import OpenProtocolEncoder
 from tests.servers.handle import ServerHandle
 

@@ -20,8 +20,8 @@ import trio
 from protocol import errors
 from protocol.binlog.model import BinlogPosition
 from protocol.gtid import GtidPosition, GtidSet, MariadbGtid, MysqlGtid, Tsid
-from replica.connection import Connection, ConnectOptions
-from replica.session import ReplicationSession, SemiSyncMode, SessionOptions, StartFrom
+from replica.core.connection import Connection, ConnectOptions
+from replica.core.session import ReplicationSession, SemiSyncMode, SessionOptions, StartFrom
 from tests.servers.handle import ServerHandle
 
 pytestmark = pytest.mark.server

@@ -13,7 +13,7 @@ Building is crash-safe and race-safe:
 - An exclusive ``fcntl`` lock per chroot serializes builders across processes; readers take the
   same lock shared for the moment they check the marker, so they never see a half-built chroot.
 - ``debootstrap`` and every command run inside the chroot get a private mount namespace (see
-  ``replica.sandbox.in_root_argv``): the ``/proc``, ``/sys`` and ``/dev`` mounts they need
+  ``devtools.sandbox.in_root_argv``): the ``/proc``, ``/sys`` and ``/dev`` mounts they need
   disappear with their processes, on success, failure, Ctrl-C or SIGKILL alike. Before anything
   is deleted, :func:`remove_tree` still checks the host's mount table and unmounts whatever an
   older or foreign tool may have left there, and refuses to delete while anything stays mounted,
@@ -34,7 +34,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from replica.sandbox import in_root_argv, root_env
+from devtools.sandbox import in_root_argv, root_env
 
 #: Bump when the recipe below changes in a way that needs existing chroots rebuilt.
 RECIPE_VERSION = 1

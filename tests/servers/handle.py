@@ -1,6 +1,6 @@
 """What a test gets from the test bed: a running server, its accounts, and its stock tools.
 
-A :class:`ServerHandle` wraps a ``replica.sandbox.SandboxServer`` with the per-flavor facts tests
+A :class:`ServerHandle` wraps a ``devtools.sandbox.SandboxServer`` with the per-flavor facts tests
 need (flavor name, version, TLS CA, the accounts created for the session) and runs the flavor's
 own stock client. Paths on the handle are host paths; :meth:`ServerHandle.inside` translates one
 to the path the server and its tools see inside their chroot.
@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from replica.sandbox import MARIADB, SandboxServer, in_root_argv
+from devtools.sandbox import MARIADB, SandboxServer, in_root_argv
 
 __all__ = ["ServerHandle", "User"]
 
@@ -45,7 +45,7 @@ class ServerHandle:
         missing_users: role -> why the account does not exist on this server.
         base_args: the flavor's own extra server options (TLS files on 10.11).
         name: the test bed's label for this server (the flavor, or the factory's ``name``).
-        sandbox: the underlying ``replica.sandbox.SandboxServer``.
+        sandbox: the underlying ``devtools.sandbox.SandboxServer``.
     """
 
     host = "127.0.0.1"
@@ -126,7 +126,7 @@ class ServerHandle:
                 f"--ssl-ca={server.inside(server.tls_ca)}"]`` (paths as seen inside the root).
 
         Raises:
-            replica.sandbox.SandboxError: the client failed; the message holds its stderr.
+            devtools.sandbox.SandboxError: the client failed; the message holds its stderr.
         """
         account = self.users[user]
         extra = ["--protocol=TCP", "--host=127.0.0.1", f"--port={self.port}"] if tcp else []

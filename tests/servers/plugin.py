@@ -22,7 +22,7 @@ Ctrl-C (pytest tears session fixtures down on KeyboardInterrupt; ``pytest_sessio
 from the kernel (``PR_SET_PDEATHSIG``) and the next session removes their directories.
 
 ``/proc`` and ``/dev`` for the chroot servers exist only in each server's private mount
-namespace (see ``replica/sandbox.py``), so there is nothing to unmount at session end.
+namespace (see ``devtools/sandbox.py``), so there is nothing to unmount at session end.
 """
 
 from __future__ import annotations
@@ -40,8 +40,8 @@ from pathlib import Path
 
 import pytest
 
-from replica import sandbox
-from replica.sandbox import MARIADB, MYSQL, SandboxError
+from devtools import sandbox
+from devtools.sandbox import MARIADB, MYSQL, SandboxError
 
 from .chroot import SID_MYSQL, TRIXIE_MARIADB, ChrootSpec, chroot_path, ready_chroot
 from .handle import ServerHandle, User

@@ -15,7 +15,7 @@ import os
 import sys
 import time
 
-from replica.sandbox import SandboxError, ensure_host_mariadb
+from devtools.sandbox import SandboxError, ensure_host_mariadb
 
 from .chroot import SPECS, ChrootError, ensure_chroot
 

@@ -1,4 +1,4 @@
-"""replica.backoff: delay bounds, the cap, jitter spread, and which failures stop the daemon."""
+"""replica.core.backoff: delay bounds, the cap, jitter spread, and which failures stop the daemon."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ import pytest
 import trio
 
 from protocol import errors
-from replica.backoff import Backoff, Disposition, classify, is_permanent
 from replica.config import ConfigError, ReconnectConfig
+from replica.core.backoff import Backoff, Disposition, classify, is_permanent
 
 
 def test_delays_stay_within_the_exponential_bound_and_the_cap() -> None:

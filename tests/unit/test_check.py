@@ -4,7 +4,14 @@ from __future__ import annotations
 
 import pytest
 
-from replica.check import CheckResult, ServerReport, Status, evaluate, parse_grants, print_results
+from replica.commands.check import (
+    CheckResult,
+    ServerReport,
+    Status,
+    evaluate,
+    parse_grants,
+    print_results,
+)
 from replica.config import Config, ReplicaConfig, SemiSyncConfig, ServerConfig, StartConfig
 
 GOOD = {"server_id": "1", "log_bin": "ON", "binlog_format": "ROW", "binlog_row_image": "FULL",

@@ -101,7 +101,7 @@ def test_password_on_the_command_line_is_refused(capsys: pytest.CaptureFixture[s
 def test_missing_command_module_says_not_implemented(capsys: pytest.CaptureFixture[str],
                                                      monkeypatch: pytest.MonkeyPatch,
                                                      restore_logging: None) -> None:
-    monkeypatch.setitem(sys.modules, "replica.status", None)  # import raises ModuleNotFoundError
+    monkeypatch.setitem(sys.modules, "replica.commands.status", None)  # import raises ModuleNotFoundError
     assert cli.run(["status"]) == cli.EXIT_FAILURE
     err = capsys.readouterr().err
     assert "`binlake status` is not implemented yet" in err
@@ -111,7 +111,7 @@ def test_missing_command_module_says_not_implemented(capsys: pytest.CaptureFixtu
 def test_run_gets_config_with_flags_over_env(fake_module: Callable[..., Any],
                                              monkeypatch: pytest.MonkeyPatch) -> None:
     seen: list[Config] = []
-    fake_module("replica.daemon", run=lambda config: seen.append(config))
+    fake_module("replica.core.daemon", run=lambda config: seen.append(config))
     monkeypatch.setenv("BINLAKE_SERVER_PORT", "3307")
     monkeypatch.setenv("BINLAKE_SERVER_HOST", "envhost")
     assert cli.run(["run", "--port", "3308", "--set", "lake.flush_interval=10s",
@@ -128,14 +128,14 @@ def test_async_run_and_return_codes(fake_module: Callable[..., Any]) -> None:
         await trio.sleep(0)
         return 1
 
-    fake_module("replica.check", run=run)
+    fake_module("replica.commands.check", run=run)
     assert cli.run(["check"]) == 1
 
 
 def test_status_does_not_need_a_server_id(fake_module: Callable[..., Any],
                                           monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("BINLAKE_REPLICA_SERVER_ID")
-    fake_module("replica.status", run=lambda config: 0)
+    fake_module("replica.commands.status", run=lambda config: 0)
     assert cli.run(["status"]) == 0
 
 
@@ -157,7 +157,7 @@ def test_failures_map_to_exit_codes_and_fixes(exc: BaseException, code: int, fix
     def run(config: Config) -> None:
         raise exc
 
-    fake_module("replica.daemon", run=run)
+    fake_module("replica.core.daemon", run=run)
     assert cli.run(["run"]) == code
     err = capsys.readouterr().err
     assert err.startswith("binlake: error: ")
@@ -174,7 +174,7 @@ def test_keyboard_interrupt(fake_module: Callable[..., Any]) -> None:
     def run(config: Config) -> None:
         raise KeyboardInterrupt
 
-    fake_module("replica.daemon", run=run)
+    fake_module("replica.core.daemon", run=run)
     assert cli.run(["run"]) == cli.EXIT_INTERRUPTED
 
 
@@ -186,21 +186,21 @@ def test_password_masked_in_error_output(fake_module: Callable[..., Any],
     def run(config: Config) -> None:
         raise errors.AccessDenied(1045, "28000", "weird server echoing s3cret-pw-xyz")
 
-    fake_module("replica.daemon", run=run)
+    fake_module("replica.core.daemon", run=run)
     assert cli.run(["run", "-v"]) == 3
     assert "s3cret-pw-xyz" not in capsys.readouterr().err
 
 
 def test_decode_and_demo_take_their_arguments(fake_module: Callable[..., Any]) -> None:
     seen: list[argparse.Namespace] = []
-    fake_module("replica.decode", run=seen.append)
+    fake_module("replica.commands.decode", run=seen.append)
     assert cli.run(["decode", "a.000001", "b.000002"]) == 0
     assert seen[-1].files == ["a.000001", "b.000002"]
 
     def add_arguments(parser: argparse.ArgumentParser) -> None:
         parser.add_argument("--rows", type=int, default=10)
 
-    fake_module("replica.demo", run=seen.append, add_arguments=add_arguments)
+    fake_module("replica.commands.demo", run=seen.append, add_arguments=add_arguments)
     assert cli.run(["demo", "--rows", "5"]) == 0
     assert seen[-1].rows == 5
 
@@ -231,7 +231,7 @@ def test_sigterm_before_the_daemon_listens_is_recorded_not_fatal() -> None:
     import os
     import signal
 
-    from replica import early_stop
+    from replica.core import early_stop
 
     previous = signal.getsignal(signal.SIGTERM)
     try:

@@ -1,4 +1,4 @@
-"""replica.connection against a scripted fake server on loopback (no database needed)."""
+"""replica.core.connection against a scripted fake server on loopback (no database needed)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import trio
 
 from protocol.errors import AccessDenied, PacketSequenceError, ServerError, TlsError
 from protocol.packets import PacketCodec, lenenc_bytes, lenenc_int
-from replica.connection import Connection, ConnectOptions, is_loopback
+from replica.core.connection import Connection, ConnectOptions, is_loopback
 from replica.errors import ConnectError, ConnectionLost, ConnectTimeout, ReadTimeout
 
 from .test_handshake import MARIADB_GREETING

@@ -18,7 +18,8 @@ from protocol.binlog.model import RowsEvent
 from protocol.binlog.stream import EventStream
 from protocol.binlog.transactions import TransactionAssembler
 from protocol.binlog.values import InvalidTemporal
-from replica import cli, decode
+from replica import cli
+from replica.commands import decode
 from sinks.openprotocol import OpenProtocolEncoder
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "binlogs"

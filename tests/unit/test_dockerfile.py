@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 import trio
 
-from replica.metrics import Metrics, serve_http
+from replica.observe.metrics import Metrics, serve_http
 
 ROOT = Path(__file__).resolve().parents[2]
 DOCKERFILE = ROOT / "Dockerfile"

@@ -1,4 +1,4 @@
-"""replica.logs: human and JSON formats, redaction of secrets everywhere, reopen on SIGHUP."""
+"""replica.observe.logs: human and JSON formats, redaction of secrets everywhere, reopen on SIGHUP."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ import pytest
 import trio
 
 from replica.config import LogConfig, load_config
-from replica.logs import LogSetup, reopen_logs_on_sighup, setup_logging
+from replica.observe.logs import LogSetup, reopen_logs_on_sighup, setup_logging
 
 PASSWORD = "Tr0ub4dor&3-unique"
 
@@ -40,10 +40,10 @@ def capture(fmt: str, level: str = "info") -> tuple[io.StringIO, LogSetup]:
 @pytest.mark.usefixtures("restore_root_logger")
 def test_human_format_has_time_level_logger_message_and_extras() -> None:
     stream, _ = capture("human")
-    logging.getLogger("replica.session").info("connected to %s", "db:3306",
+    logging.getLogger("replica.core.session").info("connected to %s", "db:3306",
                                               extra={"gtid": "0-1-5", "note": "two words"})
     line = stream.getvalue().strip()
-    assert line.endswith('INFO    replica.session: connected to db:3306 gtid=0-1-5 '
+    assert line.endswith('INFO    replica.core.session: connected to db:3306 gtid=0-1-5 '
                          'note="two words"')
     assert line[:4].isdigit() and line[23] == "Z"
 
@@ -51,7 +51,7 @@ def test_human_format_has_time_level_logger_message_and_extras() -> None:
 @pytest.mark.usefixtures("restore_root_logger")
 def test_json_format_is_one_object_per_line() -> None:
     stream, _ = capture("json")
-    log = logging.getLogger("replica.pipeline")
+    log = logging.getLogger("replica.core.pipeline")
     log.info("landed %d rows", 12, extra={"table": "shop.orders", "rows": 12})
     try:
         raise RuntimeError("boom")
@@ -60,7 +60,7 @@ def test_json_format_is_one_object_per_line() -> None:
     lines = stream.getvalue().splitlines()
     assert len(lines) == 2
     first, second = (json.loads(line) for line in lines)
-    assert first["level"] == "info" and first["logger"] == "replica.pipeline"
+    assert first["level"] == "info" and first["logger"] == "replica.core.pipeline"
     assert first["message"] == "landed 12 rows"
     assert first["table"] == "shop.orders" and first["rows"] == 12
     assert first["time"].endswith("Z")

@@ -1,4 +1,4 @@
-"""replica.metrics: counters and readiness state, and the HTTP endpoint over real loopback HTTP."""
+"""replica.observe.metrics: counters and readiness state, and the HTTP endpoint over real loopback HTTP."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import pytest
 import trio
 from prometheus_client.parser import text_string_to_metric_families
 
-from replica.metrics import Metrics, serve_http
+from replica.observe.metrics import Metrics, serve_http
 
 
 class FakeClock:

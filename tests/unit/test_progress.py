@@ -1,10 +1,10 @@
-"""The catch-up progress line (replica.progress): bytes behind across files, formatting, and the
+"""The catch-up progress line (replica.observe.progress): bytes behind across files, formatting, and the
 state that reports the end once."""
 
 from __future__ import annotations
 
 from protocol.binlog.model import BinlogPosition
-from replica.progress import (
+from replica.observe.progress import (
     BinlogFile,
     CatchUpProgress,
     bytes_behind,

@@ -1,4 +1,4 @@
-"""Unit tests of the parts of replica.sandbox and the test bed's chroot cache that need no server."""
+"""Unit tests of the parts of devtools.sandbox and the test bed's chroot cache that need no server."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from replica import sandbox
-from replica.sandbox import SandboxError, SandboxServer, in_root_argv, parse_batch_output
+from devtools import sandbox
+from devtools.sandbox import SandboxError, SandboxServer, in_root_argv, parse_batch_output
 from tests.servers import chroot
 
 

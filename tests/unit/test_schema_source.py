@@ -1,5 +1,5 @@
 """A schema source for TABLE_MAPs without FULL metadata: the consistency check and enrichment
-(``protocol.binlog.enrich``), the event stream's hooks, and ``replica.schema_source`` against a
+(``protocol.binlog.enrich``), the event stream's hooks, and ``replica.core.schema_source`` against a
 scripted connection."""
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from protocol.binlog.stream import EventStream
 from protocol.binlog.tablemap import decode_table_map
 from protocol.binlog.transactions import Statement
 from protocol.errors import ServerError
-from replica.schema_source import (
+from replica.core.schema_source import (
     SchemaSource,
     columns_query,
     describe_rows,

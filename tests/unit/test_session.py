@@ -13,8 +13,8 @@ from protocol import errors
 from protocol.binlog.model import BinlogPosition
 from protocol.gtid import GtidPosition, GtidSet
 from protocol.packets import PacketCodec
+from replica.core.session import ReplicationSession, SemiSyncMode, SessionOptions, StartFrom
 from replica.errors import ReadTimeout
-from replica.session import ReplicationSession, SemiSyncMode, SessionOptions, StartFrom
 
 VARIABLES = [("server_id", "1"), ("log_bin", "ON"), ("binlog_format", "ROW"),
              ("binlog_checksum", "CRC32"), ("rpl_semi_sync_master_enabled", "ON")]
@@ -252,7 +252,7 @@ async def test_error_mid_stream_is_typed():
 
 
 def test_version_comparison_for_annotate_rows() -> None:
-    from replica.session import _version_at_least
+    from replica.core.session import _version_at_least
 
     assert _version_at_least("11.8.6-MariaDB-0+deb13u1-log", (11, 4))
     assert _version_at_least("5.5.5-11.4.2-MariaDB", (11, 4))

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from protocol.binlog.model import Column, ColumnFlag
-from replica import status
+from replica.commands import status
 from replica.config import Config, LakeConfig, ReplicaConfig, ServerConfig
 from sinks.parquet import ParquetSink
 from sinks.parquet.testing import StreamBuilder, col

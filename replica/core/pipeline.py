@@ -19,7 +19,7 @@ domain — loop prevention) still reaches the sink as an empty begin/commit pair
 checkpoint moves past it; rows of excluded tables are dropped but their transaction commits.
 
 Without binlog_row_metadata=FULL a session may come with a
-:class:`~replica.schema_source.SchemaSource`: the tables an event maps are described (awaited)
+:class:`~replica.core.schema_source.SchemaSource`: the tables an event maps are described (awaited)
 before the event is decoded, the decoder completes each TABLE_MAP from that description, and
 DDL statements invalidate it.
 """
@@ -46,12 +46,11 @@ from protocol.binlog.transactions import (
     TransactionPrepared,
 )
 from protocol.gtid import MariadbGtid
+from replica.core.schema_source import SchemaSource
+from replica.core.session import ReplicationSession, SemiSyncMode
+from replica.errors import sole_exception
+from replica.observe.metrics import Metrics
 from sinks.parquet import Checkpoint, ParquetSink
-
-from .errors import sole_exception
-from .metrics import Metrics
-from .schema_source import SchemaSource
-from .session import ReplicationSession, SemiSyncMode
 
 log = logging.getLogger("binlake.pipeline")
 

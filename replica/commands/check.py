@@ -40,8 +40,7 @@ from typing import TextIO
 
 from protocol.errors import GtidError, ServerError
 from protocol.gtid import GtidPosition, GtidSet
-
-from .config import Config
+from replica.config import Config
 
 __all__ = [
     "Status",
@@ -283,7 +282,7 @@ def _tls(config: Config, report: ServerReport) -> CheckResult:
         return CheckResult("tls", Status.OK, f"TLS in use (trust: {report.tls_trust})")
     if report.unix_socket:
         return CheckResult("tls", Status.OK, "unix socket: local, TLS not needed")
-    from .connection import is_loopback
+    from replica.core.connection import is_loopback
 
     offered = have_ssl == "YES"
     if is_loopback(config.server.host):
@@ -451,7 +450,7 @@ async def gather(config: Config) -> ServerReport:
     Raises:
         whatever connecting raises (refused, authentication, TLS): the caller reports it.
     """
-    from .connection import Connection, ConnectOptions
+    from replica.core.connection import Connection, ConnectOptions
 
     conn = await Connection.open(ConnectOptions.from_config(config.server))
     async with conn:
@@ -503,7 +502,7 @@ async def run_checks(config: Config) -> tuple[list[CheckResult], ServerReport | 
     try:
         report = await gather(config)
     except Exception as exc:  # reported as the first (and only) check, with its fix
-        from .cli import hint_for
+        from replica.cli import hint_for
 
         text = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
         return [CheckResult("connect", Status.FAIL, f"{type(exc).__name__}: {text}",

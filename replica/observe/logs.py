@@ -1,6 +1,6 @@
 """Logging for the daemon: readable lines or JSON lines, a reopenable file, and no secrets.
 
-* ``human`` (default): ``2026-11-21T08:17:44.123Z INFO replica.session: message key=value`` —
+* ``human`` (default): ``2026-11-21T08:17:44.123Z INFO replica.core.session: message key=value`` —
   what a person tails in a terminal.
 * ``json``: one object per line (``time``, ``level``, ``logger``, ``message``, any ``extra=``
   fields, ``exception``) — what log shippers in a sidecar setup parse without regexes.

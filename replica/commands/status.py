@@ -35,7 +35,7 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any, TextIO
 
-from .config import Config
+from replica.config import Config
 
 __all__ = ["TableFacts", "LakeFacts", "ServerPosition", "Status", "lake_facts",
            "server_position", "collect", "render_text", "add_arguments", "run"]
@@ -180,7 +180,7 @@ def _text(value: str | bytes | None) -> str | None:
 async def server_position(config: Config, checkpoint: dict[str, Any] | None) -> ServerPosition:
     """Ask the server for its end, and compare with the checkpoint; never raises for the
     server's sake (an unreachable server is a fact to report)."""
-    from .connection import Connection, ConnectOptions
+    from replica.core.connection import Connection, ConnectOptions
 
     options = ConnectOptions.from_config(
         config.server, connect_timeout=min(config.server.connect_timeout, 5.0),

@@ -7,7 +7,12 @@
 4. read the lake back with Spark and print, per table, the change log by operation and the
    current state next to what ``SELECT`` says on the server — they must agree.
 
-Nothing outside the sandbox's temporary directory and the lake directory is touched.
+Nothing outside the sandbox's temporary directory and the lake directory is touched. The demo
+only ever replaces a lake it made itself: it writes ``DEMO_MARKER`` into every lake it creates and
+refuses any other non-empty directory, so a mistyped ``--lake`` can never wipe a real lake.
+
+Server provisioning is developer tooling (:mod:`devtools.sandbox`), not part of the installed
+package: the demo runs from a checkout (``scripts/demo.sh``) and says so when it is not there.
 """
 
 from __future__ import annotations
@@ -19,20 +24,21 @@ import secrets
 import shutil
 import sys
 import time
+from pathlib import Path
 from typing import Any
 
 import trio
 
-from .config import load_config
-from .daemon import Daemon
+from replica.config import load_config
+from replica.core.daemon import Daemon
 
 TABLES = ("customers", "products", "orders")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--lake", default=os.path.abspath("demo-lake"),
-                        help="directory for the demo's lake (replaced if it holds an old "
-                             "demo lake; default: ./demo-lake)")
+                        help="directory for the demo's lake: new, empty, or made by an earlier "
+                             "demo (then replaced); default: ./demo-lake")
     parser.add_argument("--rows", type=int, default=500,
                         help="orders the workload creates (default: 500)")
     parser.add_argument("--seed", type=int, default=7, help="workload seed (default: 7)")
@@ -99,23 +105,52 @@ def workload_sql(rows: int, seed: int) -> list[str]:
     return batches
 
 
-def _prepare_lake(path: str) -> None:
+DEMO_MARKER = "_binlake_demo_lake"
+
+
+class DemoRefused(Exception):
+    """The demo will not run as asked (a directory it did not make, no checkout)."""
+
+
+def prepare_lake(path: str) -> None:
+    """Make ``path`` an empty demo lake; replace it only if an earlier demo made it."""
     if os.path.isdir(path) and os.listdir(path):
-        if not os.path.exists(os.path.join(path, "_checkpoint.json")):
-            raise SystemExit(f"binlake demo: {path} exists and is not a binlake lake; "
-                             "pass --lake with an empty or new directory")
+        if not os.path.isfile(os.path.join(path, DEMO_MARKER)):
+            raise DemoRefused(
+                f"{path} is not empty and was not made by binlake demo; nothing was changed. "
+                "Pass --lake with a new or empty directory")
         shutil.rmtree(path)
     os.makedirs(path, exist_ok=True)
+    with open(os.path.join(path, DEMO_MARKER), "w") as marker:
+        marker.write("made by binlake demo; the next demo run may replace this directory\n")
+
+
+def _sandbox() -> Any:
+    """:mod:`devtools.sandbox`, from the checkout this package was installed from."""
+    try:
+        import devtools.sandbox as sandbox
+    except ModuleNotFoundError:
+        checkout = Path(__file__).resolve().parents[2]
+        if not (checkout / "devtools" / "sandbox.py").is_file():
+            raise DemoRefused("binlake demo starts a sandbox server with the developer tools of "
+                              "a checkout, which this installation does not have: run "
+                              "scripts/demo.sh from a binlake checkout") from None
+        sys.path.insert(0, str(checkout))
+        import devtools.sandbox as sandbox
+    return sandbox
 
 
 def run(args: argparse.Namespace) -> int:
-    from .sandbox import ensure_host_mariadb, start_server
-
     lake = os.path.abspath(args.lake)
-    _prepare_lake(lake)
-    ensure_host_mariadb()
+    try:
+        sandbox = _sandbox()
+        prepare_lake(lake)
+    except DemoRefused as exc:
+        print(f"binlake demo: {exc}", file=sys.stderr)
+        return 2
+    sandbox.ensure_host_mariadb()
     _say("1/4  starting a sandbox MariaDB on 127.0.0.1 …")
-    server = start_server()
+    server = sandbox.start_server()
     try:
         version = server.version()
         _say(f"     {version} on port {server.port} (datadir {server.datadir})")

@@ -1,12 +1,12 @@
 """``binlake run``: connect, register, stream, land — until stopped, across reconnects.
 
-The daemon is a loop around one :class:`~replica.pipeline.Pipeline` (which owns the lake):
+The daemon is a loop around one :class:`~replica.core.pipeline.Pipeline` (which owns the lake):
 
 1. open the lake; its checkpoint, if any, is where streaming resumes (the configured start
    point is used only for a new lake);
-2. connect and register (:class:`~replica.session.ReplicationSession`), stream into the
+2. connect and register (:class:`~replica.core.session.ReplicationSession`), stream into the
    pipeline;
-3. on a failure :func:`replica.backoff.classify` decides: network errors, stalls and server
+3. on a failure :func:`replica.core.backoff.classify` decides: network errors, stalls and server
    restarts are retried after an exponential, jittered delay, resuming from the lake's
    durable checkpoint (so nothing is lost or landed twice); permanent errors (authentication,
    privileges, purged binlogs, configuration) end the daemon with a non-zero exit instead of a
@@ -33,18 +33,24 @@ import trio
 from protocol.binlog.model import BinlogPosition
 from protocol.errors import ServerError
 from protocol.gtid import GtidPosition, GtidSet
+from replica.config import Config
+from replica.core import early_stop
+from replica.core.backoff import Backoff, Disposition, classify
+from replica.core.connection import Connection, ConnectOptions
+from replica.core.pipeline import Pipeline, PipelineOptions
+from replica.core.schema_source import SchemaSource
+from replica.core.session import (
+    ReplicationSession,
+    SemiSyncMode,
+    SessionOptions,
+    StartFrom,
+    StartPoint,
+)
+from replica.errors import sole_exception
+from replica.observe import logs
+from replica.observe.metrics import Metrics, serve_http
+from replica.observe.progress import BinlogFile, CatchUpProgress, bytes_behind
 from sinks.parquet import Checkpoint, ParquetSink, SinkOptions
-
-from . import early_stop, logs
-from .backoff import Backoff, Disposition, classify
-from .config import Config
-from .connection import Connection, ConnectOptions
-from .errors import sole_exception
-from .metrics import Metrics, serve_http
-from .pipeline import Pipeline, PipelineOptions
-from .progress import BinlogFile, CatchUpProgress, bytes_behind
-from .schema_source import SchemaSource
-from .session import ReplicationSession, SemiSyncMode, SessionOptions, StartFrom, StartPoint
 
 log = logging.getLogger("binlake.daemon")
 

@@ -48,8 +48,7 @@ from protocol.binlog.enrich import (
 from protocol.binlog.model import TableMapEvent
 from protocol.binlog.transactions import Statement
 from protocol.errors import ProtocolError
-
-from .connection import Connection, ConnectOptions
+from replica.core.connection import Connection, ConnectOptions
 
 __all__ = ["SchemaSource", "columns_query", "primary_key_query", "describe_rows",
            "parse_labels"]

@@ -1,6 +1,6 @@
 """One replication session: register on the server as a replica and stream its binlog.
 
-:meth:`ReplicationSession.start` takes an open :class:`~replica.connection.Connection` and does
+:meth:`ReplicationSession.start` takes an open :class:`~replica.core.connection.Connection` and does
 what a MariaDB replica does, in the same order (see ``protocol.replication``):
 
 1. ``SELECT UNIX_TIMESTAMP()`` (clock offset) and the server's variables, refusing servers that
@@ -60,7 +60,7 @@ from protocol.replication import (
 )
 
 if TYPE_CHECKING:
-    from replica.connection import Connection
+    from replica.core.connection import Connection
 
 __all__ = ["StartFrom", "StartPoint", "SemiSyncMode", "SessionOptions", "ReplicationSession"]
 
