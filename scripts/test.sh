@@ -10,7 +10,7 @@ echo "== provisioning the test bed's servers"
 python -m tests.servers.provision
 echo "== ruff"
 ruff check protocol replica sinks devtools tests bench
-echo "== mypy (protocol/)"
+echo "== mypy --strict (protocol, sinks, replica, devtools, bench)"
 mypy
 echo "== pytest"
 python -m pytest "$@"

@@ -13,7 +13,7 @@ start-time schema: new columns are not seen until the query is restarted.
 from __future__ import annotations
 
 import os
-from typing import Any
+from typing import Any, cast
 
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
@@ -44,7 +44,7 @@ def _aligned(df: DataFrame, target: S.StructType, version: int) -> DataFrame:
 
 
 def _aligned_struct(df: DataFrame, target: Any) -> Column:
-    source = df.schema["_before"].dataType
+    source = cast(S.StructType, df.schema["_before"].dataType)  # binlake always writes a struct
     present = set(source.names)
     fields = [
         (F.col("_before").getField(f.name).cast(f.dataType) if f.name in present

@@ -26,8 +26,8 @@ _SIMPLE: dict[str, S.DataType] = {
     "boolean": S.BooleanType(),
 }
 _DECIMAL = re.compile(r"decimal\((\d+),(\d+)\)")
-_INTEGRAL_DIGITS = {S.ByteType: 3, S.ShortType: 5, S.IntegerType: 10, S.LongType: 20}
-_INTEGRAL_ORDER = [S.ByteType, S.ShortType, S.IntegerType, S.LongType]
+_INTEGRAL_DIGITS: dict[type[S.DataType], int] = {S.ByteType: 3, S.ShortType: 5, S.IntegerType: 10, S.LongType: 20}
+_INTEGRAL_ORDER: list[type[S.DataType]] = [S.ByteType, S.ShortType, S.IntegerType, S.LongType]
 MAX_DECIMAL = 38
 
 PARTITION_FIELDS = (S.StructField("schema_version", S.IntegerType()),
