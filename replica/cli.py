@@ -9,12 +9,11 @@ Exit codes (also in ``binlake --help``):
      password, missing privilege, start position purged, duplicate server_id, undecodable stream)
 
 Errors are printed as one line plus a ``fix:`` line; ``-v`` adds the traceback. The commands'
-implementations live in their own modules (``replica.core.daemon``, ``replica.commands.check``,
-``replica.commands.status``, ``replica.commands.decode``, ``replica.commands.demo``), imported only when that command runs, so
-``binlake --help`` stays fast and a command whose module is missing says so instead of crashing.
-Each module exposes ``run(...)``, plain or ``async`` (then run under ``trio.run``), returning an
-exit code or ``None`` for 0; ``decode`` and ``demo`` may also expose ``add_arguments(parser)`` to
-declare their own options.
+implementations live in their own modules (``replica.core.daemon`` for ``run``, the others in
+``replica.commands``), listed in :data:`COMMANDS` and imported only when that command runs, so
+``binlake --help`` stays fast. Each module exposes ``run(...)``, plain or ``async`` (then run
+under ``trio.run``), returning an exit code or ``None`` for 0, and, when the command has options
+of its own, ``add_arguments(parser)`` to declare them.
 """
 
 from __future__ import annotations
@@ -28,7 +27,6 @@ import os
 import sys
 import traceback
 from collections.abc import Sequence
-from types import ModuleType
 from typing import Any, NoReturn
 
 import trio
@@ -93,10 +91,6 @@ COMMANDS = {
 }
 
 
-class CommandUnavailable(Exception):
-    """The module behind a command is not there (not implemented yet, or a broken install)."""
-
-
 def _verbose_flag(parser: argparse.ArgumentParser, default: Any) -> None:
     parser.add_argument("-v", "--verbose", action="count", default=default,
                         help="show tracebacks on errors (repeat for debug logs)")
@@ -115,7 +109,7 @@ def _add_config_flags(parser: argparse.ArgumentParser) -> None:
 
 
 def build_parser(argv: Sequence[str] = ()) -> argparse.ArgumentParser:
-    """The argument parser; ``argv`` lets ``decode``/``demo`` add their own options when chosen."""
+    """The argument parser; ``argv`` names the chosen command, whose module adds its own options."""
     parser = argparse.ArgumentParser(
         prog=PROG,
         description="binlake joins a MariaDB/MySQL server as a replica and lands every committed "
@@ -132,34 +126,16 @@ def build_parser(argv: Sequence[str] = ()) -> argparse.ArgumentParser:
         _verbose_flag(command, argparse.SUPPRESS)
         if takes == "config":
             _add_config_flags(command)
-            if name == chosen:
-                _module_arguments(module_name, command)
-        elif not (name == chosen and _module_arguments(module_name, command)):
-            _default_arguments(name, command)
+        if name == chosen:
+            _module_arguments(module_name, command)
     return parser
 
 
-def _module_arguments(module_name: str, parser: argparse.ArgumentParser) -> bool:
-    """Let the command's module declare its options, if it exists and wants to."""
-    try:
-        module = _import_command(module_name)
-    except CommandUnavailable:
-        return False
-    add_arguments = getattr(module, "add_arguments", None)
-    if add_arguments is None:
-        return False
-    add_arguments(parser)
-    return True
-
-
-def _default_arguments(name: str, parser: argparse.ArgumentParser) -> None:
-    if name == "decode":
-        parser.add_argument("files", nargs="+", metavar="FILE", help="binlog files to decode")
-    elif name == "demo":
-        parser.add_argument("--lake", default="demo-lake", metavar="DIR",
-                            help="where the demo lake goes (default: ./demo-lake)")
-        parser.add_argument("--keep", action="store_true",
-                            help="leave the sandbox server running afterwards")
+def _module_arguments(module_name: str, parser: argparse.ArgumentParser) -> None:
+    """Let the command's module declare its options, if it has any."""
+    add_arguments = getattr(importlib.import_module(module_name), "add_arguments", None)
+    if add_arguments is not None:
+        add_arguments(parser)
 
 
 def _version() -> str:
@@ -186,26 +162,8 @@ def _flags_from(args: argparse.Namespace) -> list[tuple[str, Any, str]]:
     return flags
 
 
-def _import_command(module_name: str) -> ModuleType:
-    try:
-        return importlib.import_module(module_name)
-    except ModuleNotFoundError as exc:
-        if exc.name == module_name:
-            raise CommandUnavailable(module_name) from None
-        raise
-
-
-def _call(module_name: str, command: str, argument: Any,
-          args: argparse.Namespace | None = None) -> int:
-    try:
-        module = _import_command(module_name)
-    except CommandUnavailable:
-        raise CommandUnavailable(
-            f"`binlake {command}` is not implemented yet ({module_name} is missing)") from None
-    run = getattr(module, "run", None)
-    if run is None:
-        raise CommandUnavailable(
-            f"`binlake {command}` is not implemented yet ({module_name}.run is missing)")
+def _call(module_name: str, argument: Any, args: argparse.Namespace | None = None) -> int:
+    run = importlib.import_module(module_name).run
     call_args: tuple[Any, ...] = (argument,)
     if args is not None and len(inspect.signature(run).parameters) > 1:
         call_args = (argument, args)  # config commands with options of their own
@@ -216,7 +174,7 @@ def _call(module_name: str, command: str, argument: Any,
 def _dispatch(args: argparse.Namespace) -> int:
     module_name, takes, _help = COMMANDS[args.command]
     if takes == "args":
-        return _call(module_name, args.command, args)
+        return _call(module_name, args)
     config = load_config(args.config, flags=_flags_from(args),
                          require_server_id=args.command != "status")
     args.json_errors = config.log.format == "json"
@@ -229,7 +187,7 @@ def _dispatch(args: argparse.Namespace) -> int:
         log_config = replace(config.log, level="debug")
     setup_logging(log_config, secrets=config.secrets())
     args.secrets = config.secrets()
-    return _call(module_name, args.command, config, args)
+    return _call(module_name, config, args)
 
 
 # --- errors for people ---------------------------------------------------------------------
@@ -303,7 +261,7 @@ def exit_code_for(exc: BaseException) -> int:
 
 def _describe(exc: BaseException) -> str:
     text = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
-    if isinstance(exc, ConfigError | CommandUnavailable):
+    if isinstance(exc, ConfigError):
         return text
     return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
 
@@ -332,7 +290,7 @@ def _report(exc: BaseException, verbose: int, secrets: Sequence[str] = (),
     print(masked(f"{PROG}: error: {_describe(exc)}"), file=sys.stderr)
     if hint:
         print(f"  fix: {hint}", file=sys.stderr)
-    if not verbose and not isinstance(exc, ConfigError | CommandUnavailable):
+    if not verbose and not isinstance(exc, ConfigError):
         print("  (run with -v for the traceback)", file=sys.stderr)
 
 
