@@ -48,14 +48,23 @@ __all__ = [
     "remove_stale_sandboxes",
     "server_kind",
     "start_server",
+    "timeout_scale",
+    "tool_failure",
 ]
 
 MARIADB = "mariadb"
 MYSQL = "mysql"
 
 #: How long a server may take to accept connections (MySQL 9.7 needs ~1.5 s on 2 idle cores;
-#: the bound is generous because several test runs may share the machine).
-DEFAULT_START_TIMEOUT = 90.0
+#: the bound is generous because several test runs may share the machine), before
+#: :func:`timeout_scale`.
+DEFAULT_START_TIMEOUT = 120.0
+#: How long ``mariadb-install-db`` / ``mysqld --initialize`` may take, before the scale.
+INSTALL_TIMEOUT = 300.0
+#: Environment variable multiplying every sandbox timeout (a slow CI runner sets it to 3).
+TIMEOUT_SCALE_ENV = "BINLAKE_SANDBOX_TIMEOUT_SCALE"
+#: The most the machine's load can stretch the timeouts by (an explicit scale is not capped).
+_MAX_LOAD_SCALE = 5.0
 #: How long SIGTERM gets before SIGKILL.
 DEFAULT_STOP_TIMEOUT = 30.0
 #: The longest unix socket path the kernel accepts (sun_path is 108 bytes including the NUL).
@@ -184,7 +193,50 @@ def _tail(text: str, lines: int = 30) -> str:
     return "\n".join(text.strip().splitlines()[-lines:])
 
 
+def timeout_scale(environ: dict[str, str] | None = None) -> float:
+    """How much to stretch the sandbox's timeouts on this machine, now.
+
+    ``$BINLAKE_SANDBOX_TIMEOUT_SCALE`` when set; else the 1-minute load average per CPU (at
+    least 1, at most 5): a server that starts in 2 s on an idle machine can take ten times that
+    while other test runs start their own servers on the same two cores.
+    """
+    env = os.environ if environ is None else environ
+    text = env.get(TIMEOUT_SCALE_ENV, "").strip()
+    if text:
+        try:
+            value = float(text)
+        except ValueError:
+            raise SandboxError(f"{TIMEOUT_SCALE_ENV}={text!r} is not a number") from None
+        if value <= 0:
+            raise SandboxError(f"{TIMEOUT_SCALE_ENV} must be greater than 0, got {text!r}")
+        return value
+    try:
+        load = os.getloadavg()[0] / (os.cpu_count() or 1)
+    except OSError:
+        return 1.0
+    return min(max(1.0, load), _MAX_LOAD_SCALE)
+
+
+def tool_failure(program: str, outcome: str, stdout: str, stderr: str, error_log: str) -> str:
+    """The message of a failed setup tool: what it printed on each stream and the server's
+    error log, each labelled, and an explicit ``(empty)`` for a stream that printed nothing —
+    never a bare colon with nothing after it."""
+    sections = [f"{program} {outcome}"]
+    for label, text in (("stdout", stdout), ("stderr", stderr)):
+        body = _tail(text) if text.strip() else "(empty)"
+        sections.append(f"--- {program} {label} ---\n{body}")
+    sections.append(error_log.strip() or "--- server error log ---\n(none written)")
+    return "\n".join(sections)
+
+
 _PR_SET_PDEATHSIG = 1
+
+
+def _text(output: str | bytes | None) -> str:
+    """What a timed-out subprocess had printed (bytes even in text mode, or None)."""
+    if output is None:
+        return ""
+    return output.decode(errors="replace") if isinstance(output, bytes) else output
 
 
 def _die_with_parent() -> None:
@@ -323,18 +375,38 @@ class SandboxServer:
                 "--initialize-insecure", f"--datadir={self._inside('data')}",
                 f"--log-error={self._inside('error.log')}", "--innodb-redo-log-capacity=8M",
             ]  # fmt: skip
+        failures: list[str] = []
+        for attempt in range(2):
+            failure = self._run_install(argv)
+            if failure is None:
+                return
+            failures.append(failure)
+            if attempt == 0:
+                # A busy machine makes the bootstrap server fail now and then (a timed-out
+                # probe, a slow fsync); a fresh datadir and one more try usually succeeds.
+                shutil.rmtree(self.datadir, ignore_errors=True)
+                with contextlib.suppress(OSError):
+                    self.error_log.unlink()
+        raise SandboxError("\n--- retried once with a fresh datadir ---\n".join(failures))
+
+    def _run_install(self, argv: list[str]) -> str | None:
+        """Run the datadir tool once: None on success, else the failure's full message."""
+        timeout = INSTALL_TIMEOUT * timeout_scale()
         try:
             result = subprocess.run(
                 in_root_argv(self.root, argv), env=root_env(), capture_output=True, text=True,
-                stdin=subprocess.DEVNULL, timeout=300,
+                stdin=subprocess.DEVNULL, timeout=timeout,
             )  # fmt: skip
-        except subprocess.TimeoutExpired:
-            raise SandboxError(f"{argv[0]} timed out:\n{self.error_log_tail()}") from None
-        if result.returncode != 0 or not (self.datadir / "mysql").is_dir():
-            raise SandboxError(
-                f"{argv[0]} failed (exit {result.returncode}):\n"
-                f"{_tail(result.stderr + result.stdout)}\n{self.error_log_tail()}"
-            )
+        except subprocess.TimeoutExpired as exc:
+            return tool_failure(argv[0], f"timed out after {timeout:.0f} s:", _text(exc.stdout),
+                                _text(exc.stderr), self.error_log_tail())
+        if result.returncode != 0:
+            return tool_failure(argv[0], f"failed (exit {result.returncode}):", result.stdout,
+                                result.stderr, self.error_log_tail())
+        if not (self.datadir / "mysql").is_dir():
+            return tool_failure(argv[0], f"exited 0 but made no {self.datadir / 'mysql'}:",
+                                result.stdout, result.stderr, self.error_log_tail())
+        return None
 
     def server_argv(self) -> list[str]:
         """The full command line of the server as run inside its root."""
@@ -388,7 +460,7 @@ class SandboxServer:
             )
             _LIVE.add(self)
             try:
-                self._wait_ready(timeout)
+                self._wait_ready(timeout * timeout_scale())
                 return
             except SandboxError:
                 self._kill()
@@ -415,20 +487,32 @@ class SandboxServer:
                 return
             if time.monotonic() > deadline:
                 raise SandboxError(
-                    f"{self.kind} server not ready after {timeout:.0f} s:\n{self.error_log_tail()}"
+                    f"{self.kind} server not ready after {timeout:.0f} s (set "
+                    f"{TIMEOUT_SCALE_ENV} to allow more):\n{self.error_log_tail()}"
                 )
             time.sleep(delay)
             delay = min(delay * 1.5, 0.25)
 
     def _greets(self) -> bool:
-        """True once the server sends a protocol-10 handshake on its unix socket."""
+        """True once the server sends a protocol-10 handshake on its unix socket.
+
+        The socket file appears before the server is ready to talk, and a busy server may
+        accept and then take seconds to greet: a probe reads the whole 5-byte header (packet
+        header and protocol version) with its own generous timeout, and anything short of a
+        greeting (an ERR packet while starting, a reset) means "not yet".
+        """
         if not self.socket.exists():
             return False
+        header = b""
         try:
             with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
-                sock.settimeout(2.0)
+                sock.settimeout(5.0)
                 sock.connect(os.fspath(self.socket))
-                header = sock.recv(5)
+                while len(header) < 5:
+                    chunk = sock.recv(5 - len(header))
+                    if not chunk:
+                        break
+                    header += chunk
         except OSError:
             return False
         return len(header) == 5 and header[4] == 10
@@ -441,7 +525,7 @@ class SandboxServer:
         if process.poll() is None:
             process.send_signal(signal.SIGTERM)
             try:
-                process.wait(timeout)
+                process.wait(timeout * timeout_scale())
             except subprocess.TimeoutExpired:
                 process.kill()
                 process.wait()

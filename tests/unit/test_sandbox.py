@@ -132,3 +132,69 @@ def test_remove_tree_unmounts_before_deleting(tmp_path: Path) -> None:
         subprocess.run(["umount", os.fspath(mount_point)], capture_output=True)
     assert not tree.exists()
     assert (outside / "precious").read_text() == "must survive"
+
+
+# --- failures of the datadir tool say what the tool said ---------------------------------------
+
+
+def _fake_runs(monkeypatch: pytest.MonkeyPatch, outcomes: list[tuple[int, str, str]],
+               server: SandboxServer) -> list[list[str]]:
+    """Replace subprocess.run in the sandbox: each call takes the next (exit, stdout, stderr);
+    a 0 exit creates the datadir's mysql/ as the real tool would."""
+    calls: list[list[str]] = []
+
+    def run(argv: list[str], **_: object) -> subprocess.CompletedProcess[str]:
+        calls.append(argv)
+        code, out, err = outcomes[len(calls) - 1]
+        server.datadir.mkdir(parents=True, exist_ok=True)
+        if code == 0:
+            (server.datadir / "mysql").mkdir()
+        return subprocess.CompletedProcess(argv, code, out, err)
+
+    monkeypatch.setattr(sandbox.subprocess, "run", run)
+    return calls
+
+
+def test_install_failure_with_silent_tool_says_so_and_shows_the_error_log(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    server = SandboxServer(kind=sandbox.MARIADB, root="/", server_id=1, base_dir=tmp_path)
+    server.error_log.write_text("2026-11-25 [ERROR] InnoDB: Cannot allocate memory\n")
+    calls = _fake_runs(monkeypatch, [(1, "", ""), (1, "", "FATAL ERROR: out of disk\n")], server)
+    with pytest.raises(SandboxError) as info:
+        server.initialize()
+    message = str(info.value)
+    assert len(calls) == 2  # retried once
+    assert message.startswith("mariadb-install-db failed (exit 1):\n--- mariadb-install-db stdout ---\n(empty)")
+    assert "--- mariadb-install-db stderr ---\n(empty)" in message
+    assert "--- retried once with a fresh datadir ---" in message
+    assert "--- mariadb-install-db stderr ---\nFATAL ERROR: out of disk" in message
+    assert message.count("InnoDB: Cannot allocate memory") == 1  # the log was reset for the retry
+
+
+def test_install_retry_succeeds_after_a_transient_failure(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    server = SandboxServer(kind=sandbox.MARIADB, root="/", server_id=1, base_dir=tmp_path)
+    calls = _fake_runs(monkeypatch, [(1, "partial\n", ""), (0, "ok\n", "")], server)
+    server.initialize()
+    assert len(calls) == 2 and (server.datadir / "mysql").is_dir()
+
+
+def test_tool_failure_message_labels_every_stream() -> None:
+    text = sandbox.tool_failure("mysqld", "failed (exit 1):", "out line\n", "", "")
+    assert text == ("mysqld failed (exit 1):\n--- mysqld stdout ---\nout line\n"
+                    "--- mysqld stderr ---\n(empty)\n--- server error log ---\n(none written)")
+
+
+def test_timeout_scale_from_environment_and_load(monkeypatch: pytest.MonkeyPatch) -> None:
+    assert sandbox.timeout_scale({sandbox.TIMEOUT_SCALE_ENV: "3"}) == 3.0
+    with pytest.raises(SandboxError, match="not a number"):
+        sandbox.timeout_scale({sandbox.TIMEOUT_SCALE_ENV: "fast"})
+    with pytest.raises(SandboxError, match="greater than 0"):
+        sandbox.timeout_scale({sandbox.TIMEOUT_SCALE_ENV: "0"})
+    monkeypatch.setattr(sandbox.os, "cpu_count", lambda: 2)
+    monkeypatch.setattr(sandbox.os, "getloadavg", lambda: (7.0, 0.0, 0.0))
+    assert sandbox.timeout_scale({}) == 3.5
+    monkeypatch.setattr(sandbox.os, "getloadavg", lambda: (0.5, 0.0, 0.0))
+    assert sandbox.timeout_scale({}) == 1.0
+    monkeypatch.setattr(sandbox.os, "getloadavg", lambda: (100.0, 0.0, 0.0))
+    assert sandbox.timeout_scale({}) == 5.0
