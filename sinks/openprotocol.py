@@ -36,6 +36,7 @@ from protocol.binlog.transactions import (
     TransactionItem,
     TransactionRollback,
 )
+from protocol.binlog.values import time_text
 
 # Open Protocol column type codes are the MYSQL_TYPE_* codes of the type a column stores; the
 # binlog's own variants (TIMESTAMP2, NEWDATE, VAR_STRING, …) map to that type.
@@ -113,13 +114,10 @@ def _format_fraction(micro: int) -> str:
 
 
 def _format_time(value: _dt.timedelta) -> str:
-    total = value.days * 86_400_000_000 + value.seconds * 1_000_000 + value.microseconds
-    sign = "-" if total < 0 else ""
-    total = abs(total)
-    seconds, micro = divmod(total, 1_000_000)
-    hours, rest = divmod(seconds, 3600)
-    minutes, secs = divmod(rest, 60)
-    return f"{sign}{hours:02d}:{minutes:02d}:{secs:02d}{_format_fraction(micro)}"
+    """TIME as the server prints it, with the fraction's trailing zeros dropped (as for
+    DATETIME above)."""
+    text = time_text(value)
+    return text.rstrip("0") if "." in text else text  # a fraction has a non-zero digit
 
 
 def _label_index(labels: tuple[str, ...] | None, value: Any) -> Any:

@@ -34,7 +34,7 @@ __all__ = [
     "decode_decimal", "decode_date", "decode_datetime2", "decode_timestamp2", "decode_time2",
     "decode_time_old", "decode_datetime_old", "fractional_size", "json_binary_to_text",
     "json_binary_to_python", "json_to_text", "mysql_double_text", "apply_json_diff",
-    "mariadb_uuid_text", "inet4_text", "inet6_text", "decode_mysql_latin1",
+    "mariadb_uuid_text", "inet4_text", "inet6_text", "decode_mysql_latin1", "time_text",
 ]
 
 UTC = datetime.UTC
@@ -401,7 +401,7 @@ def _opaque_text(field_type: int, data: bytes) -> str:
         packed = _S_I64.unpack_from(data, 0)[0]
         if field_type == 11:
             t = _time_from_packed(packed)
-            return json.dumps(_timedelta_text(t, 6))
+            return json.dumps(time_text(t, 6))
         negative = packed < 0
         packed = -packed if negative else packed
         intpart, us = packed >> 24, packed & 0xFFFFFF
@@ -415,14 +415,17 @@ def _opaque_text(field_type: int, data: bytes) -> str:
     return f'"base64:type{field_type}:{base64.b64encode(data).decode("ascii")}"'
 
 
-def _timedelta_text(t: datetime.timedelta, fsp: int) -> str:
+def time_text(t: datetime.timedelta, fsp: int | None = None) -> str:
+    """A TIME value as the server prints it, ``[-]HH:MM:SS`` (hours past 24 up to 838), then the
+    fraction: exactly ``fsp`` digits when given (a TIME(fsp) column), else six digits when there
+    are microseconds and none when there are not. The one TIME formatter of the project."""
     total_us = t.days * 86400_000000 + t.seconds * 1000000 + t.microseconds
     sign = "-" if total_us < 0 else ""
-    total_us = abs(total_us)
-    seconds, us = divmod(total_us, 1000000)
+    seconds, us = divmod(abs(total_us), 1000000)
     minutes, second = divmod(seconds, 60)
     hour, minute = divmod(minutes, 60)
-    return f"{sign}{hour:02d}:{minute:02d}:{second:02d}{_frac_text(us, fsp)}"
+    fraction = _frac_text(us, fsp) if fsp is not None else f".{us:06d}" if us else ""
+    return f"{sign}{hour:02d}:{minute:02d}:{second:02d}{fraction}"
 
 
 def _jsonb_value(buf: bytes, type_byte: int, offset: int, end: int) -> Any:

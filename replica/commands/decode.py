@@ -85,6 +85,7 @@ from protocol.binlog.filereader import END_OF_FILE, NEED_DATA, BinlogFileReader
 from protocol.binlog.model import ColumnFlag, RowsEvent, RowsKind, TableMapEvent
 from protocol.binlog.stream import Event, EventStream
 from protocol.binlog.transactions import Statement, TransactionAssembler
+from protocol.binlog.values import time_text
 from protocol.errors import ChecksumMismatch, ProtocolError, TruncatedData
 
 __all__ = [
@@ -635,16 +636,6 @@ def _one_line(text: str) -> str:
     return re.sub(r"[\\\x00-\x1f\x7f]", _escape_char, text)
 
 
-def _time_text(value: _dt.timedelta) -> str:
-    total = (value.days * 86_400 + value.seconds) * 1_000_000 + value.microseconds
-    sign = "-" if total < 0 else ""
-    seconds, micro = divmod(abs(total), 1_000_000)
-    hours, rest = divmod(seconds, 3600)
-    minutes, secs = divmod(rest, 60)
-    fraction = f".{micro:06d}" if micro else ""
-    return f"{sign}{hours:02d}:{minutes:02d}:{secs:02d}{fraction}"
-
-
 def format_value(value: Any) -> str:
     """A decoded column value as an SQL-like literal on one line."""
     if value is None:
@@ -664,7 +655,7 @@ def format_value(value: Any) -> str:
     if isinstance(value, _dt.date):
         return _quote(value.isoformat())
     if isinstance(value, _dt.timedelta):
-        return _quote(_time_text(value))
+        return _quote(time_text(value))
     ops = getattr(value, "ops", None)
     if isinstance(ops, tuple):  # protocol.binlog.values.JsonDiff (MINIMAL image, MySQL)
         names = {0: "REPLACE", 1: "INSERT", 2: "REMOVE"}
