@@ -154,10 +154,6 @@ class ChecksumMismatch(ReplicationError):
         self.actual = actual
 
 
-class HeartbeatTimeout(ReplicationError):
-    """No event or heartbeat arrived within twice the heartbeat period: the stream stalled."""
-
-
 class SemiSyncError(ReplicationError):
     """The semi-sync header or an ACK request did not make sense."""
 

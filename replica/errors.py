@@ -1,4 +1,4 @@
-"""Errors of the I/O layer: the network, timeouts and a closed connection.
+"""Errors of the I/O layer: the network, timeouts, a stalled stream and a closed connection.
 
 ``protocol.errors`` says what went wrong with the bytes or the server's answer; the classes here
 say what went wrong getting bytes at all. They also derive from the matching builtin
@@ -9,7 +9,7 @@ failures as retryable — ``replica.core.backoff.classify`` among it — sees th
 from __future__ import annotations
 
 __all__ = ["ReplicaError", "ConnectError", "ConnectTimeout", "ConnectionLost", "ReadTimeout",
-           "sole_exception"]
+           "HeartbeatTimeout", "sole_exception"]
 
 
 class ReplicaError(Exception):
@@ -30,6 +30,13 @@ class ConnectionLost(ReplicaError, ConnectionError):
 
 class ReadTimeout(ReplicaError, TimeoutError):
     """The server sent nothing within the read timeout."""
+
+
+class HeartbeatTimeout(ReplicaError, TimeoutError):
+    """No event or heartbeat arrived within twice the heartbeat period: the stream stalled.
+
+    Only a clock can tell, so it lives here rather than in the sans-I/O ``protocol.errors``;
+    the daemon reconnects (``replica.core.backoff`` retries it)."""
 
 
 def sole_exception(group: BaseExceptionGroup[BaseException]) -> BaseException:

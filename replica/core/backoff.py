@@ -22,6 +22,7 @@ import trio
 
 from protocol import errors
 from replica.config import ConfigError, ReconnectConfig
+from replica.errors import HeartbeatTimeout
 
 __all__ = ["Backoff", "Disposition", "classify", "is_permanent", "RETRYABLE_SERVER_CODES",
            "PERMANENT_SERVER_CODES"]
@@ -146,7 +147,7 @@ def classify(exc: BaseException) -> Disposition:
         return Disposition.STOP
     if isinstance(exc, errors.ServerError):
         return _classify_server_error(exc)
-    if isinstance(exc, errors.HeartbeatTimeout | errors.ChecksumMismatch):
+    if isinstance(exc, HeartbeatTimeout | errors.ChecksumMismatch):
         return Disposition.RETRY
     if isinstance(exc, errors.ProtocolError):
         # AuthError, TlsError, MalformedPacket and decode errors, SemiSyncError, GtidError

@@ -13,7 +13,7 @@ what a MariaDB replica does, in the same order (see ``protocol.replication``):
 
 Then the session is an async iterator of :class:`~protocol.replication.DumpEvent` — raw event
 bytes plus the semi-sync ``ack_requested`` bit. Decoding is the business of ``protocol.binlog``.
-No packet for twice the heartbeat period raises :class:`~protocol.errors.HeartbeatTimeout` (a
+No packet for twice the heartbeat period raises :class:`~replica.errors.HeartbeatTimeout` (a
 stalled stream: the daemon reconnects).
 
 Semi-sync: the master waits for an ACK of each transaction it flagged. With
@@ -36,7 +36,7 @@ from typing import TYPE_CHECKING
 import trio
 
 from protocol.binlog.model import BinlogPosition
-from protocol.errors import BinlogDumpError, HeartbeatTimeout, ProtocolError, ServerError
+from protocol.errors import BinlogDumpError, ProtocolError, ServerError
 from protocol.gtid import GtidPosition, GtidSet
 from protocol.replication import (
     DUMP_GTID_NON_BLOCK,
@@ -58,6 +58,7 @@ from protocol.replication import (
     semi_sync_ack,
     semi_sync_statements,
 )
+from replica.errors import HeartbeatTimeout
 
 if TYPE_CHECKING:
     from replica.core.connection import Connection

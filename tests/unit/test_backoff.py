@@ -11,6 +11,7 @@ import trio
 from protocol import errors
 from replica.config import ConfigError, ReconnectConfig
 from replica.core.backoff import Backoff, Disposition, classify, is_permanent
+from replica.errors import HeartbeatTimeout
 
 
 def test_delays_stay_within_the_exponential_bound_and_the_cap() -> None:
@@ -92,7 +93,7 @@ RETRYABLE = [
     trio.BrokenResourceError("socket connection broken"),
     trio.ClosedResourceError(),
     trio.TooSlowError(),
-    errors.HeartbeatTimeout("no heartbeat for 10 s"),
+    HeartbeatTimeout("no heartbeat for 10 s"),
     errors.ChecksumMismatch("mariadb-bin.000001", 256, 1, 2),
     errors.ServerError(1053, "08S01", "Server shutdown in progress"),
     errors.ServerError(1927, "70100", "Connection was killed"),
@@ -122,7 +123,6 @@ def test_exception_groups_retry_only_if_every_part_does() -> None:
 def test_sole_exception_unwraps_a_nursery_group() -> None:
     import trio
 
-    from protocol.errors import HeartbeatTimeout
     from replica.errors import sole_exception
 
     stall = HeartbeatTimeout("stalled")

@@ -14,7 +14,7 @@ from protocol.binlog.model import BinlogPosition
 from protocol.gtid import GtidPosition, GtidSet
 from protocol.packets import PacketCodec
 from replica.core.session import ReplicationSession, SemiSyncMode, SessionOptions, StartFrom
-from replica.errors import ReadTimeout
+from replica.errors import HeartbeatTimeout, ReadTimeout
 
 VARIABLES = [("server_id", "1"), ("log_bin", "ON"), ("binlog_format", "ROW"),
              ("binlog_checksum", "CRC32"), ("rpl_semi_sync_master_enabled", "ON")]
@@ -175,7 +175,7 @@ async def test_stall_is_reported(autojump_clock):
     assert session.stall_timeout == 6
     await session.next_event()
     start = trio.current_time()
-    with pytest.raises(errors.HeartbeatTimeout, match="6.0 s"):
+    with pytest.raises(HeartbeatTimeout, match="6.0 s"):
         await session.next_event()
     assert trio.current_time() - start == pytest.approx(6)
 
