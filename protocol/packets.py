@@ -27,6 +27,7 @@ __all__ = [
     "DEFAULT_MAX_PACKET_SIZE",
     "PacketCodec",
     "frame_packet",
+    "read_lenenc",
     "read_lenenc_int",
     "read_lenenc_bytes",
     "read_nul_bytes",
@@ -40,7 +41,6 @@ DEFAULT_MAX_PACKET_SIZE = 1 << 30  # MariaDB's MAX_MAX_ALLOWED_PACKET; the dump 
 
 _HEADER = struct.Struct("<I")  # 3-byte length + 1-byte sequence id, read as one little-endian u32
 _U16 = struct.Struct("<H")
-_U24_LOW = struct.Struct("<HB")
 _U32 = struct.Struct("<I")
 _U64 = struct.Struct("<Q")
 
@@ -221,25 +221,41 @@ def frame_packet(payload: bytes | bytearray | memoryview, sequence: int) -> tupl
 # Readers take the payload (bytes or memoryview) and an offset and return (value, new offset).
 # They raise TruncatedData rather than letting IndexError or struct.error escape.
 
+_LENENC_WIDTH = {0xFC: 2, 0xFD: 3, 0xFE: 8}
+
+
+def read_lenenc(data: bytes | bytearray | memoryview, offset: int,
+                end: int | None = None) -> tuple[int, int]:
+    """Read a length-encoded integer that must be a number: the one lenenc reader of the project
+    (packets, TABLE_MAP and rows bodies, event fields all use it).
+
+    Raises:
+        TruncatedData: the integer runs past ``end`` (default: the end of ``data``).
+        MalformedPacket: the prefix is 0xFF (undefined) or 0xFB (NULL, which only the text
+            protocol's rows may hold: :func:`read_lenenc_int` reads those).
+    """
+    if end is None:
+        end = len(data)
+    if offset >= end:
+        raise TruncatedData(f"length-encoded integer truncated at offset {offset}")
+    first = data[offset]
+    if first < 0xFB:
+        return first, offset + 1
+    width = _LENENC_WIDTH.get(first)
+    if width is None:
+        raise MalformedPacket(
+            f"invalid length-encoded integer prefix {first:#04x} at offset {offset}")
+    stop = offset + 1 + width
+    if stop > end:
+        raise TruncatedData(f"length-encoded integer truncated at offset {offset}")
+    return int.from_bytes(data[offset + 1:stop], "little"), stop
+
 
 def read_lenenc_int(data: bytes | memoryview, offset: int) -> tuple[int | None, int]:
     """Read a length-encoded integer; 0xFB (the text protocol's NULL) gives ``None``."""
-    try:
-        first = data[offset]
-        if first < 0xFB:
-            return first, offset + 1
-        if first == 0xFC:
-            return _U16.unpack_from(data, offset + 1)[0], offset + 3
-        if first == 0xFD:
-            low, high = _U24_LOW.unpack_from(data, offset + 1)
-            return low | (high << 16), offset + 4
-        if first == 0xFE:
-            return _U64.unpack_from(data, offset + 1)[0], offset + 9
-        if first == 0xFB:
-            return None, offset + 1
-    except (IndexError, struct.error):
-        raise TruncatedData(f"length-encoded integer truncated at offset {offset}") from None
-    raise MalformedPacket(f"invalid length-encoded integer prefix 0xff at offset {offset}")
+    if offset < len(data) and data[offset] == 0xFB:
+        return None, offset + 1
+    return read_lenenc(data, offset)
 
 
 def read_lenenc_bytes(data: bytes | memoryview, offset: int) -> tuple[bytes | None, int]:

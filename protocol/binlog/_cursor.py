@@ -12,6 +12,7 @@ from __future__ import annotations
 import struct
 
 from ..errors import MalformedPacket, TruncatedData
+from ..packets import read_lenenc
 
 _U16 = struct.Struct("<H")
 _U32 = struct.Struct("<I")
@@ -94,16 +95,11 @@ class Cursor:
 
     def lenenc(self, what: str = "length-encoded integer") -> int:
         """A protocol length-encoded integer (0xFB NULL and 0xFF are errors here)."""
-        first = self.u8(what)
-        if first < 0xFB:
-            return first
-        if first == 0xFC:
-            return self.uint(2, what)
-        if first == 0xFD:
-            return self.uint(3, what)
-        if first == 0xFE:
-            return self.uint(8, what)
-        raise MalformedPacket(f"{what}: invalid prefix {first:#04x} at offset {self.pos - 1}")
+        try:
+            value, self.pos = read_lenenc(self.data, self.pos, self.end)
+        except MalformedPacket as exc:  # TruncatedData stays TruncatedData
+            raise type(exc)(f"{what}: {exc}") from None
+        return value
 
     def nul_terminated(self, what: str = "string") -> bytes:
         """Bytes up to (not including) the next NUL, consuming the NUL."""

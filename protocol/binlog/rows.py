@@ -60,11 +60,11 @@ from collections.abc import Callable, Mapping
 from decimal import Decimal
 from typing import Any
 
-from ..errors import EventDecodeError, RowDecodeError, UnknownTable
+from ..errors import EventDecodeError, MalformedPacket, RowDecodeError, UnknownTable
+from ..packets import read_lenenc
 from . import values as _values
 from .coltypes import FieldType, codec_for_collation
 from .model import Column, EventHeader, RowsEvent, RowsKind, TableMapEvent
-from .tablemap import read_lenenc
 
 __all__ = ["decode_rows_event", "TableDecoder", "decoder_for", "RowsEventFlag"]
 
@@ -755,7 +755,7 @@ def decode_rows_event(header: EventHeader, body: memoryview | bytes, post_header
             off += nbytes
         if off > len(buf):
             raise _error(header, "rows event column bitmaps truncated")
-    except EventDecodeError as exc:
+    except MalformedPacket as exc:  # EventDecodeError, or a truncated/invalid lenenc
         if isinstance(exc, RowDecodeError | UnknownTable):
             raise
         raise _error(header, str(exc)) from exc
@@ -783,7 +783,7 @@ def decode_rows_event(header: EventHeader, body: memoryview | bytes, post_header
     except RowDecodeError as exc:
         raise _error(header, str(exc)) from exc
     except (IndexError, KeyError, ValueError, TypeError, OverflowError, struct.error,
-            UnicodeDecodeError, EventDecodeError) as exc:
+            UnicodeDecodeError, MalformedPacket) as exc:
         raise _error(header,
             f"row image of `{table.schema}`.`{table.table}` does not match its TABLE_MAP "
             f"({type(exc).__name__}: {exc})") from exc

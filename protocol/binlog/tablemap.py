@@ -25,7 +25,8 @@ from __future__ import annotations
 
 from collections import OrderedDict
 
-from ..errors import EventDecodeError
+from ..errors import EventDecodeError, MalformedPacket
+from ..packets import read_lenenc
 from .coltypes import (
     CHARACTER_TYPES,
     ENUM_SET_TYPES,
@@ -37,7 +38,7 @@ from .coltypes import (
 )
 from .model import Column, ColumnFlag, EventHeader, TableMapEvent
 
-__all__ = ["decode_table_map", "read_lenenc", "OptionalMetadata"]
+__all__ = ["decode_table_map", "OptionalMetadata"]
 
 TABLE_MAP_EVENT = 19
 
@@ -66,27 +67,6 @@ class OptionalMetadata:
     ENUM_AND_SET_COLUMN_CHARSET = 11
     COLUMN_VISIBILITY = 12
     VECTOR_DIMENSIONALITY = 13
-
-
-def read_lenenc(buf: bytes | memoryview, offset: int, end: int | None = None) -> tuple[int, int]:
-    """A length-encoded integer at ``offset``: ``(value, new_offset)``.
-
-    Raises:
-        EventDecodeError: truncated, or the NULL/undefined markers 0xFB/0xFF.
-    """
-    if end is None:
-        end = len(buf)
-    if offset >= end:
-        raise EventDecodeError("length-encoded integer runs past the end")
-    first = buf[offset]
-    if first < 0xFB:
-        return first, offset + 1
-    width = {0xFC: 2, 0xFD: 3, 0xFE: 8}.get(first)
-    if width is None:
-        raise EventDecodeError(f"invalid length-encoded integer prefix {first:#04x}")
-    if offset + 1 + width > end:
-        raise EventDecodeError("length-encoded integer runs past the end")
-    return int.from_bytes(buf[offset + 1:offset + 1 + width], "little"), offset + 1 + width
 
 
 def _name(buf: bytes, offset: int, what: str) -> tuple[str, int]:
@@ -146,12 +126,12 @@ def _decode_checked(header: EventHeader, body: memoryview | bytes,
                     post_header_len: int) -> TableMapEvent:
     try:
         return _decode(header, bytes(body), post_header_len)
-    except EventDecodeError as exc:
-        if exc.type_code is None:
-            raise EventDecodeError(str(exc), type_code=TABLE_MAP_EVENT, file=header.file,
-                                   position=header.position) from exc
-        raise
-    except (IndexError, ValueError) as exc:  # slices that ran short, bad lenenc widths
+    except MalformedPacket as exc:  # EventDecodeError, or a truncated/invalid lenenc
+        if isinstance(exc, EventDecodeError) and exc.type_code is not None:
+            raise
+        raise EventDecodeError(str(exc), type_code=TABLE_MAP_EVENT, file=header.file,
+                               position=header.position) from exc
+    except (IndexError, ValueError) as exc:  # slices that ran short
         raise EventDecodeError(f"malformed TABLE_MAP: {exc}", type_code=TABLE_MAP_EVENT,
                                file=header.file, position=header.position) from exc
 

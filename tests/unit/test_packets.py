@@ -12,6 +12,7 @@ from protocol.packets import (
     lenenc_bytes,
     lenenc_int,
     read_fixed,
+    read_lenenc,
     read_lenenc_bytes,
     read_lenenc_int,
     read_nul_bytes,
@@ -170,6 +171,26 @@ def test_lenenc_null_and_invalid() -> None:
         read_lenenc_int(b"\xff", 0)
     with pytest.raises(ValueError):
         lenenc_int(-1)
+
+
+def test_one_lenenc_reader_one_error_family() -> None:
+    """packets.read_lenenc is the reader of every layer: a NULL or 0xFF prefix is a
+    MalformedPacket, running past the bound a TruncatedData, wherever it is read."""
+    from protocol.binlog._cursor import Cursor
+
+    assert read_lenenc(b"\xfc\x01\x02", 0) == (0x0201, 3)
+    assert read_lenenc(b"x\x05", 1, 2) == (5, 2)
+    with pytest.raises(TruncatedData, match="truncated at offset 0"):
+        read_lenenc(b"\xfc\x01\x02", 0, 2)  # the bound, not the buffer, ends it
+    for prefix in (b"\xfb", b"\xff"):
+        with pytest.raises(MalformedPacket, match="invalid length-encoded integer prefix") as info:
+            read_lenenc(prefix, 0)
+        assert type(info.value) is MalformedPacket
+    with pytest.raises(TruncatedData, match="^column count: length-encoded integer truncated"):
+        Cursor(b"\xfd\x01").lenenc("column count")
+    with pytest.raises(MalformedPacket, match="^payload size: invalid length-encoded"):
+        Cursor(b"\xfb").lenenc("payload size")
+    assert Cursor(b"\xfe" + bytes(range(1, 9))).lenenc() == 0x0807060504030201
 
 
 def test_lenenc_bytes_and_fixed_and_nul() -> None:
