@@ -213,6 +213,9 @@ def classify(query: str, default_schema: str = "") -> DdlStatement | None:
     """Classify ``query``; ``None`` when it is not DDL (DML, BEGIN/COMMIT, SET, XA, …)."""
     scan = _Scanner(_tokens(query), default_schema)
     head = scan.peek()
+    if head == "SET" and scan.peek(1) in ("PASSWORD", "DEFAULT"):
+        # SET PASSWORD / SET DEFAULT ROLE change accounts, like ALTER USER: DDL, not DML
+        return DdlStatement(DdlKind.OTHER, default_schema, "")
     if not head or head in _NOT_DDL:
         return None
     scan.pos += 1
@@ -527,30 +530,68 @@ def _literal(tokens: list[_Token]) -> DefaultValue | None:
 
 # --- secrets in account-management statements ------------------------------------------------------
 #
-# CREATE/ALTER USER, GRANT … IDENTIFIED BY, SET PASSWORD and the PASSWORD() function reach the
-# binlog with the password (or its hash) as a literal. Anything binlake writes for others to read
-# (the lake's DDL log, Open Protocol DDL events) carries the statement with those literals
-# replaced, so a change log never becomes a password store.
+# CREATE/ALTER USER, GRANT … IDENTIFIED BY, SET PASSWORD, the PASSWORD() function, CREATE/ALTER
+# SERVER … OPTIONS (PASSWORD …), CHANGE MASTER/START SLAVE … PASSWORD and FEDERATED/CONNECT
+# connection URLs reach the binlog with the password (or its hash) as a literal: MariaDB logs
+# the statement as written, MySQL logs a rewritten one carrying the hash. Anything binlake
+# writes for others to read (the lake's DDL log, Open Protocol DDL events, ``binlake decode``'s
+# text, log lines) carries the statement with those literals replaced, so a change log never
+# becomes a password store.
+#
+# These are regular expressions over the raw text, not a parse: between keywords they accept
+# whitespace and ``/* … */`` comments, a literal may be single- or double-quoted (with ``\'``,
+# ``''`` escapes), hex (``0x…``, ``X'…'``) or carry a charset introducer (``_binary'…'``).
+# A redacted literal keeps its quote character, so the statement stays well-formed even when the
+# secret sat inside another string (Spider's ``COMMENT 'password "x"'``).
 
-_LITERAL = r"""(?:'(?:[^'\\]|\\.|'')*'|"(?:[^"\\]|\\.|"")*")"""
-_SECRET_PATTERNS = (
+_GAP = r"(?:\s|/\*(?:[^*]|\*(?!/))*\*/)"  # whitespace or one /* comment */
+_S = _GAP + "+"
+_S0 = _GAP + "*"
+_LITERAL = (r"""(?:_\w+\s*)?(?:'(?:[^'\\]|\\.|'')*'|"(?:[^"\\]|\\.|"")*"|0x[0-9a-f]+\b"""
+            r"""|x'[0-9a-f]*')""")
+_NAME = r"(?:\w+|" + _LITERAL + ")"
+_SECRET_PATTERNS = tuple(re.compile(pattern, re.IGNORECASE | re.DOTALL) for pattern in (
     # IDENTIFIED BY [PASSWORD] 'x' | IDENTIFIED WITH plugin BY|AS 'x' | IDENTIFIED VIA p USING 'x'
-    re.compile(r"(\bIDENTIFIED\s+(?:(?:WITH|VIA)\s+(?:\w+|" + _LITERAL + r")\s+)?"
-               r"(?:BY|AS|USING)\s+(?:PASSWORD\s+)?)" + _LITERAL, re.IGNORECASE),
+    # (also after AND/INITIAL AUTHENTICATION and 2FACTOR: the keyword is the same)
+    r"(\bIDENTIFIED" + _S + r"(?:(?:WITH|VIA)" + _S + _NAME + _S + r")?"
+    r"(?:BY|AS|USING)" + _S + r"(?:PASSWORD" + _S0 + r")?)(" + _LITERAL + ")",
+    # MariaDB's alternatives: IDENTIFIED VIA a USING 'x' OR b USING 'y'
+    r"(\bOR" + _S + _NAME + _S + r"(?:USING|AS|BY)" + _S + r")(" + _LITERAL + ")",
     # PASSWORD('x'), OLD_PASSWORD('x'), USING PASSWORD('x')
-    re.compile(r"(\b(?:OLD_)?PASSWORD\s*\(\s*)" + _LITERAL, re.IGNORECASE),
-    # SET PASSWORD [FOR user] = 'hash'
-    re.compile(r"(\bSET\s+PASSWORD\b[^=]*=\s*)" + _LITERAL, re.IGNORECASE),
-    # MASTER_PASSWORD = 'x' / SOURCE_PASSWORD = 'x' (CHANGE MASTER in statement text)
-    re.compile(r"(\b(?:MASTER|SOURCE)_PASSWORD\s*=\s*)" + _LITERAL, re.IGNORECASE),
-)
+    r"(\b(?:OLD_)?PASSWORD" + _S0 + r"\(" + _S0 + r")(" + _LITERAL + ")",
+    # SET PASSWORD [FOR user] = 'x'
+    r"(\bSET" + _S + r"PASSWORD\b[^=]*=" + _S0 + r")(" + _LITERAL + ")",
+    # MASTER_PASSWORD = 'x', SOURCE_PASSWORD = 'x' (CHANGE MASTER / CHANGE REPLICATION SOURCE)
+    r"(\b(?:MASTER|SOURCE)_PASSWORD" + _S0 + "=" + _S0 + r")(" + _LITERAL + ")",
+    # PASSWORD = 'x' (START SLAVE/REPLICA … PASSWORD='x'), PASSWORD 'x' (CREATE/ALTER SERVER
+    # … OPTIONS (PASSWORD 'x'), Spider/CONNECT option strings)
+    r"(\bPASSWORD(?:" + _S0 + "=" + _S0 + "|" + _S + r"))(" + _LITERAL + ")",
+    # ALTER USER … IDENTIFIED BY 'new' REPLACE 'old', SET PASSWORD = 'new' REPLACE 'old'
+    r"(\bREPLACE" + _S + r")(" + _LITERAL + ")",
+))
+#: user:password@ in a URL (FEDERATED/FederatedX/CONNECT ``CONNECTION='mysql://u:p@h/db/t'``).
+_URL_PASSWORD = re.compile(r"(\b[a-z][a-z0-9+.-]*://[^\s:/@'\"]*:)[^\s@'\"/]*(@)", re.IGNORECASE)
 REDACTED = "'<redacted>'"
+_MARKERS = ("PASSWORD", "IDENTIFIED", "://")
+
+
+def _redacted_literal(match: re.Match[str]) -> str:
+    literal = match.group(2).lstrip()
+    quote = '"' if literal.endswith('"') else "'"
+    return match.group(1) + quote + "<redacted>" + quote
 
 
 def redact_secrets(query: str) -> str:
-    """``query`` with password and password-hash literals replaced by ``'<redacted>'``."""
-    if "PASSWORD" not in query.upper() and "IDENTIFIED" not in query.upper():
+    """``query`` with password and password-hash literals replaced by ``'<redacted>'``.
+
+    Returns ``query`` itself (the same object) when there is nothing to redact, so callers can
+    tell cheaply whether anything changed.
+    """
+    upper = query.upper()
+    if not any(marker in upper for marker in _MARKERS):
         return query
+    redacted = query
     for pattern in _SECRET_PATTERNS:
-        query = pattern.sub(lambda m: m.group(1) + REDACTED, query)
-    return query
+        redacted = pattern.sub(_redacted_literal, redacted)
+    redacted = _URL_PASSWORD.sub(r"\1<redacted>\2", redacted)
+    return query if redacted == query else redacted

@@ -25,6 +25,8 @@ absent from a MINIMAL/NOBLOB image is not listed, a NULL is ``NULL``. Values are
 literals: numbers bare, strings ``'quoted'`` with ``\\n``-style escapes (so a row is one line),
 bytes ``X'hex'``, temporal values quoted as ``SELECT`` prints them (zero dates too), JSON as its
 text. Events inside a MySQL TRANSACTION_PAYLOAD follow the payload event and share its position.
+Statement text (QUERY, ANNOTATE_ROWS, ROWS_QUERY) has its password literals replaced by
+``'<redacted>'`` (:func:`protocol.binlog.ddl.redact_secrets`), as in every other output.
 
 ``--format open-protocol`` writes the TiCDC Open Protocol: one JSON object
 ``{"key": …, "value": …}`` per line, from :class:`sinks.openprotocol.OpenProtocolEncoder`
@@ -59,6 +61,7 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, fields
 from typing import Any, TextIO
 
+from protocol.binlog import ddl
 from protocol.binlog.coltypes import FieldType
 from protocol.binlog.events import (
     AnnotateRowsEvent,
@@ -304,8 +307,6 @@ def _matcher(options: DecodeOptions) -> _Matcher | None:
 
 
 def _statement_target(schema: str, query: str) -> tuple[str, str | None]:
-    from protocol.binlog import ddl
-
     parsed = ddl.classify(query, schema)
     if parsed is None:
         return schema, None
@@ -444,7 +445,7 @@ def _query(event: QueryEvent | ExecuteLoadQueryEvent) -> str:
     error = f" error_code={event.error_code}" if event.error_code else ""
     return (f"db={_identifier(event.schema) if event.schema else '-'} "
             f"thread_id={event.thread_id} exec_time={event.exec_time}{error}{compressed} "
-            f"query={_one_line(event.query)}")
+            f"query={_statement(event.query)}")
 
 
 _GTID_FLAGS = (
@@ -559,8 +560,8 @@ _DETAILS: dict[type, Callable[[Any], str]] = {
     XidEvent: lambda e: f"xid={e.xid}",
     IntvarEvent: _intvar,
     UserVarEvent: _user_var,
-    AnnotateRowsEvent: lambda e: f"query={_one_line(e.query)}",
-    RowsQueryEvent: lambda e: f"query={_one_line(e.query)}",
+    AnnotateRowsEvent: lambda e: f"query={_statement(e.query)}",
+    RowsQueryEvent: lambda e: f"query={_statement(e.query)}",
     BinlogCheckpointEvent: lambda e: f"file={e.file}",
     MariadbGtidEvent: _mariadb_gtid,
     MysqlGtidEvent: _mysql_gtid,
@@ -629,6 +630,11 @@ def _escape_char(match: re.Match[str]) -> str:
 
 def _quote(text: str) -> str:
     return "'" + _NEEDS_ESCAPE.sub(_escape_char, text) + "'"
+
+
+def _statement(query: str) -> str:
+    """A statement as the text format prints it: passwords redacted, on one line."""
+    return _one_line(ddl.redact_secrets(query))
 
 
 def _one_line(text: str) -> str:

@@ -226,6 +226,8 @@ class Pipeline:
             redacted = redact_secrets(item.query)
             if redacted is not item.query:
                 item = replace(item, query=redacted)
+            log.debug("%s at %s (db %s): %s", "DDL" if item.is_ddl else "statement",
+                      item.position, item.schema or "-", item.query)
             if item.query.lstrip()[:11].upper() == "XA ROLLBACK":
                 log.warning("%s at %s: an XA transaction was rolled back after its prepared "
                             "part was landed; its rows stay in the change log", item.query,

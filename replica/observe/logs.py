@@ -15,7 +15,11 @@ Redaction: a filter on the handler replaces every registered secret (the server 
 ``***`` in the message, its arguments, extra fields, exception text and stack — whichever logger
 emitted the record, including third-party ones. :class:`replica.config.Secret` already masks
 itself; the filter is the net under it, for a password that reached a log call as plain text (for
-example inside a server's error message or a traceback).
+example inside a server's error message or a traceback). The same filter also replaces the
+password literals of any SQL statement quoted in a record (``IDENTIFIED BY '…'``, ``PASSWORD('…')``,
+… — see :func:`protocol.binlog.ddl.redact_secrets`), at every level, debug included, so a
+statement that reaches a log line (an error naming it, a warning about it) never shows another
+account's password.
 """
 
 from __future__ import annotations
@@ -30,6 +34,7 @@ from typing import IO, Any
 
 import trio
 
+from protocol.binlog.ddl import redact_secrets
 from replica.config import LogConfig
 
 __all__ = [
@@ -77,6 +82,7 @@ class RedactingFilter(logging.Filter):
             self._secrets.sort(key=len, reverse=True)
 
     def redact(self, text: str) -> str:
+        text = redact_secrets(text)
         for secret in self._secrets:
             if secret in text:
                 text = text.replace(secret, REDACTED)

@@ -132,3 +132,22 @@ async def test_sighup_reopens_the_log_file(tmp_path: Path) -> None:
     assert "before rotation" in rotated and "after rename, before HUP" in rotated
     assert "after HUP" in fresh and "before rotation" not in fresh
     assert all(json.loads(line) for line in fresh.splitlines())
+
+
+@pytest.mark.usefixtures("restore_root_logger")
+def test_log_records_at_every_level_redact_statements() -> None:
+    for fmt in ("human", "json"):
+        out = io.StringIO()
+        setup_logging(LogConfig(format=fmt, level="debug"), stream=out)
+        logger = logging.getLogger("binlake.test")
+        for level in (logging.DEBUG, logging.INFO, logging.WARNING, logging.ERROR):
+            logger.log(level, "statement %s", "CREATE USER u IDENTIFIED BY 'lg1'",
+                       extra={"query": "SET PASSWORD = PASSWORD('lg2')"})
+        try:
+            raise ValueError("ALTER USER u IDENTIFIED BY 'lg3'")
+        except ValueError:
+            logger.exception("failed")
+        text = out.getvalue()
+        # 4 levels x (message + extra field), the exception text and its traceback's source line
+        assert text.count("<redacted>") == 10, text
+        assert "lg1" not in text and "lg2" not in text and "lg3" not in text
