@@ -7,6 +7,8 @@ Exit codes (also in ``binlake --help``):
   2  usage or configuration error
   3  permanent replication error: the server refused something retrying cannot fix (wrong
      password, missing privilege, start position purged, duplicate server_id, undecodable stream)
+  4  lake error: the lake's filesystem refused a write (disk full, I/O error, read-only,
+     permission) — the line names the path and the errno — or another writer holds the lake
 
 Errors are printed as one line plus a ``fix:`` line; ``-v`` adds the traceback. The commands'
 implementations live in their own modules (``replica.core.daemon`` for ``run``, the others in
@@ -34,14 +36,16 @@ import trio
 from protocol import errors
 from replica.config import ConfigError, load_config
 from replica.core.backoff import is_permanent
+from sinks.errors import LakeError, LakeLocked
 
 __all__ = ["main", "build_parser", "EXIT_OK", "EXIT_FAILURE", "EXIT_USAGE", "EXIT_PERMANENT",
-           "hint_for"]
+           "EXIT_LAKE", "hint_for"]
 
 EXIT_OK = 0
 EXIT_FAILURE = 1
 EXIT_USAGE = 2
 EXIT_PERMANENT = 3
+EXIT_LAKE = 4
 EXIT_INTERRUPTED = 130
 
 PROG = "binlake"
@@ -53,6 +57,8 @@ exit codes:
   2  usage or configuration error
   3  permanent replication error (authentication, privileges, purged position,
      duplicate server_id, undecodable stream): fix the cause, retrying will not help
+  4  lake error: disk full, I/O error, read-only or permission (the line names the
+     path and the errno), or another `binlake run` holds the lake's lock
 
 configuration: a TOML file (--config, $BINLAKE_CONFIG or /etc/binlake/binlake.toml),
 then BINLAKE_<SECTION>_<KEY> environment variables, then flags. Secrets come from
@@ -244,6 +250,8 @@ def hint_for(exc: BaseException) -> str | None:
     """The one-line fix for an exception, if there is one."""
     if isinstance(exc, ConfigError):
         return exc.hint
+    if isinstance(exc, LakeError | LakeLocked):
+        return exc.fix
     for cls in type(exc).__mro__:
         hint = _HINTS.get(cls.__name__)
         if hint is not None:
@@ -254,6 +262,8 @@ def hint_for(exc: BaseException) -> str | None:
 def exit_code_for(exc: BaseException) -> int:
     if isinstance(exc, ConfigError):
         return EXIT_USAGE
+    if isinstance(exc, LakeError | LakeLocked):
+        return EXIT_LAKE
     if isinstance(exc, errors.ProtocolError) and is_permanent(exc):
         return EXIT_PERMANENT
     return EXIT_FAILURE

@@ -6,6 +6,9 @@ column or file is involved, never anything about the connection that fed the sin
 
 from __future__ import annotations
 
+import errno as _errno
+import os as _os
+
 
 class SinkError(Exception):
     """Root of every error raised by ``sinks/``."""
@@ -30,3 +33,62 @@ class LakeCorrupted(SinkError):
 
 class SinkStateError(SinkError):
     """The item stream broke the sink's protocol (rows outside a transaction, use after close)."""
+
+
+class LakeError(SinkError):
+    """The lake's filesystem refused an operation: disk full, I/O error, read-only, permission.
+
+    No retry can fix these (the same write fails the same way), and a sink whose write failed
+    half-way must not go on: its buffers no longer match what is on disk. So the sink marks
+    itself broken, the daemon stops with its own exit code, and a restart — once the cause is
+    fixed — recovers from the last durable checkpoint. ``fix`` says what to do, by errno.
+    """
+
+    def __init__(self, path: str, errno_: int | None, strerror: str, operation: str) -> None:
+        name = _errno.errorcode.get(errno_, f"errno {errno_}") if errno_ is not None else "?"
+        super().__init__(f"{operation}: {name} (errno {errno_}, {strerror}) at {path}")
+        self.path = path
+        self.errno = errno_
+        self.errno_name = name
+        self.strerror = strerror
+        self.operation = operation
+
+    @classmethod
+    def from_os_error(cls, exc: OSError, path: str, operation: str) -> LakeError:
+        """``exc`` with the path it names itself (if any), else ``path``."""
+        named = exc.filename if isinstance(exc.filename, str) else path
+        strerror = exc.strerror or str(exc)
+        if "Detail: [errno" in strerror:  # pyarrow: "Error writing bytes to file. Detail: ..."
+            strerror = _os.strerror(exc.errno) if exc.errno else strerror
+        return cls(named, exc.errno, strerror, operation)
+
+    @property
+    def fix(self) -> str:
+        resume = "then start binlake again: it resumes from the lake's last checkpoint"
+        if self.errno in (_errno.ENOSPC, _errno.EDQUOT):
+            return f"free space (or raise the quota) on the lake's filesystem, {resume}"
+        if self.errno in (_errno.EACCES, _errno.EPERM):
+            return (f"check permissions: the daemon's user must be able to create, write and "
+                    f"rename files in every directory of the lake, {resume}")
+        if self.errno == _errno.EROFS:
+            return f"the lake's filesystem is read-only: remount it read-write, {resume}"
+        if self.errno == _errno.EIO:
+            return f"the lake's disk reported an I/O error: check the device and its logs, {resume}"
+        return f"fix the lake's filesystem, {resume}"
+
+
+class LakeLocked(SinkError):
+    """Another process holds the lake's writer lock (``<lake>/_lock``): one writer per lake."""
+
+    def __init__(self, lake: str, lock_path: str, holder_pid: int | None) -> None:
+        who = f"pid {holder_pid}" if holder_pid is not None else "another process"
+        super().__init__(f"the lake {lake} is in use by another writer ({who} holds {lock_path})")
+        self.lake = lake
+        self.lock_path = lock_path
+        self.holder_pid = holder_pid
+
+    @property
+    def fix(self) -> str:
+        who = f" (pid {self.holder_pid})" if self.holder_pid is not None else ""
+        return (f"stop the other `binlake run`{who} on this lake first, or give this one its "
+                "own lake.path; readers (binlake status, Spark) need no lock")

@@ -15,6 +15,7 @@ a retry storm that hides the cause. :func:`classify` makes that call in one plac
 from __future__ import annotations
 
 import enum
+import errno
 import random
 import ssl
 
@@ -23,9 +24,10 @@ import trio
 from protocol import errors
 from replica.config import ConfigError, ReconnectConfig
 from replica.errors import HeartbeatTimeout
+from sinks.errors import SinkError
 
 __all__ = ["Backoff", "Disposition", "classify", "is_permanent", "RETRYABLE_SERVER_CODES",
-           "PERMANENT_SERVER_CODES"]
+           "PERMANENT_SERVER_CODES", "LAKE_ERRNOS"]
 
 
 class Backoff:
@@ -105,6 +107,10 @@ RETRYABLE_SERVER_CODES = frozenset({
     3169,  # ER_SESSION_WAS_KILLED (MySQL)
 })
 
+#: errnos of a filesystem that needs a human (a socket never gives them): never retried.
+LAKE_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EIO, errno.EROFS, errno.EACCES,
+                         errno.EPERM})
+
 #: Server error codes that a retry cannot fix, whatever exception class carries them.
 PERMANENT_SERVER_CODES = frozenset({
     1044,  # ER_DBACCESS_DENIED_ERROR
@@ -134,7 +140,11 @@ def classify(exc: BaseException) -> Disposition:
     configuration error, not a transient one; and bytes binlake cannot decode (a retry would read
     the same bytes again). Unknown exceptions are bugs: STOP rather than loop.
 
-    Retryable (RETRY): OSError and trio's broken/closed streams (network, server restart),
+    The lake is never retried: a :class:`~sinks.errors.SinkError` (disk full, I/O error,
+    read-only, permission, another writer) stops, and so does a bare ``OSError`` whose errno
+    only a filesystem gives (:data:`LAKE_ERRNOS`), should one ever escape the sink unwrapped.
+
+    Retryable (RETRY): other OSErrors and trio's broken/closed streams (network, server restart),
     timeouts and stalls (HeartbeatTimeout), checksum mismatches (bytes damaged in transit are
     read again; a damaged file on the server keeps failing until max_attempts), and server errors
     whose codes say the server or connection is going away or busy.
@@ -143,7 +153,9 @@ def classify(exc: BaseException) -> Disposition:
         # trio nurseries wrap failures: the group is retryable only if every part is.
         parts = [classify(e) for e in exc.exceptions]
         return Disposition.RETRY if all(p is Disposition.RETRY for p in parts) else Disposition.STOP
-    if isinstance(exc, ConfigError):
+    if isinstance(exc, ConfigError | SinkError):
+        return Disposition.STOP
+    if isinstance(exc, OSError) and exc.errno in LAKE_ERRNOS:
         return Disposition.STOP
     if isinstance(exc, errors.ServerError):
         return _classify_server_error(exc)

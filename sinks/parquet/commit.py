@@ -84,11 +84,20 @@ class Checkpoint:
 # --- durable filesystem primitives -----------------------------------------------------------
 
 
+def _named(exc: OSError, path: str) -> OSError:
+    """``exc`` naming ``path`` (a failed ``write``/``fsync`` on a descriptor names no file)."""
+    if exc.filename is None:
+        exc.filename = path
+    return exc
+
+
 def fsync_path(path: str) -> None:
     """``fsync`` a file or directory by name (directories make renames and creations durable)."""
     fd = os.open(path, os.O_RDONLY)
     try:
         os.fsync(fd)
+    except OSError as exc:
+        raise _named(exc, path) from None
     finally:
         os.close(fd)
 
@@ -111,10 +120,13 @@ def ensure_dir(path: str, known: set[str] | None = None) -> None:
 
 def write_durably(path: str, data: bytes) -> None:
     """Write a new file (no rename) and ``fsync`` it."""
-    with open(path, "wb") as f:
-        f.write(data)
-        f.flush()
-        os.fsync(f.fileno())
+    try:
+        with open(path, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+    except OSError as exc:
+        raise _named(exc, path) from None
 
 
 def replace_atomically(path: str, data: bytes) -> None:

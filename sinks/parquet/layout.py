@@ -4,6 +4,7 @@
 
     <lake>/_checkpoint.json                        every transaction up to here is landed
     <lake>/_commit.json                            roll-forward record of a commit in progress
+    <lake>/_lock                                   the writer's flock (one writer per lake)
     <lake>/_staging/                               files being written (emptied at start)
     <lake>/_ddl/<db>/ddl-<first seq>.jsonl         the DDL log, one file per commit that had DDL
     <lake>/<db>/<table>/_schema/v<N>.json          schema version N of the table
@@ -21,6 +22,7 @@ import posixpath
 
 CHECKPOINT = "_checkpoint.json"
 MANIFEST = "_commit.json"
+LOCK = "_lock"
 STAGING = "_staging"
 DDL_DIR = "_ddl"
 SCHEMA_DIR = "_schema"

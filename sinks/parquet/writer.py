@@ -47,10 +47,11 @@ from protocol.binlog.transactions import (  # noqa: E402
 )
 from protocol.gtid import GtidPosition, GtidSet, MariadbGtid, MysqlGtid  # noqa: E402
 
-from ..errors import SinkStateError  # noqa: E402
+from ..errors import LakeError, SinkStateError  # noqa: E402
 from . import commit as C  # noqa: E402
 from . import ddl as D  # noqa: E402
 from . import layout as L  # noqa: E402
+from .lock import LakeLock  # noqa: E402
 from .rows import PendingRows, TransactionTags, key_changed_rows, rows_batch  # noqa: E402
 from .schema import COMMIT_TS_FIELD, TableVersion, VersionOrigin, signature  # noqa: E402
 from .types import new_counter  # noqa: E402
@@ -227,12 +228,29 @@ class ParquetSink:
         self._staged_count = 0
         self._known_dirs: set[str] = set()
         self._warned: set[str] = set()
+        self._lock = LakeLock(self.lake)
+        #: Set by a LakeError: buffers and disk may disagree, so nothing more is landed.
+        self._broken: LakeError | None = None
+        self._io_path = self.lake  # what the sink was writing (named by a LakeError)
 
     # --- lifecycle ---------------------------------------------------------------------------
 
     def open(self) -> C.Checkpoint | None:
-        """Recover the lake (finish or discard a half-done commit) and return where to resume."""
-        doc = C.recover(self.lake)
+        """Take the lake's writer lock, recover the lake (finish or discard a half-done commit)
+        and return where to resume.
+
+        Raises :class:`~sinks.errors.LakeLocked` (another writer holds the lake; nothing was
+        touched) or :class:`~sinks.errors.LakeError`.
+        """
+        self._lock.acquire()
+        try:
+            doc = C.recover(self.lake)
+        except OSError as exc:
+            self._lock.release()
+            raise LakeError.from_os_error(exc, self.lake, "recovering the lake") from exc
+        except BaseException:
+            self._lock.release()
+            raise
         self._opened = True
         if doc is None:
             return None
@@ -264,33 +282,84 @@ class ParquetSink:
         return self._counter.invalid_temporal
 
     def close(self) -> None:
-        """Land every committed transaction, drop an unfinished one (it will be streamed again)."""
+        """Land every committed transaction, drop an unfinished one (it will be streamed again),
+        and release the lake's lock.
+
+        A broken sink (see :meth:`_failed`) lands nothing more: its last checkpoint stands.
+        """
         if not self._opened:
             return
+        try:
+            if self._broken is None:
+                if self._txn is not None:
+                    self._discard(self._txn)
+                    self._txn = None
+                self.flush()
+        finally:
+            if self._broken is not None:
+                self._abandon_files()
+            self._opened = False
+            self._lock.release()
+
+    def _failed(self, exc: OSError, operation: str) -> LakeError:
+        """Turn an ``OSError`` of the lake into a :class:`LakeError` and break the sink.
+
+        A write that failed half-way (a row group cut short by ENOSPC, a commit stopped between
+        renames) leaves buffers that no longer match the disk; writing them again could land
+        rows twice. So nothing more is landed: the durable checkpoint stands, and the next
+        :meth:`open` (a restart) rolls forward or discards whatever the failure left.
+        """
+        error = LakeError.from_os_error(exc, self._io_path, operation)
+        self._broken = error
+        return error
+
+    def _abandon_files(self) -> None:
+        """Close what a broken sink holds open, quietly (its files are discarded at recovery)."""
+        for part in self._parts.values():
+            if part.writer is not None:
+                try:
+                    part.writer.close()
+                except Exception:  # the disk that broke the sink may refuse this too
+                    pass
+                part.writer = None
         if self._txn is not None:
-            self._discard(self._txn)
+            for table in self._txn.tables.values():
+                for closer in (table.spill_writer, table.spill_file):
+                    try:
+                        if closer is not None:
+                            closer.close()
+                    except Exception:
+                        pass
+                table.spill_writer = table.spill_file = None
             self._txn = None
-        self.flush()
-        self._opened = False
+
+    def _check_usable(self) -> None:
+        if self._broken is not None:
+            raise SinkStateError(f"the sink stopped after a lake error ({self._broken}); "
+                                 "open a new one to recover")
 
     # --- the item stream -----------------------------------------------------------------------
 
     def handle(self, item: TransactionItem) -> None:
         """Consume one item of the transaction stream (see ``protocol.binlog.transactions``)."""
-        if not self._opened:
+        if not self._opened or self._broken is not None:
+            self._check_usable()
             raise SinkStateError("ParquetSink.handle() before open() or after close()")
-        if isinstance(item, RowsEvent):
-            self._on_rows(item)
-        elif isinstance(item, TransactionBegin):
-            self._on_begin(item)
-        elif isinstance(item, TransactionCommit):
-            self._on_commit(item)
-        elif isinstance(item, Statement):
-            self._on_statement(item)
-        elif isinstance(item, TransactionRollback):
-            self._on_rollback(item)
-        else:
-            raise SinkStateError(f"not a transaction item: {type(item).__name__}")
+        try:  # free in CPython 3.11+ while nothing is raised
+            if isinstance(item, RowsEvent):
+                self._on_rows(item)
+            elif isinstance(item, TransactionBegin):
+                self._on_begin(item)
+            elif isinstance(item, TransactionCommit):
+                self._on_commit(item)
+            elif isinstance(item, Statement):
+                self._on_statement(item)
+            elif isinstance(item, TransactionRollback):
+                self._on_rollback(item)
+            else:
+                raise SinkStateError(f"not a transaction item: {type(item).__name__}")
+        except OSError as exc:
+            raise self._failed(exc, "landing a transaction") from exc
 
     def _on_begin(self, begin: TransactionBegin) -> None:
         if self._txn is not None:
@@ -598,6 +667,7 @@ class ParquetSink:
             self._staged_count += 1
             table.spill_path = os.path.join(self.lake, L.STAGING,
                                             f"spill-{self._staged_count:08d}.arrow")
+            self._io_path = table.spill_path
             table.spill_file = pa.OSFile(table.spill_path, "wb")
             ipc_options = pa.ipc.IpcWriteOptions(compression=self.options.spill_compression)
             table.spill_writer = pa.ipc.new_stream(table.spill_file,
@@ -645,6 +715,7 @@ class ParquetSink:
         if part.writer is None:
             self._staged_count += 1
             part.staged = f"{L.STAGING}/part-{self._staged_count:08d}.parquet"
+            self._io_path = os.path.join(self.lake, part.staged)
             name_key = (L.table_dir(version.database, version.table)
                         + f"/{version.version}/{part.commit_date}", part.first_seq)
             index = self._name_index.get(name_key, 0)
@@ -658,6 +729,7 @@ class ParquetSink:
                 dictionary_pagesize_limit=DICTIONARY_PAGE_LIMIT,
                 write_statistics=True,
             )
+        self._io_path = os.path.join(self.lake, part.staged)
         table = pa.Table.from_batches(part.batches, schema=version.schema)
         part.writer.write_table(table, row_group_size=max(1, table.num_rows))
         del table
@@ -670,6 +742,7 @@ class ParquetSink:
 
     def _close_file(self, part: _Part) -> None:
         assert part.writer is not None
+        self._io_path = os.path.join(self.lake, part.staged)
         part.writer.close()
         part.writer = None
         C.fsync_path(os.path.join(self.lake, part.staged))
@@ -691,15 +764,25 @@ class ParquetSink:
         return True
 
     def flush(self) -> C.Checkpoint | None:
-        """Make every committed transaction durable and visible; returns the new checkpoint."""
+        """Make every committed transaction durable and visible; returns the new checkpoint.
+
+        Raises :class:`~sinks.errors.LakeError` (and breaks the sink) when the lake refuses a
+        write; the checkpoint then stays where it was.
+        """
+        self._check_usable()
         if self._unflushed_commits == 0 and not self._closed_files:
             return self._checkpoint
+        try:
+            return self._flush()
+        except OSError as exc:
+            raise self._failed(exc, "committing to the lake") from exc
+
+    def _flush(self) -> C.Checkpoint:
         for part in self._parts.values():
             if part.batches or part.pending:
                 self._write_row_group(part)
             if part.writer is not None:
                 self._close_file(part)
-        self._parts.clear()
         renames = list(self._closed_files)
         for version in self._new_versions:
             self._staged_count += 1
@@ -724,10 +807,13 @@ class ParquetSink:
             doc["commit_time"] = _dt.datetime.fromtimestamp(
                 self._last_commit_us / 1_000_000, _dt.UTC).isoformat()
         doc["pending_ddl"] = list(self._pending_ddl.values())
+        self._io_path = self.lake
         if renames:
             C.commit(self.lake, renames, doc, self._known_dirs)
         else:
             C.write_checkpoint(self.lake, doc)
+        # Only now, with the commit durable, do the buffers that fed it go.
+        self._parts.clear()
         self.stats["files"] += len(self._closed_files)
         self.stats["flushes"] += 1
         self._checkpoint = checkpoint

@@ -1,0 +1,128 @@
+"""The lake's own failures through ``binlake run`` on MariaDB 10.11.
+
+* A real small filesystem (a size-limited tmpfs the test mounts; root only) fills up while
+  changes flow: the daemon exits 4 with one line naming ENOSPC and the path and a ``fix:`` line;
+  once space is back, a restart lands the rest and the lake equals the source, exactly once.
+* One writer per lake: a second ``binlake run`` on a lake in use exits 4 naming the holder's pid;
+  after ``kill -9`` of the first, the second starts and the lake equals the source.
+"""
+
+from __future__ import annotations
+
+import errno
+import re
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.servers.handle import ServerHandle
+from tests.tmpfs import mounted_tmpfs
+
+from .daemon_process import DaemonProcess, daemon_settings, read_checkpoint, unique_db
+from .workload import Workload, compare_lake, wait_for_lake
+
+pytestmark = pytest.mark.server
+
+
+@pytest.fixture
+def small_fs(tmp_path: Path) -> Iterator[Path]:
+    """A 4 MiB tmpfs, unmounted at teardown."""
+    with mounted_tmpfs(tmp_path / "fs", "4m") as mountpoint:
+        yield mountpoint
+
+
+def _fill(mountpoint: Path) -> Path:
+    """Fill the filesystem to the last byte with a ballast file."""
+    ballast = mountpoint / "ballast"
+    chunk = b"\0" * 65536
+    with open(ballast, "wb", buffering=0) as f:
+        while True:
+            try:
+                f.write(chunk)
+            except OSError as exc:
+                assert exc.errno == errno.ENOSPC
+                break
+        while True:  # the last partial chunk
+            try:
+                f.write(b"\0" * 512)
+            except OSError:
+                break
+    return ballast
+
+
+def test_a_full_disk_exits_4_and_a_restart_lands_exactly_once(
+        mariadb_10_11: ServerHandle, small_fs: Path, tmp_path: Path) -> None:
+    server = mariadb_10_11
+    database = unique_db("lake_full")
+    lake = small_fs / "lake"
+    settings = daemon_settings(server, lake, database,
+                               overrides={"lake": {"flush_interval": 0.2}})
+    daemon = DaemonProcess(tmp_path, settings, password=server.users["repl"].password)
+    workload = Workload(server, database, seed=12)
+    workload.create_tables()
+    daemon.start()
+    daemon.wait_for(r"streaming from")
+    workload.run(40, batch=10)
+    wait_for_lake(lake, workload, timeout=30, alive=daemon.check_alive)
+    landed = read_checkpoint(lake)
+    assert landed is not None
+
+    ballast = _fill(small_fs)
+    workload.run(40, batch=10)  # more changes arrive: landing them needs space
+    code = daemon.wait(30)
+    stderr = daemon.run_stderr()
+    assert code == 4, stderr
+    errors = [line for line in stderr.splitlines() if line.startswith("binlake: error: ")]
+    assert len(errors) == 1, stderr
+    assert re.fullmatch(rf"binlake: error: LakeError: .*: ENOSPC \(errno 28, No space left on "
+                        rf"device\) at {re.escape(str(lake))}/\S+", errors[0]), errors[0]
+    assert "  fix: free space (or raise the quota) on the lake's filesystem, then start binlake " \
+           "again: it resumes from the lake's last checkpoint" in stderr
+    assert "reconnecting" not in stderr  # a full disk is not a network error
+    stopped_at = read_checkpoint(lake)
+    assert stopped_at is not None and stopped_at["seq"] >= landed["seq"]
+
+    ballast.unlink()  # space is back
+    daemon.start()
+    daemon.wait_for(rf"resuming after transaction {stopped_at['seq']} ")
+    wait_for_lake(lake, workload, timeout=60, alive=daemon.check_alive)
+    code, _took = daemon.terminate(timeout=15)
+    assert code == 0, daemon.run_stderr()
+    compare_lake(server, lake, workload)
+
+
+def test_a_second_daemon_on_the_lake_is_refused_until_the_first_dies(
+        mariadb_10_11: ServerHandle, tmp_path: Path) -> None:
+    server = mariadb_10_11
+    database = unique_db("lake_lock")
+    lake = tmp_path / "lake"
+    password = server.users["repl"].password
+    first = DaemonProcess(tmp_path, daemon_settings(server, lake, database), password=password,
+                          name="first")
+    second = DaemonProcess(tmp_path, daemon_settings(server, lake, database), password=password,
+                           name="second")
+    workload = Workload(server, database, seed=13)
+    workload.create_tables()
+    first.start()
+    first.wait_for(r"streaming from")
+    workload.run(20, batch=10)
+
+    second.start()
+    assert second.wait(30) == 4, second.run_stderr()
+    stderr = second.run_stderr()
+    assert first.process is not None
+    assert (f"binlake: error: LakeLocked: the lake {lake} is in use by another writer "
+            f"(pid {first.process.pid} holds {lake}/_lock)") in stderr, stderr
+    assert f"  fix: stop the other `binlake run` (pid {first.process.pid})" in stderr
+    assert "streaming from" not in stderr and "resuming" not in stderr
+    first.check_alive()
+
+    first.kill()  # kill -9: the kernel drops the lock
+    workload.run(20, batch=10)
+    second.start()
+    second.wait_for(r"streaming from")
+    wait_for_lake(lake, workload, timeout=60, alive=second.check_alive)
+    code, _took = second.terminate(timeout=15)
+    assert code == 0, second.run_stderr()
+    compare_lake(server, lake, workload)
