@@ -14,17 +14,22 @@ decoder never needs to know compression exists.
 MySQL (``binlog_transaction_compression=ON``) wraps a transaction's events into one
 TRANSACTION_PAYLOAD (40) whose payload is a zstd frame of complete events without CRC32
 trailers; :func:`unwrap_transaction_payload` splits them.
+
+Every function refuses to inflate beyond ``max_size`` (the stream's ``max_decompressed_size``):
+a corrupt or hostile length cannot make the replica allocate without bound. This module sits
+below :mod:`protocol.binlog.events` (which decompresses QUERY_COMPRESSED's text with it) and
+knows no event class.
 """
 
 from __future__ import annotations
 
 import zlib
+from typing import Protocol
 
 import zstandard
 
 from ..errors import MalformedPacket
 from ._cursor import Cursor
-from .events import TransactionPayloadEvent
 from .header import HEADER_LEN, peek_event_size
 
 __all__ = [
@@ -40,6 +45,18 @@ MAX_DECOMPRESSED_SIZE = 1 << 30
 
 COMPRESSION_ZSTD = 0
 COMPRESSION_NONE = 255
+
+
+class CompressedPayload(Protocol):
+    """What :func:`unwrap_transaction_payload` reads of a TRANSACTION_PAYLOAD event
+    (:class:`protocol.binlog.events.TransactionPayloadEvent`)."""
+
+    @property
+    def compression(self) -> int: ...
+    @property
+    def uncompressed_size(self) -> int | None: ...
+    @property
+    def payload(self) -> bytes: ...
 
 
 def decompress_block(block: bytes | bytearray | memoryview,
@@ -83,7 +100,8 @@ def plain_rows_type(type_code: int) -> int:
 
 
 def decompress_rows_event(type_code: int, body: bytes | bytearray | memoryview,
-                          post_header_len: int) -> tuple[int, bytes]:
+                          post_header_len: int,
+                          max_size: int = MAX_DECOMPRESSED_SIZE) -> tuple[int, bytes]:
     """Rebuild the plain body of a MariaDB ``*_ROWS_COMPRESSED`` event.
 
     The uncompressed prefix is ``table_id flags [v2 extra] width bitmap [update bitmap]``; the
@@ -107,7 +125,7 @@ def decompress_rows_event(type_code: int, body: bytes | bytearray | memoryview,
     if plain in (24, 31):
         cur.skip(bitmap, "update columns bitmap")
     prefix = bytes(cur.data[:cur.pos])
-    return plain, prefix + decompress_block(cur.view(cur.remaining))
+    return plain, prefix + decompress_block(cur.view(cur.remaining), max_size)
 
 
 def _zstd_decompress(payload: bytes, limit: int) -> bytes:
@@ -128,7 +146,7 @@ def _zstd_decompress(payload: bytes, limit: int) -> bytes:
     return bytes(out)
 
 
-def unwrap_transaction_payload(event: TransactionPayloadEvent,
+def unwrap_transaction_payload(event: CompressedPayload,
                                max_size: int = MAX_DECOMPRESSED_SIZE) -> list[memoryview]:
     """The inner events of a TRANSACTION_PAYLOAD, each whole (header + body, no CRC32).
 

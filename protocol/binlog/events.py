@@ -28,6 +28,7 @@ from dataclasses import dataclass
 
 from ..errors import EventDecodeError, MalformedPacket, UnknownEventType
 from ._cursor import Cursor
+from .compression import MAX_DECOMPRESSED_SIZE, decompress_block
 from .model import EventHeader
 
 __all__ = [
@@ -755,15 +756,16 @@ def _schema_and_query(cur: Cursor, schema_len: int, status: QueryStatus
 
 
 def decode_query(header: EventHeader, body: memoryview,
-                 fde: FormatDescriptionEvent | None = None) -> QueryEvent:
+                 fde: FormatDescriptionEvent | None = None,
+                 max_decompressed_size: int = MAX_DECOMPRESSED_SIZE) -> QueryEvent:
+    """QUERY / QUERY_COMPRESSED; the latter's text inflates to at most
+    ``max_decompressed_size`` bytes."""
     thread_id, exec_time, error_code, status, cur, schema_len, _ = _query_common(
         body, _post_header_len(fde, header.type_code))
     schema, raw = _schema_and_query(cur, schema_len, status)
     compressed = header.type_code == EventType.QUERY_COMPRESSED
     if compressed:
-        from .compression import decompress_block  # here: compression imports this module
-
-        query_bytes = decompress_block(raw)
+        query_bytes = decompress_block(raw, max_decompressed_size)
     else:
         query_bytes = bytes(raw)
     return QueryEvent(header, thread_id, exec_time, error_code, schema,
@@ -1169,8 +1171,10 @@ DECODERS: dict[int, Decoder] = {
 
 
 def decode_event(header: EventHeader, body: memoryview,
-                 fde: FormatDescriptionEvent | None = None) -> BinlogEvent:
-    """Decode a non-row event by its type code.
+                 fde: FormatDescriptionEvent | None = None,
+                 max_decompressed_size: int = MAX_DECOMPRESSED_SIZE) -> BinlogEvent:
+    """Decode a non-row event by its type code; a compressed one (QUERY_COMPRESSED) inflates to
+    at most ``max_decompressed_size`` bytes.
 
     Raises:
         UnknownEventType: a type with no decoder and without LOG_EVENT_IGNORABLE_F.
@@ -1183,6 +1187,8 @@ def decode_event(header: EventHeader, body: memoryview,
         raise UnknownEventType("unknown binlog event type", type_code=header.type_code,
                                file=header.file, position=header.position)
     try:
+        if header.type_code == EventType.QUERY_COMPRESSED:
+            return decode_query(header, body, fde, max_decompressed_size)
         return decoder(header, body, fde)
     except EventDecodeError:
         raise

@@ -263,7 +263,7 @@ class EventStream:
             decoded = self._decode_row_layer(header, body)
             self._position = header.next_position
             return [decoded]
-        decoded = decode_event(header, body, self._fde)
+        decoded = decode_event(header, body, self._fde, self._max_decompressed)
         self._position = header.next_position
         if type_code == _ROTATE and isinstance(decoded, RotateEvent):
             self._file, self._position = decoded.next_file, decoded.position
@@ -325,7 +325,7 @@ class EventStream:
     def _decode(self, header: EventHeader, body: memoryview) -> Event:
         if header.type_code in _ROW_LAYER:
             return self._decode_row_layer(header, body)
-        return decode_event(header, body, self._fde)
+        return decode_event(header, body, self._fde, self._max_decompressed)
 
     def _decode_row_layer(self, header: EventHeader, body: memoryview) -> Event:
         try:
@@ -350,7 +350,8 @@ class EventStream:
             self._table_maps[table.table_id] = table
             return table
         if 166 <= type_code <= 171:
-            type_code, plain = decompress_rows_event(type_code, body, post_header_len)
+            type_code, plain = decompress_rows_event(type_code, body, post_header_len,
+                                                     self._max_decompressed)
             body = memoryview(plain)
             post_header_len = self._post_header_len(type_code)
         rows = self._decode_rows(header, body, post_header_len, self._table_maps,

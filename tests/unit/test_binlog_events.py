@@ -384,6 +384,19 @@ def test_query_compressed_event():
     assert event.compressed and event.query == "CREATE TABLE t (a INT)"
 
 
+def test_compressed_events_honour_max_decompressed_size():
+    """A stream's max_decompressed_size bounds QUERY_COMPRESSED's text and compressed rows."""
+    text = b"INSERT INTO t VALUES " + b"(1)," * 60 + b"(1)"  # 262 bytes
+    raw = make_event(165, query_body(mariadb_block(text), b""))
+    assert feed_one(raw, max_decompressed_size=len(text)).query == text.decode()
+    with pytest.raises(EventDecodeError, match=f"claims {len(text)} bytes, more than 100") as info:
+        feed_one(raw, max_decompressed_size=100)
+    assert info.value.type_code == 165
+    prefix = (18).to_bytes(6, "little") + b"\x01\x00" + b"\x02" + b"\xff" + b"\xff"
+    with pytest.raises(MalformedPacket, match="claims 300 bytes, more than 299"):
+        compression.decompress_rows_event(167, prefix + mariadb_block(b"\x00" * 300), 8, 299)
+
+
 def test_compressed_rows_rebuild_the_plain_body():
     plain_rest = b"\x00" + b"\x01\x00\x00\x00"
     prefix = (18).to_bytes(6, "little") + b"\x01\x00" + b"\x02" + b"\xff" + b"\xff"
