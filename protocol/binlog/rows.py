@@ -66,7 +66,7 @@ from . import values as _values
 from .coltypes import FieldType, codec_for_collation
 from .model import Column, EventHeader, RowsEvent, RowsKind, TableMapEvent
 
-__all__ = ["decode_rows_event", "TableDecoder", "decoder_for", "RowsEventFlag"]
+__all__ = ["decode_rows_event", "TableDecoder", "decoder_for", "RowsEventFlag", "set_labels"]
 
 
 class RowsEventFlag:
@@ -122,7 +122,7 @@ class _RowOverrun(ValueError):
 _NAMESPACE["_Overrun"] = _RowOverrun
 
 
-def _set_labels(labels: tuple[str, ...]) -> Callable[[int], str]:
+def set_labels(labels: tuple[str, ...]) -> Callable[[int], str]:
     """SET bitmask → comma-joined labels in definition order (what SELECT prints)."""
     cache: dict[int, str] = {}
     limit = 1 << len(labels)
@@ -302,7 +302,7 @@ class TableDecoder:
             width = col.length or 1
             code = f"_from_bytes(buf[off:off + {width}], 'little')"
             if col.set_values is not None:
-                fn = self._const(f"_set{i}", _set_labels(tuple(col.set_values)))
+                fn = self._const(f"_set{i}", set_labels(tuple(col.set_values)))
                 out.append(f"{ind}v = {fn}({code})")
             else:
                 out.append(f"{ind}v = {code}")

@@ -1,0 +1,234 @@
+"""``SELECT`` expressions that bring a column's value back exactly, and their text → the value
+the binlog's row decoder gives for the same stored bytes.
+
+A snapshot row and a binlog row of the same table must land identically (same Arrow type, same
+value), so for every column type this module pairs an expression for the text protocol with a
+converter to what ``protocol.binlog.rows`` would put in ``RowsEvent.after``. Where the plain
+column's text is not exact, the expression makes it so:
+
+* FLOAT prints rounded to 6 digits: ``CAST(c AS DOUBLE)`` prints the float's exact double in
+  the shortest round-trip form (all three servers), rounded back to 32 bits here; DOUBLE goes
+  through the same cast so ``DOUBLE(M,D)`` is not printed rounded to D digits.
+* TIMESTAMP prints in the session's time zone: ``UNIX_TIMESTAMP(c)`` is the stored number of
+  seconds (with the fraction), whatever the time zone; ``0`` is the zero TIMESTAMP.
+* Character and binary strings: ``CAST(c AS BINARY)`` gives the stored bytes in the column's
+  own character set (no conversion to the connection's, which could replace what does not
+  convert), decoded here with the column's collation exactly as the row decoder does — bytes
+  stay bytes where the binlog's would (no codec, binary collation, invalid in the charset).
+* ENUM and SET: ``c + 0`` is the stored index / bit mask, mapped to labels through the same
+  label lists the TABLE_MAP carries (index 0 is ``''``); BIT: ``c + 0`` is its number.
+* VECTOR: ``HEX(c)``; MariaDB's UUID/INET4/INET6 print as text and are packed back into the
+  binary CHAR the binlog carries for them.
+
+Everything else (integers, YEAR, DECIMAL, DATE, DATETIME, TIME, MySQL JSON, GEOMETRY) prints
+exactly as is. Zero and invalid dates become :class:`~protocol.binlog.values.InvalidTemporal`
+holding the text SELECT prints — the same text the row decoder builds.
+"""
+
+from __future__ import annotations
+
+import datetime
+import ipaddress
+import struct
+from collections.abc import Callable
+from decimal import Decimal
+from typing import Any
+
+from ..binlog.coltypes import FieldType, codec_for_collation
+from ..binlog.model import Column
+from ..binlog.rows import set_labels
+from ..binlog.values import InvalidTemporal, decode_mysql_latin1
+
+__all__ = ["quote_name", "select_expression", "converter_for", "Converter"]
+
+Converter = Callable[[Any], Any]
+"""One non-NULL value as the text protocol returns it → the row decoder's value. The value is
+``bytes``, or ``str`` as ``Connection.query`` gives non-binary columns (decoded as UTF-8 with
+``surrogateescape``, so the bytes are recovered exactly)."""
+
+_EPOCH = datetime.datetime(1970, 1, 1, tzinfo=datetime.UTC)
+_F32 = struct.Struct("<f")
+_STRINGS = frozenset({FieldType.VARCHAR, FieldType.VAR_STRING, FieldType.STRING,
+                      FieldType.BLOB, FieldType.TINY_BLOB, FieldType.MEDIUM_BLOB,
+                      FieldType.LONG_BLOB})
+
+
+def quote_name(name: str) -> str:
+    """An identifier in backticks (a backtick inside doubled)."""
+    return "`" + name.replace("`", "``") + "`"
+
+
+def select_expression(column: Column, name: str, data_type: str = "") -> str:
+    """The expression that selects ``column`` (called ``name``) exactly; ``data_type`` is its
+    ``information_schema`` DATA_TYPE (tells MariaDB's UUID/INET from a BINARY)."""
+    c = quote_name(name)
+    t = column.type_code
+    if t in (FieldType.FLOAT, FieldType.DOUBLE):
+        return f"CAST({c} AS DOUBLE)"
+    if t in (FieldType.TIMESTAMP, FieldType.TIMESTAMP2):
+        return f"UNIX_TIMESTAMP({c})"
+    if t in (FieldType.ENUM, FieldType.SET, FieldType.BIT):
+        return f"{c} + 0"
+    if t == FieldType.VECTOR:
+        return f"HEX({c})"
+    if t in _STRINGS and data_type not in ("uuid", "inet4", "inet6"):
+        return f"CAST({c} AS BINARY)"
+    return c
+
+
+def _text(raw: bytes | str) -> str:
+    return raw if isinstance(raw, str) else raw.decode("utf-8", "surrogateescape")
+
+
+def _bytes(raw: bytes | str) -> bytes:
+    return raw.encode("utf-8", "surrogateescape") if isinstance(raw, str) else raw
+
+
+def _int(raw: bytes | str) -> int:
+    return int(raw)
+
+
+def _float(raw: bytes | str) -> float:
+    return _F32.unpack(_F32.pack(float(raw)))[0]  # type: ignore[no-any-return]
+
+
+def _double(raw: bytes | str) -> float:
+    return float(raw)
+
+
+def _decimal(raw: bytes | str) -> Decimal:
+    return Decimal(_text(raw))
+
+
+def _date(raw: bytes | str) -> datetime.date | InvalidTemporal:
+    text = _text(raw)
+    try:
+        return datetime.date(int(text[:-6]), int(text[-5:-3]), int(text[-2:]))
+    except ValueError:
+        return InvalidTemporal(text)
+
+
+def _micros(fraction: str) -> int:
+    return int(fraction.ljust(6, "0")) if fraction else 0
+
+
+def _datetime(raw: bytes | str) -> datetime.datetime | InvalidTemporal:
+    text = _text(raw)
+    day, _, clock = text.partition(" ")
+    hms, _, fraction = clock.partition(".")
+    try:
+        year, month, mday = day.rsplit("-", 2)
+        hour, minute, second = hms.split(":")
+        return datetime.datetime(int(year), int(month), int(mday), int(hour), int(minute),
+                                 int(second), _micros(fraction))
+    except ValueError:
+        return InvalidTemporal(text)
+
+
+def _timestamp(fsp: int) -> Converter:
+    zero = InvalidTemporal("0000-00-00 00:00:00" + ("." + "0" * fsp if fsp else ""))
+
+    def convert(raw: bytes | str) -> datetime.datetime | InvalidTemporal:
+        seconds, _, fraction = _text(raw).partition(".")
+        us = _micros(fraction)
+        if seconds == "0" and not us:
+            return zero
+        return _EPOCH + datetime.timedelta(0, int(seconds), us)
+
+    return convert
+
+
+def _time(raw: bytes | str) -> datetime.timedelta:
+    text = _text(raw)
+    negative = text.startswith("-")
+    hms, _, fraction = text.lstrip("-").partition(".")
+    hour, minute, second = hms.split(":")
+    delta = datetime.timedelta(0, int(hour) * 3600 + int(minute) * 60 + int(second),
+                               _micros(fraction))
+    return -delta if negative else delta
+
+
+def _characters(column: Column) -> Converter:
+    """The row decoder's rule (``rows.TableDecoder._text``): the column's codec, bytes where
+    there is none or the value is not valid in it; a BINARY(n) comes back padded already."""
+    codec = codec_for_collation(column.charset)
+    if codec is None:
+        return _bytes
+    if codec == "mysql-latin1":
+        return lambda raw: decode_mysql_latin1(_bytes(raw))
+
+    def convert(raw: bytes | str) -> str | bytes:
+        data = _bytes(raw)
+        try:
+            return data.decode(codec)
+        except UnicodeDecodeError:
+            return data
+
+    return convert
+
+
+def _labels(labels: tuple[str, ...] | None) -> Converter:
+    if labels is None:
+        return _int
+    table = ("",) + labels
+    return lambda raw: table[int(raw)]
+
+
+def _set(labels: tuple[str, ...] | None) -> Converter:
+    if labels is None:
+        return _int
+    text = set_labels(labels)
+    return lambda raw: text(int(raw))
+
+
+def _json(raw: bytes | str) -> str:
+    return _bytes(raw).decode("utf-8")
+
+
+def _unhex(raw: bytes | str) -> bytes:
+    return bytes.fromhex(_text(raw))
+
+
+def _uuid(raw: bytes | str) -> bytes:
+    return bytes.fromhex(_text(raw).replace("-", ""))
+
+
+def _inet4(raw: bytes | str) -> bytes:
+    return ipaddress.IPv4Address(_text(raw)).packed
+
+
+def _inet6(raw: bytes | str) -> bytes:
+    return ipaddress.IPv6Address(_text(raw)).packed
+
+
+_BY_DATA_TYPE: dict[str, Converter] = {"uuid": _uuid, "inet4": _inet4, "inet6": _inet6}
+_FIXED: dict[int, Converter] = {
+    FieldType.TINY: _int, FieldType.SHORT: _int, FieldType.INT24: _int, FieldType.LONG: _int,
+    FieldType.LONGLONG: _int, FieldType.YEAR: _int, FieldType.BIT: _int,
+    FieldType.FLOAT: _float, FieldType.DOUBLE: _double,
+    FieldType.NEWDECIMAL: _decimal, FieldType.DECIMAL: _decimal,
+    FieldType.DATE: _date, FieldType.NEWDATE: _date,
+    FieldType.DATETIME: _datetime, FieldType.DATETIME2: _datetime,
+    FieldType.TIME: _time, FieldType.TIME2: _time,
+    FieldType.JSON: _json, FieldType.VECTOR: _unhex, FieldType.GEOMETRY: _bytes,
+}
+
+
+def converter_for(column: Column, data_type: str = "") -> Converter:
+    """The converter for values of :func:`select_expression` of ``column``."""
+    special = _BY_DATA_TYPE.get(data_type)
+    if special is not None:
+        return special
+    t = column.type_code
+    if t in (FieldType.TIMESTAMP, FieldType.TIMESTAMP2):
+        return _timestamp(column.scale or 0)
+    if t == FieldType.ENUM:
+        return _labels(column.enum_values)
+    if t == FieldType.SET:
+        return _set(column.set_values)
+    if t in _STRINGS:
+        return _characters(column)
+    converter = _FIXED.get(t)
+    if converter is None:
+        return _bytes  # NULL and anything newer: the bytes, as the row decoder keeps them
+    return converter
