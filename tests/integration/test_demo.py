@@ -33,6 +33,6 @@ def test_demo_refuses_a_directory_that_is_not_a_lake(tmp_path: Path) -> None:
         [sys.executable, "-m", "replica.cli", "demo", "--lake", os.fspath(tmp_path), "--no-spark"],
         capture_output=True, text=True, timeout=120,
     )
-    assert result.returncode != 0
-    assert "not a binlake lake" in result.stderr + result.stdout
+    assert result.returncode == 2
+    assert "was not made by binlake demo; nothing was changed" in result.stderr
     assert (tmp_path / "precious.txt").read_text() == "keep me"
