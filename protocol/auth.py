@@ -6,14 +6,22 @@ first response (sent in the HandshakeResponse or after an AuthSwitchRequest) and
 AuthMoreData marker already stripped), or returns None when the plugin expects the server's
 verdict next. The exchange itself (OK / ERR / switch) is driven by ``protocol.handshake``.
 
-Where a password may go. A password is sent in clear (mysql_clear_password, the full path of
-caching_sha2_password, sha256_password) only over a channel an eavesdropper or a man in the
-middle cannot read: TLS whose certificate was *verified*, or a unix socket (not for
-sha256_password, whose server insists on TLS). Unverified TLS does not count: it stops an
-eavesdropper but not an impostor, who would then simply be handed the password. Without such a
-channel caching_sha2/sha256 encrypt the password to the server's RSA key, which is either
-pinned in the configuration or fetched from the server only when the user opted in
-(``get_server_public_key``), since a fetched key is only as trustworthy as the channel.
+Where a password may go. Three plugins can send the password itself: mysql_clear_password
+(always), and caching_sha2_password (on its full path: the server's cache of the account is empty
+after a restart or FLUSH PRIVILEGES) and sha256_password (always), which MySQL expects in clear
+inside TLS — it answers "Access denied" to an RSA-encrypted password on a TLS channel. They send
+it in clear only inside TLS (any TLS the connection accepted, see below) or over a unix socket
+(not for sha256_password, whose server insists on TLS). Without either, caching_sha2/sha256
+encrypt the password to the server's RSA key, which is either pinned in the configuration or
+fetched from the server only when the user opted in (``get_server_public_key``), since a fetched
+key is only as trustworthy as the channel; mysql_clear_password is refused.
+
+Which TLS is accepted is the connection's policy (``replica.core.connection``): a verified
+certificate; or, unverified, only to a loopback address (an impostor would have to own this
+host) or when MariaDB's zero-configuration TLS vouches for the certificate — and that needs a
+plugin with a password hash, which never sends the password, so an unverified channel to a remote
+host never carries one. On unverified loopback TLS an active man in the middle *on this host*
+could read a password sent in clear; verified TLS (verify-ca) is what stops that.
 
 Zero-configuration TLS (MariaDB 11.4+) proves after the fact that an unverified TLS channel
 ends at the server that knows the password hash. :meth:`AuthPlugin.password_hash` gives that
@@ -63,12 +71,14 @@ class AuthContext:
     """What a plugin needs to know about the channel and the user's key settings.
 
     Attributes:
+        tls: TLS is active (verified or not: the connection only keeps TLS it accepts).
         tls_verified: TLS is active and the server certificate was verified against a CA.
         unix_socket: the connection is a local unix socket.
         rsa_public_key: a pinned PEM public key of the server (caching_sha2 / sha256).
         get_server_public_key: the user allows fetching the RSA key from the server.
     """
 
+    tls: bool = False
     tls_verified: bool = False
     unix_socket: bool = False
     rsa_public_key: bytes | None = field(default=None, repr=False)
@@ -141,14 +151,9 @@ class NativePassword(AuthPlugin):
 # --- mysql_clear_password -------------------------------------------------------------------------
 
 
-def _require_cleartext_channel(plugin: str, context: AuthContext, *, unix_ok: bool) -> None:
-    if context.tls_verified or (unix_ok and context.unix_socket):
-        return
-    where = "TLS with a verified certificate" + (" or a unix socket" if unix_ok else "")
-    raise InsecureTransport(
-        f"{plugin} would send the password in clear; it is only sent over {where} "
-        "(configure tls mode verify-ca/verify-identity with a CA file"
-        + (", or connect through the unix socket)" if unix_ok else ")"))
+def _cleartext_channel(context: AuthContext, *, unix_ok: bool) -> bool:
+    """Whether the password may go in clear: inside TLS, or over a unix socket if ``unix_ok``."""
+    return context.tls or context.tls_verified or (unix_ok and context.unix_socket)
 
 
 class ClearPassword(AuthPlugin):
@@ -158,7 +163,13 @@ class ClearPassword(AuthPlugin):
     __slots__ = ()
 
     def start(self) -> bytes:
-        _require_cleartext_channel(self.name, self.context, unix_ok=True)
+        if not _cleartext_channel(self.context, unix_ok=True):
+            raise InsecureTransport(
+                f"{self.name} sends the password itself, which binlake does only inside TLS or "
+                "over a unix socket, and this connection is plain TCP",
+                fix="enable TLS on the server and use server.tls_mode = verify-ca with "
+                    "server.tls_ca (or preferred/required on loopback), or connect through "
+                    "the unix socket (server.socket)")
         return self._password + b"\0"
 
 
@@ -187,12 +198,14 @@ def _rsa_encrypt_password(password: bytes, scramble: bytes, pem: bytes, plugin: 
     )
 
 
-def _no_key_error(plugin: str) -> InsecureTransport:
+def _no_key_error(plugin: str, *, unix_ok: bool) -> InsecureTransport:
+    socket = ", the unix socket (server.socket)" if unix_ok else ""
     return InsecureTransport(
-        f"{plugin} needs the password sent over TLS with a verified certificate, a unix socket, "
-        "or RSA-encrypted: configure tls mode verify-ca/verify-identity with a CA file, connect "
-        "through the unix socket, pin the server's RSA public key (rsa_public_key), or allow "
-        "fetching it (get_server_public_key=True)")
+        f"{plugin} needs the password sent inside TLS{' or over a unix socket' if unix_ok else ''}"
+        ", or RSA-encrypted to the server's key, and this connection is plain TCP with no key",
+        fix=f"use TLS (server.tls_mode = verify-ca with server.tls_ca){socket}, pin the "
+            "server's RSA public key (server.server_public_key_file), or allow fetching it "
+            "(server.get_server_public_key = true)")
 
 
 # --- caching_sha2_password ----------------------------------------------------------------------
@@ -203,15 +216,18 @@ class CachingSha2Password(AuthPlugin):
 
     Fast path: send ``SHA256(pw) XOR SHA256(SHA256(SHA256(pw)) || nonce)``; the server answers
     0x03 (cached, OK follows) or 0x04 (full authentication needed). Full path: the password in
-    clear on a safe channel, else RSA-encrypted (0x02 asks the server for its key).
+    clear inside TLS or over a unix socket (as MySQL expects), else RSA-encrypted (0x02 asks the
+    server for its key). :attr:`path` records which it was, for the connection's log.
     """
 
     name = "caching_sha2_password"
-    __slots__ = ("_awaiting_key",)
+    __slots__ = ("_awaiting_key", "path")
 
     def __init__(self, password: bytes, scramble: bytes, context: AuthContext) -> None:
         super().__init__(password, scramble, context)
         self._awaiting_key = False
+        #: Which path authenticated, for the connection's log; "" until known.
+        self.path = ""
 
     def start(self) -> bytes:
         if not self._password:
@@ -224,26 +240,30 @@ class CachingSha2Password(AuthPlugin):
             self._awaiting_key = False
             return _rsa_encrypt_password(self._password, self.scramble, data, self.name)
         if data == b"\x03":
+            self.path = "fast path"
             return None  # fast authentication succeeded; OK follows
         if data != b"\x04":
             raise AuthError(f"{self.name}: unexpected server message {data[:16]!r}")
         context = self.context
-        if context.tls_verified or context.unix_socket:
+        if _cleartext_channel(context, unix_ok=True):
+            self.path = "full path, the password in clear"
             return self._password + b"\0"
+        self.path = "full path, the password RSA-encrypted"
         if context.rsa_public_key is not None:
             return _rsa_encrypt_password(self._password, self.scramble, context.rsa_public_key,
                                          self.name)
         if context.get_server_public_key:
             self._awaiting_key = True
             return b"\x02"
-        raise _no_key_error(self.name)
+        raise _no_key_error(self.name, unix_ok=True)
 
 
 # --- sha256_password ----------------------------------------------------------------------------
 
 
 class Sha256Password(AuthPlugin):
-    """MySQL's sha256_password: the password over TLS, else RSA-encrypted (0x01 asks for the key)."""
+    """MySQL's sha256_password: the password in clear inside TLS, else RSA-encrypted (0x01 asks
+    for the key)."""
 
     name = "sha256_password"
     __slots__ = ("_awaiting_key",)
@@ -256,7 +276,7 @@ class Sha256Password(AuthPlugin):
         if not self._password:
             return b"\0"
         context = self.context
-        if context.tls_verified:
+        if _cleartext_channel(context, unix_ok=False):
             return self._password + b"\0"
         if context.rsa_public_key is not None:
             return _rsa_encrypt_password(self._password, self.scramble, context.rsa_public_key,
@@ -264,7 +284,7 @@ class Sha256Password(AuthPlugin):
         if context.get_server_public_key:
             self._awaiting_key = True
             return b"\x01"
-        raise _no_key_error(self.name)
+        raise _no_key_error(self.name, unix_ok=False)
 
     def continue_with(self, data: bytes) -> bytes | None:
         if not self._awaiting_key:

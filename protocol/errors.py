@@ -69,7 +69,15 @@ class AuthError(ProtocolError):
 
 
 class InsecureTransport(AuthError):
-    """A plugin would send the password in clear over a channel that is neither TLS nor a socket."""
+    """A plugin would send the password in clear over a channel that is neither TLS nor a socket.
+
+    ``fix`` is the one line that applies to this plugin (an RSA key helps caching_sha2/sha256,
+    never mysql_clear_password), so the command line shows it instead of a generic hint.
+    """
+
+    def __init__(self, message: str, *, fix: str | None = None) -> None:
+        super().__init__(message)
+        self.fix = fix
 
 
 class UnsupportedAuthPlugin(AuthError):

@@ -250,11 +250,13 @@ class ClientHandshake:
         self.capabilities |= Capability.SSL
         return build_ssl_request(self.capabilities, self.charset, self.max_packet_size)
 
-    def handshake_response(self, *, tls_verified: bool = False, unix_socket: bool = False,
+    def handshake_response(self, *, tls: bool = False, tls_verified: bool = False,
+                           unix_socket: bool = False,
                            require_password_hash: bool = False) -> bytes:
         """The HandshakeResponse41 with the first answer of the server's default plugin.
 
         Args:
+            tls: TLS is up (the caller keeps only TLS it accepts; see ``protocol.auth``).
             tls_verified: TLS is up and the server certificate was verified.
             unix_socket: the channel is a unix socket.
             require_password_hash: TLS is up but unverified; zero-config TLS must vouch for
@@ -262,7 +264,8 @@ class ClientHandshake:
         """
         self._expect("response")
         assert self.greeting is not None
-        self.context = AuthContext(tls_verified=tls_verified, unix_socket=unix_socket,
+        self.context = AuthContext(tls=tls or tls_verified, tls_verified=tls_verified,
+                                   unix_socket=unix_socket,
                                    rsa_public_key=self._rsa_public_key,
                                    get_server_public_key=self._get_server_public_key)
         self.require_password_hash = require_password_hash

@@ -224,9 +224,8 @@ _HINTS = {
     "BinlogFormatNotRow": "set binlog_format=ROW in the server's config and "
                           "SET GLOBAL binlog_format = 'ROW'",
     "EventTooLarge": "raise max_allowed_packet on the server",
-    "InsecureTransport": "use verified TLS (server.tls_mode = verify-ca with server.tls_ca), the "
-                         "unix socket (server.socket), or the server's RSA key "
-                         "(server.server_public_key_file, or get_server_public_key = true)",
+    "InsecureTransport": "use TLS (server.tls_mode = verify-ca with server.tls_ca) or the unix "
+                         "socket (server.socket)",
     "UnsupportedAuthPlugin": "switch the user to a supported plugin (mysql_native_password, "
                              "caching_sha2_password, sha256_password, ed25519, parsec)",
     "TlsError": "check server.tls_mode, tls_ca and tls_cert/tls_key; tls_mode = preferred uses "
@@ -251,6 +250,8 @@ def hint_for(exc: BaseException) -> str | None:
     if isinstance(exc, ConfigError):
         return exc.hint
     if isinstance(exc, LakeError | LakeLocked):
+        return exc.fix
+    if isinstance(exc, errors.InsecureTransport) and exc.fix:
         return exc.fix
     for cls in type(exc).__mro__:
         hint = _HINTS.get(cls.__name__)

@@ -26,14 +26,18 @@ the server knowing the password hash can compute (native, ed25519, parsec). If i
 wrong the connection fails with ``TlsError``. Two exceptions, where an impostor would have to
 own this host already: a unix socket, and — unless ``trust_loopback=False`` — loopback TCP,
 where an unverified certificate is accepted if no fingerprint is offered (a fingerprint that is
-offered must still match). An unverified channel never counts as safe for sending a password in
-clear (see ``protocol.auth``). :attr:`Connection.tls_trust` says which rule applied.
+offered must still match). Inside TLS accepted by these rules, MySQL's caching_sha2_password
+(full path) and sha256_password send the password in clear, as MySQL expects (see
+``protocol.auth``); remote unverified TLS is accepted only with a fingerprint, which only
+plugins that never send the password can give. :attr:`Connection.tls_trust` says which rule
+applied.
 """
 
 from __future__ import annotations
 
 import enum
 import ipaddress
+import logging
 import ssl
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -56,6 +60,8 @@ if TYPE_CHECKING:
 __all__ = ["ConnectOptions", "Connection", "TLS_MODES", "is_loopback"]
 
 TLS_MODES = ("disabled", "preferred", "required", "verify-ca", "verify-identity")
+
+log = logging.getLogger("binlake.connection")
 
 _RECEIVE_SIZE = 256 * 1024
 
@@ -237,7 +243,7 @@ class Connection:
                 loopback_ok = options.trust_loopback and is_loopback(options.host)
                 require_hash = not loopback_ok
         await self.send_packet(machine.handshake_response(
-            tls_verified=verified, unix_socket=self.is_unix_socket,
+            tls=use_tls, tls_verified=verified, unix_socket=self.is_unix_socket,
             require_password_hash=require_hash))
         while True:
             step = machine.receive(await self.read_packet())
@@ -250,6 +256,11 @@ class Connection:
         self.auth_plugin = machine.plugin.name if machine.plugin is not None else None
         if use_tls and not verified and not self.is_unix_socket:
             self._check_zero_config_tls(machine, step, cert_der, require_hash)
+        path = getattr(machine.plugin, "path", "")
+        log.debug("authenticated as %s with %s%s over %s", options.user, self.auth_plugin,
+                  f" ({path})" if path else "",
+                  f"TLS ({self.tls_trust})" if self.is_tls
+                  else "a unix socket" if self.is_unix_socket else "plain TCP")
 
     def _check_zero_config_tls(self, machine: ClientHandshake, ok: OkPacket, cert_der: bytes,
                                required: bool) -> None:

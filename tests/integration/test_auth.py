@@ -7,15 +7,20 @@ The plugin x flavor matrix (each cell is a test below):
   client_ed25519         lengths 1..100   lengths 1..100, zero-conf  -
   parsec                 -                parsec, zero-config TLS    -
   caching_sha2_password  -                -                          fast, RSA fetched/pinned,
-                                                                     verified TLS, unix socket
+                                                                     verified TLS, unverified
+                                                                     loopback TLS, unix socket;
+                                                                     the daemon across FLUSH
+                                                                     PRIVILEGES and a restart
   sha256_password        -                -                          if the plugin exists
 """
 
 from __future__ import annotations
 
 import os
+import re
 import secrets
 import string
+from pathlib import Path
 
 import pytest
 
@@ -23,6 +28,9 @@ from protocol.errors import AccessDenied, InsecureTransport, TlsError
 from replica.core.connection import Connection, ConnectOptions
 from tests.servers.handle import ServerHandle
 from tests.servers.plugin import user_or_skip
+
+from .daemon_process import DaemonProcess, daemon_settings, unique_db
+from .workload import read_lake
 
 pytestmark = pytest.mark.server
 
@@ -213,12 +221,30 @@ async def test_caching_sha2_over_verified_tls(mysql_9_7: ServerHandle) -> None:
         assert conn.tls_trust == "ca"
 
 
-async def test_caching_sha2_over_unverified_tls_never_sends_cleartext(
-        mysql_9_7: ServerHandle) -> None:
+@pytest.mark.parametrize("mode", [None, "preferred", "required"])
+async def test_caching_sha2_full_path_over_unverified_loopback_tls(
+        mysql_9_7: ServerHandle, mode: str | None) -> None:
+    # A new account is not in the server's cache: the full path, the password in clear inside
+    # TLS as MySQL expects (an RSA-encrypted one would get "Access denied").
     password = "c" + secrets.token_hex(8)
     name = _fresh_user(mysql_9_7, SHA2, password)
-    with pytest.raises(InsecureTransport):
-        await Connection.open(_options(mysql_9_7, name, password))  # preferred, unverified
+    async with await _whoami(mysql_9_7, name, password, tls_mode=mode) as conn:
+        assert conn.is_tls and conn.tls_trust == "unverified-loopback"
+    mysql_9_7.sql("FLUSH PRIVILEGES")  # empties the cache: the full path again
+    async with await _whoami(mysql_9_7, name, password, tls_mode=mode,
+                             rsa_public_key=b"not used inside TLS"):
+        pass
+
+
+async def test_caching_sha2_unverified_remote_tls_is_refused_before_any_password(
+        mysql_9_7: ServerHandle) -> None:
+    # As for a remote host: unverified TLS needs a zero-config fingerprint, which MySQL never
+    # gives, so binlake stops at the plugin switch, before the password could be sent.
+    password = "c" + secrets.token_hex(8)
+    name = _fresh_user(mysql_9_7, SHA2, password)
+    with pytest.raises(TlsError, match="configure a CA file"):
+        await Connection.open(_options(mysql_9_7, name, password, tls_mode="required",
+                                       trust_loopback=False))
 
 
 async def test_caching_sha2_over_unix_socket(mysql_9_7: ServerHandle) -> None:
@@ -244,6 +270,9 @@ async def test_sha256_password(mysql_9_7: ServerHandle) -> None:
     async with await _whoami(mysql_9_7, account.name, account.password, tls_mode="disabled",
                              get_server_public_key=True):
         pass
+    # unverified loopback TLS (the default tls_mode): in clear inside TLS, as MySQL expects
+    async with await _whoami(mysql_9_7, account.name, account.password) as conn:
+        assert conn.tls_trust == "unverified-loopback"
 
 
 # --- wrong password, typed values, on every flavor --------------------------------------------------
@@ -293,3 +322,64 @@ async def test_tls_client_certificate(mariadb_10_11: ServerHandle) -> None:
                              tls_cert=os.path.join(tls_dir, "client-cert.pem"),
                              tls_key=os.path.join(tls_dir, "client-key.pem"), **common):
         pass
+
+
+# --- the daemon keeps logging in across cache flushes and restarts (MySQL 9.7) -------------------
+
+_AUTH_LINE = re.compile(r"authenticated as (\S+) with (\S+)(?: \(([^)]+)\))? over (.*)")
+CLEAR = "full path, the password in clear"
+
+
+def test_daemon_default_tls_mode_survives_flush_privileges_and_restart(
+        mysql_9_7: ServerHandle, tmp_path: Path) -> None:
+    """``binlake run`` (a subprocess, default tls_mode, stop_at_end) as a caching_sha2_password
+    and a sha256_password account: the first login takes the full path (the password in clear
+    inside loopback TLS), the next the fast path, and after FLUSH PRIVILEGES and after a server
+    restart — both empty the cache — the full path again; every run lands exactly the rows."""
+    server = mysql_9_7
+    plugins = ["caching_sha2_password"]
+    if server.sql("SELECT COUNT(*) FROM information_schema.PLUGINS WHERE PLUGIN_NAME = "
+                  "'sha256_password' AND PLUGIN_STATUS = 'ACTIVE'")[0][0] == "1":
+        plugins.append("sha256_password")
+    accounts = []
+    for plugin in plugins:
+        db = unique_db("auth_daemon")
+        password = "d" + secrets.token_hex(8)
+        name = _fresh_user(server, f"IDENTIFIED WITH {plugin} BY '{{pw}}'", password)
+        server.sql(f"GRANT REPLICATION SLAVE, REPLICATION CLIENT, SELECT ON *.* TO '{name}'@'%';"
+                   f"CREATE DATABASE {db}; CREATE TABLE {db}.t (id INT PRIMARY KEY)")
+        settings = daemon_settings(server, tmp_path / db, db, overrides={
+            "server": {"user": name}, "replica": {"stop_at_end": True},
+            "log": {"level": "debug"}})
+        assert "tls_mode" not in settings["server"]  # the default: auto (preferred on loopback)
+        daemon = DaemonProcess(tmp_path, settings, password=password, name=db)
+        accounts.append((plugin, name, password, db, daemon))
+    next_id = 0
+
+    def insert_and_run(rows: int) -> dict[str, str]:
+        """Insert ``rows`` rows per account, run each daemon to the end; the auth path per plugin."""
+        nonlocal next_id
+        paths: dict[str, str] = {}
+        for plugin, name, password, db, daemon in accounts:
+            values = ", ".join(f"({next_id + i})" for i in range(1, rows + 1))
+            server.sql(f"INSERT INTO {db}.t VALUES {values}")
+            assert daemon.start().wait(60) == 0, daemon.run_stderr()[-3000:]
+            logins = _AUTH_LINE.findall(daemon.run_stderr())
+            assert logins, daemon.run_stderr()[-3000:]
+            assert {(user, used, over) for user, used, _path, over in logins} == {
+                (name, plugin, "TLS (unverified-loopback)")}
+            paths[plugin] = logins[0][2] or CLEAR  # sha256 has one path only
+            landed = [r["id"] for r in read_lake(tmp_path / db, db).rows["t"]]
+            assert landed == list(range(1, next_id + rows + 1)), landed
+            daemon.assert_secret_never_shown(password)
+        next_id += rows
+        return paths
+
+    everything_full = dict.fromkeys(plugins, CLEAR)
+    assert insert_and_run(3) == everything_full  # a new account: not cached yet
+    assert insert_and_run(2) == {**everything_full, "caching_sha2_password": "fast path"}
+    server.sql("FLUSH PRIVILEGES")
+    assert insert_and_run(2) == everything_full
+    server.restart()
+    assert insert_and_run(1) == everything_full
+    assert next_id == 8

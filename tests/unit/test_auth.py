@@ -28,7 +28,11 @@ from protocol.errors import AuthError, InsecureTransport, MalformedPacket, Unsup
 
 NONCE20 = bytes(range(1, 21))
 PLAIN = AuthContext()
-TLS = AuthContext(tls_verified=True)
+TLS = AuthContext(tls=True, tls_verified=True)
+#: TLS the connection accepted without verifying the certificate (loopback): MySQL still wants
+#: the password in clear inside it, and an RSA-encrypted one gets "Access denied".
+UNVERIFIED_TLS = AuthContext(tls=True, rsa_public_key=b"never used",
+                             get_server_public_key=True)
 UNIX = AuthContext(unix_socket=True)
 
 
@@ -154,11 +158,18 @@ def test_caching_sha2_fast_path_verifies_like_the_server() -> None:
     assert CachingSha2Password(b"", NONCE20, PLAIN).start() == b"\0"
 
 
-@pytest.mark.parametrize("context", [TLS, UNIX])
-def test_caching_sha2_full_path_in_clear_on_safe_channels(context: AuthContext) -> None:
+@pytest.mark.parametrize("context", [TLS, UNVERIFIED_TLS, UNIX])
+def test_caching_sha2_full_path_in_clear_inside_tls_or_a_socket(context: AuthContext) -> None:
     plugin = CachingSha2Password(b"secret", NONCE20, context)
     plugin.start()
     assert plugin.continue_with(b"\x04") == b"secret\0"
+    assert plugin.path == "full path, the password in clear"
+
+
+def test_caching_sha2_fast_path_is_recorded() -> None:
+    plugin = CachingSha2Password(b"secret", NONCE20, UNVERIFIED_TLS)
+    plugin.start()
+    assert plugin.continue_with(b"\x03") is None and plugin.path == "fast path"
 
 
 def test_caching_sha2_full_path_refuses_plain_tcp_without_a_key() -> None:
@@ -166,7 +177,13 @@ def test_caching_sha2_full_path_refuses_plain_tcp_without_a_key() -> None:
     plugin.start()
     with pytest.raises(InsecureTransport) as info:
         plugin.continue_with(b"\x04")
-    assert "get_server_public_key" in str(info.value) and "secret" not in str(info.value)
+    assert str(info.value) == ("caching_sha2_password needs the password sent inside TLS or over "
+                               "a unix socket, or RSA-encrypted to the server's key, and this "
+                               "connection is plain TCP with no key")
+    assert info.value.fix == (
+        "use TLS (server.tls_mode = verify-ca with server.tls_ca), the unix socket "
+        "(server.socket), pin the server's RSA public key (server.server_public_key_file), or "
+        "allow fetching it (server.get_server_public_key = true)")
 
 
 def test_caching_sha2_full_path_with_pinned_key(rsa_key: rsa.RSAPrivateKey) -> None:
@@ -206,6 +223,7 @@ def test_caching_sha2_bad_messages() -> None:
 
 def test_sha256_password(rsa_key: rsa.RSAPrivateKey) -> None:
     assert Sha256Password(b"secret", NONCE20, TLS).start() == b"secret\0"
+    assert Sha256Password(b"secret", NONCE20, UNVERIFIED_TLS).start() == b"secret\0"
     assert Sha256Password(b"", NONCE20, PLAIN).start() == b"\0"
     with pytest.raises(InsecureTransport):
         Sha256Password(b"secret", NONCE20, UNIX).start()  # the server insists on TLS
@@ -222,13 +240,16 @@ def test_sha256_password(rsa_key: rsa.RSAPrivateKey) -> None:
 # --- mysql_clear_password, registry, repr ----------------------------------------------------------
 
 
-def test_clear_password_only_on_safe_channels() -> None:
+def test_clear_password_only_inside_tls_or_a_socket() -> None:
     assert ClearPassword(b"pw", b"", TLS).start() == b"pw\0"
+    assert ClearPassword(b"pw", b"", UNVERIFIED_TLS).start() == b"pw\0"
     assert ClearPassword(b"pw", b"", UNIX).start() == b"pw\0"
-    with pytest.raises(InsecureTransport):
-        ClearPassword(b"pw", b"", PLAIN).start()
-    with pytest.raises(InsecureTransport):  # encrypted but unverified TLS is not enough
-        ClearPassword(b"pw", b"", AuthContext(tls_verified=False)).start()
+    # plain TCP: refused, and the fix never suggests an RSA key (which it cannot use)
+    with pytest.raises(InsecureTransport) as info:
+        ClearPassword(b"pw", b"", AuthContext(rsa_public_key=b"k", get_server_public_key=True)
+                      ).start()
+    assert info.value.fix is not None and "RSA" not in info.value.fix
+    assert "public_key" not in info.value.fix and "server.socket" in info.value.fix
 
 
 def test_registry_and_repr() -> None:

@@ -246,3 +246,15 @@ def test_sigterm_before_the_daemon_listens_is_recorded_not_fatal() -> None:
     finally:
         signal.signal(signal.SIGTERM, previous)
         early_stop._requested = False
+
+
+def test_insecure_transport_fix_line_is_the_plugins_own() -> None:
+    from protocol.auth import AuthContext, ClearPassword
+    from protocol.errors import InsecureTransport
+    from replica.cli import hint_for
+
+    with pytest.raises(InsecureTransport) as info:
+        ClearPassword(b"pw", b"", AuthContext()).start()
+    assert hint_for(info.value) == info.value.fix and "RSA" not in str(info.value.fix)
+    assert hint_for(InsecureTransport("x")) == ("use TLS (server.tls_mode = verify-ca with "
+                                                "server.tls_ca) or the unix socket (server.socket)")

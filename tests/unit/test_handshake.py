@@ -222,6 +222,12 @@ def test_caching_sha2_fast_and_full_paths() -> None:
     machine.handshake_response(unix_socket=True)
     assert machine.receive(b"\x01\x04") == b"pw\0"
 
+    # unverified TLS (loopback): in clear inside it, as MySQL expects — even with a key pinned
+    machine = ClientHandshake("u", "pw", rsa_public_key=pem)
+    machine.receive_greeting(mysql_greeting())
+    machine.handshake_response(tls=True)
+    assert machine.receive(b"\x01\x04") == b"pw\0"
+
     machine = ClientHandshake("u", "pw")
     machine.receive_greeting(mysql_greeting())
     machine.handshake_response()
