@@ -42,9 +42,10 @@ does not (MINIMAL), the after value is a :class:`~protocol.binlog.values.JsonDif
 operations faithfully.
 
 **Values.** What ``SELECT`` returns: see ``values`` for DECIMAL, temporal and JSON. Character
-columns decode with their collation's codec (``coltypes.codec_for_collation``); a column with no
-known charset, or the binary collation, stays ``bytes``; a value that is not valid in its
-declared charset is returned as ``bytes`` rather than guessed at. ENUM → its label ('' for index
+columns decode with their collation's codec (``coltypes.codec_for_collation``), legacy charsets
+with the server's own conversion (:mod:`.charsets`); a column with no known charset, or the
+binary collation, stays ``bytes``; a value that is not well-formed in its declared charset is
+returned as ``bytes`` rather than guessed at. ENUM → its label ('' for index
 0), SET → comma-joined labels in definition order; without ENUM/SET label metadata they decode
 to their numbers. BIT → int, YEAR → int (0 for 0000), GEOMETRY/VECTOR → bytes as stored.
 """
@@ -62,8 +63,9 @@ from typing import Any
 
 from ..errors import EventDecodeError, MalformedPacket, RowDecodeError, UnknownTable
 from ..packets import read_lenenc
+from . import charsets as _charsets
 from . import values as _values
-from .coltypes import FieldType, codec_for_collation
+from .coltypes import FieldType, charset_name, codec_for_collation
 from .model import Column, EventHeader, RowsEvent, RowsKind, TableMapEvent
 
 __all__ = ["decode_rows_event", "TableDecoder", "decoder_for", "RowsEventFlag", "set_labels"]
@@ -109,6 +111,7 @@ _NAMESPACE: dict[str, Any] = {
     "_ts_old": _values.decode_timestamp_old,
     "_latin1": _values.decode_mysql_latin1,
     "_json_text": _values.json_binary_to_text,
+    "_charset_decoders": _charsets.DECODERS,
     "_lenenc": read_lenenc,
     "UnicodeDecodeError": UnicodeDecodeError,
     "ValueError": ValueError,
@@ -183,7 +186,11 @@ class TableDecoder:
     def _text(self, col: Column, raw: str, out: list[str], ind: str) -> None:
         """Emit code turning the bytes expression ``raw`` into the column's value ``v``."""
         codec = codec_for_collation(col.charset)
-        if codec is None:
+        name = charset_name(col.charset) if col.charset is not None else None
+        if name is not None and codec not in ("utf-8", "mysql-latin1") and _charsets.decoder(name):
+            # a legacy charset: the server's own conversion (server-derived tables)
+            out.append(f"{ind}v = _charset_decoders[{name!r}]({raw})")
+        elif codec is None:
             out.append(f"{ind}v = {raw}")
         elif codec == "mysql-latin1":
             out.append(f"{ind}v = _latin1({raw})")

@@ -27,11 +27,13 @@ from collections import OrderedDict
 
 from ..errors import EventDecodeError, MalformedPacket
 from ..packets import read_lenenc
+from .charsets import decoder
 from .coltypes import (
     CHARACTER_TYPES,
     ENUM_SET_TYPES,
     NUMERIC_TYPES,
     FieldType,
+    charset_name,
     codec_for_collation,
     read_metadata,
     resolve_string_meta,
@@ -86,6 +88,12 @@ def _bits_msb_first(value: bytes, count: int) -> list[bool]:
 
 
 def _decode_label(raw: bytes, collation: int | None) -> str:
+    name = charset_name(collation) if collation is not None else None
+    legacy = decoder(name) if name is not None else None
+    if legacy is not None:
+        label = legacy(raw)
+        if isinstance(label, str):
+            return label
     codec = codec_for_collation(collation) or "utf-8"
     if codec == "mysql-latin1":
         from .values import decode_mysql_latin1
