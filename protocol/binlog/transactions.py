@@ -71,15 +71,24 @@ class TransactionCommit:
     server_id: int
     xid: int | None = None
     ack_requested: bool = False  # semi-sync: the master waits for our ACK of ``end``
+    #: ``XA COMMIT <xid>`` of an earlier :class:`TransactionPrepared`: the XA id (as that
+    #: item's ``xid``) whose prepared rows commit now. ``None`` for every other commit.
+    xa: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
 class TransactionRollback:
-    """The transaction ended with ROLLBACK (e.g. non-transactional engine mix); nothing lands."""
+    """The transaction ended with ROLLBACK (e.g. non-transactional engine mix); nothing lands.
+
+    ``xa`` is set for an ``XA ROLLBACK <xid>`` event group: the prepared part ``xid`` (see
+    :class:`TransactionPrepared`) is discarded. Unlike a plain ROLLBACK, that group is itself
+    logged and has a GTID: a sink moves its resume point past it.
+    """
 
     gtid: Gtid | None
     begin: BinlogPosition
     end: BinlogPosition
+    xa: str | None = None
 
 
 
@@ -90,8 +99,9 @@ class TransactionPrepared:
 
     The rows between the ``TransactionBegin(is_xa=True)`` and this item are *in doubt*: they
     become committed when a later event group ``XA COMMIT <xid>`` arrives (surfaced as
-    ``TransactionBegin(is_xa=True)``, ``Statement("XA COMMIT …")``, ``TransactionCommit``) or
-    are discarded by ``XA ROLLBACK <xid>`` (same, ending in ``TransactionRollback``). ``end`` is
+    ``TransactionBegin(is_xa=True)``, ``Statement("XA COMMIT …")``, ``TransactionCommit`` whose
+    ``xa`` is this ``xid``) or are discarded by ``XA ROLLBACK <xid>`` (same, ending in
+    ``TransactionRollback`` with ``xa`` set). ``end`` is
     a valid resume point: the server replays the prepared part to a new replica only if it
     is still pending. ``xid`` is the XA id as the server prints it.
     """
@@ -144,6 +154,24 @@ def _control_word(query: str) -> str:
             rest = rest[4:].strip()
         return word if not rest else ""
     return word
+
+
+_XA_OUTCOME = re.compile(r"\s*(?:/\*.*?\*/\s*)*XA\s+(?:COMMIT|ROLLBACK)\s+(.*?)[\s;]*$",
+                         re.IGNORECASE | re.DOTALL)
+_HEX_LITERAL = re.compile(r"[xX]'([0-9A-Fa-f]*)'")
+
+
+def _xa_id(query: str) -> str | None:
+    """The XA id of ``XA COMMIT|ROLLBACK <xid>`` as :class:`XaXid` prints it.
+
+    Servers log the id as ``X'<gtrid hex>',X'<bqual hex>',<formatID>`` — the form
+    ``str(XaXid)`` gives — so the outcome matches its ``XA_PREPARE``; hex digits are lowered.
+    """
+    match = _XA_OUTCOME.match(query)
+    if match is None:
+        return None
+    text = match.group(1).strip()
+    return _HEX_LITERAL.sub(lambda m: f"X'{m.group(1).lower()}'", text)
 
 
 class _Open:
@@ -264,12 +292,13 @@ class TransactionAssembler:
             open_.standalone = True
         if open_.standalone:
             if word == "XA ROLLBACK":
-                return items + self._rollback(header)
-            return items + self._commit(header, hrnow)
+                return items + self._rollback(header, xa=_xa_id(query))
+            return items + self._commit(header, hrnow,
+                                        xa=_xa_id(query) if word == "XA COMMIT" else None)
         return items
 
     def _commit(self, header: EventHeader, hrnow: int | None, *,
-                xid: int | None = None) -> list[TransactionItem]:
+                xid: int | None = None, xa: str | None = None) -> list[TransactionItem]:
         items: list[TransactionItem] = []
         if self._open is None:  # a commit with nothing open: still a boundary to resume after
             items.append(self._begin(None, header, False, standalone=False))
@@ -281,14 +310,14 @@ class TransactionAssembler:
             commit_us = header.timestamp * 1_000_000 + (hrnow or 0)
         items.append(TransactionCommit(open_.gtid, open_.begin,
                                        BinlogPosition(header.file, header.next_position),
-                                       commit_us, open_.server_id, xid))
+                                       commit_us, open_.server_id, xid, xa=xa))
         return items
 
-    def _rollback(self, header: EventHeader) -> list[TransactionItem]:
+    def _rollback(self, header: EventHeader, *, xa: str | None = None) -> list[TransactionItem]:
         open_, self._open = self._open, None
         assert open_ is not None
         return [TransactionRollback(open_.gtid, open_.begin,
-                                    BinlogPosition(header.file, header.next_position))]
+                                    BinlogPosition(header.file, header.next_position), xa)]
 
     def _prepared(self, header: EventHeader, xid: str) -> list[TransactionItem]:
         items: list[TransactionItem] = []

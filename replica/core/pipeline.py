@@ -44,6 +44,7 @@ from protocol.binlog.transactions import (
     TransactionCommit,
     TransactionItem,
     TransactionPrepared,
+    TransactionRollback,
 )
 from protocol.gtid import MariadbGtid
 from replica.core.schema_source import SchemaSource
@@ -90,7 +91,6 @@ class Pipeline:
         self.metrics = metrics
         self.stats = PipelineStats()
         self._skipping = False
-        self._begin: TransactionBegin | None = None
         self._clock_offset = 0.0
         self._landed: Checkpoint | None = None
         self._schema_source: SchemaSource | None = None
@@ -213,7 +213,6 @@ class Pipeline:
                                         item.row_count)
             return
         if isinstance(item, TransactionBegin):
-            self._begin = item
             self._skipping = self._skips(item)
             if self._skipping:
                 self.stats.skipped_transactions += 1
@@ -228,19 +227,9 @@ class Pipeline:
                 item = replace(item, query=redacted)
             log.debug("%s at %s (db %s): %s", "DDL" if item.is_ddl else "statement",
                       item.position, item.schema or "-", item.query)
-            if item.query.lstrip()[:11].upper() == "XA ROLLBACK":
-                log.warning("%s at %s: an XA transaction was rolled back after its prepared "
-                            "part was landed; its rows stay in the change log", item.query,
-                            item.position)
-        elif isinstance(item, TransactionPrepared):
-            # The prepared part of an XA transaction: its rows land now, as the server has
-            # made them durable; a later XA ROLLBACK is logged (above), not undone. The binlog
-            # gives it no commit time of its own: its begin's time stands in.
-            begin = self._begin
-            item = TransactionCommit(
-                item.gtid, item.begin, item.end,
-                begin.timestamp * 1_000_000 if begin is not None else 0,
-                begin.server_id if begin is not None else 0)
+        # TransactionPrepared (XA PREPARE) goes to the sink as it is: the sink keeps the rows
+        # durable but invisible until XA COMMIT (TransactionCommit.xa) lands them or XA
+        # ROLLBACK (TransactionRollback.xa) drops them — see sinks/parquet/xa.py.
         if isinstance(item, TransactionCommit):
             self.stats.transactions += 1
             self.stats.last_commit_time_us = item.commit_time_us
@@ -248,7 +237,8 @@ class Pipeline:
                 server_now = time.time() + self._clock_offset
                 self.metrics.set_lag(server_now - item.commit_time_us / 1e6)
         self.sink.handle(item)
-        if isinstance(item, TransactionCommit) and self.sink.durable_position is not self._landed:
+        if (isinstance(item, TransactionCommit | TransactionPrepared | TransactionRollback)
+                and self.sink.durable_position is not self._landed):
             self._note_landed()
 
     def _skips(self, begin: TransactionBegin) -> bool:

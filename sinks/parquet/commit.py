@@ -4,16 +4,18 @@ A commit makes a set of staged files visible *and* advances ``_checkpoint.json``
 even across a crash at any instant. The protocol:
 
 1. every staged file is written, ``fsync``-ed and closed (in ``<lake>/_staging/``);
-2. the *manifest* ``<lake>/_commit.json`` — the renames to do and the checkpoint to write — is
+2. the *manifest* ``<lake>/_commit.json`` — the renames to do, the files to delete (prepared XA
+   parts whose outcome came, see ``xa.py``) and the checkpoint to write — is
    written to a temporary name, ``fsync``-ed, renamed into place, and the lake dir ``fsync``-ed.
    From this instant the commit has happened;
 3. each staged file is renamed to its final name (``os.replace``, atomic) and its directory
-   ``fsync``-ed (new directories also get their parent ``fsync``-ed);
+   ``fsync``-ed (new directories also get their parent ``fsync``-ed); the deletions are done
+   and their directories ``fsync``-ed;
 4. the checkpoint is replaced atomically the same way;
 5. the manifest is removed.
 
 At start (:func:`recover`) a manifest, if present, is rolled forward: renames whose source still
-exists are redone, the checkpoint is written, the manifest removed. Without a manifest nothing
+exists are redone, files still there are deleted, the checkpoint is written, the manifest removed. Without a manifest nothing
 in staging was ever promised, so staging is simply emptied: those transactions are after the
 checkpoint and will be streamed and landed again. Either way no transaction is lost, and none
 lands twice, because a file name is never reused (names derive from the first ``_seq`` in the
@@ -145,15 +147,19 @@ def dumps(doc: dict[str, Any]) -> bytes:
 
 
 def commit(lake: str, renames: Iterable[tuple[str, str]], checkpoint_doc: dict[str, Any],
-           known_dirs: set[str]) -> None:
+           known_dirs: set[str], deletes: Iterable[str] = ()) -> None:
     """Steps 2–5 of the protocol; the staged files (step 1) must already be durable.
 
-    ``renames`` are (staged path, final path) pairs, both relative to the lake.
+    ``renames`` are (staged path, final path) pairs, ``deletes`` paths, all relative to the lake.
     """
     pairs = [(src, dst) for src, dst in renames]
+    doomed = list(deletes)
+    record: dict[str, Any] = {"renames": pairs, "checkpoint": checkpoint_doc}
+    if doomed:
+        record["deletes"] = doomed
     manifest = os.path.join(lake, MANIFEST)
-    replace_atomically(manifest, dumps({"renames": pairs, "checkpoint": checkpoint_doc}))
-    _apply(lake, pairs, checkpoint_doc, known_dirs)
+    replace_atomically(manifest, dumps(record))
+    _apply(lake, pairs, checkpoint_doc, known_dirs, doomed)
     os.remove(manifest)
     fsync_path(lake)
 
@@ -164,7 +170,7 @@ def write_checkpoint(lake: str, checkpoint_doc: dict[str, Any]) -> None:
 
 
 def _apply(lake: str, pairs: list[tuple[str, str]], checkpoint_doc: dict[str, Any],
-           known_dirs: set[str]) -> None:
+           known_dirs: set[str], deletes: list[str]) -> None:
     touched: set[str] = set()
     for src, dst in pairs:
         src_path = os.path.join(lake, src)
@@ -176,6 +182,11 @@ def _apply(lake: str, pairs: list[tuple[str, str]], checkpoint_doc: dict[str, An
             touched.add(directory)
         elif not os.path.exists(dst_path):
             raise LakeCorrupted(f"commit record names {src}, but neither it nor {dst} exists")
+    for doomed in deletes:
+        path = os.path.join(lake, doomed)
+        if os.path.exists(path):
+            os.remove(path)
+            touched.add(os.path.dirname(path))
     for directory in sorted(touched):
         fsync_path(directory)
     write_checkpoint(lake, checkpoint_doc)
@@ -191,7 +202,8 @@ def recover(lake: str) -> dict[str, Any] | None:
     if os.path.exists(manifest):
         with open(manifest, "rb") as f:
             record = json.load(f)
-        _apply(lake, [(s, d) for s, d in record["renames"]], record["checkpoint"], set())
+        _apply(lake, [(s, d) for s, d in record["renames"]], record["checkpoint"], set(),
+               list(record.get("deletes", [])))
         os.remove(manifest)
         fsync_path(lake)
     staging = os.path.join(lake, STAGING)

@@ -6,6 +6,7 @@
     <lake>/_commit.json                            roll-forward record of a commit in progress
     <lake>/_lock                                   the writer's flock (one writer per lake)
     <lake>/_staging/                               files being written (emptied at start)
+    <lake>/_xa/xa-<seq>-<k>.arrow                  rows of XA transactions prepared, not yet ended
     <lake>/_ddl/<db>/ddl-<first seq>.jsonl         the DDL log, one file per commit that had DDL
     <lake>/<db>/<table>/_schema/v<N>.json          schema version N of the table
     <lake>/<db>/<table>/schema_version=<N>/commit_date=<YYYY-MM-DD>/part-<first seq>-<k>.parquet
@@ -25,6 +26,7 @@ MANIFEST = "_commit.json"
 LOCK = "_lock"
 STAGING = "_staging"
 DDL_DIR = "_ddl"
+XA_DIR = "_xa"
 SCHEMA_DIR = "_schema"
 
 _ALWAYS_ESCAPED = frozenset("/\\%\x00")
@@ -60,3 +62,8 @@ def part_file(database: str, table: str, version: int, commit_date: str, first_s
 
 def ddl_file(database: str, first_seq: int) -> str:
     return posixpath.join(DDL_DIR, dir_name(database), f"ddl-{first_seq:016d}.jsonl")
+
+
+def xa_file(seq: int, index: int) -> str:
+    """A prepared XA part's rows (one file per table version): ``seq`` is the prepare's."""
+    return posixpath.join(XA_DIR, f"xa-{seq:016d}-{index:03d}.arrow")

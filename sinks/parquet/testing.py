@@ -29,6 +29,7 @@ from protocol.binlog.transactions import (
     Statement,
     TransactionBegin,
     TransactionCommit,
+    TransactionPrepared,
     TransactionRollback,
 )
 from protocol.gtid import MariadbGtid, MysqlGtid, Tsid
@@ -153,18 +154,37 @@ class StreamBuilder:
                          position=BinlogPosition(self.file, header.position),
                          timestamp=header.timestamp)
 
-    def commit(self, *, advance_us: int = 1_000_000, ack: bool = False) -> TransactionCommit:
+    def commit(self, *, advance_us: int = 1_000_000, ack: bool = False,
+               xa: str | None = None) -> TransactionCommit:
         assert self._begin is not None
         header = self._header(16, 31)
         commit = TransactionCommit(gtid=self._gtid, begin=self._begin,
                                    end=BinlogPosition(self.file, header.next_position),
                                    commit_time_us=self.time_us, server_id=self.server_id,
-                                   xid=self.pos, ack_requested=ack)
+                                   xid=self.pos, ack_requested=ack, xa=xa)
         self.time_us += advance_us
         return commit
 
-    def rollback(self) -> TransactionRollback:
+    def rollback(self, *, xa: str | None = None) -> TransactionRollback:
         assert self._begin is not None
         header = self._header(2)
         return TransactionRollback(gtid=self._gtid, begin=self._begin,
-                                   end=BinlogPosition(self.file, header.next_position))
+                                   end=BinlogPosition(self.file, header.next_position), xa=xa)
+
+    def prepare(self, xid: str) -> TransactionPrepared:
+        """``XA PREPARE`` ending the open (XA) transaction."""
+        assert self._begin is not None
+        header = self._header(38, 40)
+        return TransactionPrepared(gtid=self._gtid, begin=self._begin,
+                                   end=BinlogPosition(self.file, header.next_position), xid=xid)
+
+    def xa_outcome(self, xid: str, *, commit: bool) -> list[Any]:
+        """The event group of ``XA COMMIT xid`` (or ``XA ROLLBACK xid``): begin, statement, end."""
+        begin = self.begin()
+        header = self._header(2)
+        word = "COMMIT" if commit else "ROLLBACK"
+        statement = Statement(schema="", query=f"XA {word} {xid}", is_ddl=False,
+                              position=BinlogPosition(self.file, header.position),
+                              timestamp=header.timestamp)
+        end = self.commit(xa=xid) if commit else self.rollback(xa=xid)
+        return [begin, statement, end]

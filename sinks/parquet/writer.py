@@ -43,6 +43,7 @@ from protocol.binlog.transactions import (  # noqa: E402
     TransactionBegin,
     TransactionCommit,
     TransactionItem,
+    TransactionPrepared,
     TransactionRollback,
 )
 from protocol.gtid import GtidPosition, GtidSet, MariadbGtid, MysqlGtid  # noqa: E402
@@ -51,6 +52,7 @@ from ..errors import LakeError, SinkStateError  # noqa: E402
 from . import commit as C  # noqa: E402
 from . import ddl as D  # noqa: E402
 from . import layout as L  # noqa: E402
+from . import xa as X  # noqa: E402
 from .lock import LakeLock  # noqa: E402
 from .rows import PendingRows, TransactionTags, key_changed_rows, rows_batch  # noqa: E402
 from .schema import COMMIT_TS_FIELD, TableVersion, VersionOrigin, signature  # noqa: E402
@@ -198,6 +200,7 @@ class ParquetSink:
         self.stats: dict[str, int] = {
             "transactions": 0, "rows": 0, "skipped_transactions": 0, "rollbacks": 0,
             "statement_dml": 0, "ddl": 0, "files": 0, "flushes": 0, "spilled_batches": 0,
+            "xa_prepared": 0, "xa_committed": 0, "xa_rolled_back": 0,
         }
         self._counter = new_counter()
         self._opened = False
@@ -229,6 +232,9 @@ class ParquetSink:
         self._known_dirs: set[str] = set()
         self._warned: set[str] = set()
         self._lock = LakeLock(self.lake)
+        self._xa: dict[str, X.Prepared] = {}  # in doubt: prepared, no outcome yet (see xa.py)
+        self._xa_deletes: list[str] = []  # _xa files whose outcome came: deleted by next commit
+        self._xa_versions: dict[tuple[str, str, int], TableVersion] = {}
         #: Set by a LakeError: buffers and disk may disagree, so nothing more is landed.
         self._broken: LakeError | None = None
         self._io_path = self.lake  # what the sink was writing (named by a LakeError)
@@ -269,6 +275,9 @@ class ParquetSink:
         self._last_server_id = checkpoint.server_id
         for entry in doc.get("pending_ddl", []):
             self._pending_ddl[(entry["database"], entry["table"])] = entry
+        for entry in doc.get("xa_prepared", []):
+            prepared = X.Prepared.from_json(entry)
+            self._xa[prepared.xid] = prepared
         return checkpoint
 
     @property
@@ -356,6 +365,8 @@ class ParquetSink:
                 self._on_statement(item)
             elif isinstance(item, TransactionRollback):
                 self._on_rollback(item)
+            elif isinstance(item, TransactionPrepared):
+                self._on_prepared(item)
             else:
                 raise SinkStateError(f"not a transaction item: {type(item).__name__}")
         except OSError as exc:
@@ -429,6 +440,8 @@ class ParquetSink:
             return
         if statement.is_ddl:
             txn.statements.append(statement)
+        elif statement.query.lstrip()[:3].upper() == "XA ":
+            pass  # XA COMMIT/ROLLBACK <xid>: the outcome arrives as the group's commit/rollback
         else:
             self.stats["statement_dml"] += 1
             if "statement_dml" not in self._warned:
@@ -437,24 +450,122 @@ class ParquetSink:
                             "(set binlog_format=ROW); first at %s", statement.position)
 
     def _on_rollback(self, rollback: TransactionRollback) -> None:
-        if self._txn is not None:
-            self._discard(self._txn)
+        txn = self._txn
+        if txn is not None:
+            self._discard(txn)
             self._txn = None
         self.stats["rollbacks"] += 1
+        if rollback.xa is None or txn is None or txn.skip:
+            return
+        # XA ROLLBACK <xid>: its prepared rows go, and — unlike a plain ROLLBACK, which the
+        # binlog never holds — the group itself is a logged transaction to resume after.
+        prepared = self._xa.pop(rollback.xa, None)
+        if prepared is not None:
+            self._forget_prepared(prepared)
+            self.stats["xa_rolled_back"] += 1
+        gtid = rollback.gtid if rollback.gtid is not None else txn.begin.gtid
+        self._advance(txn, gtid, rollback.end, txn.begin.timestamp * 1_000_000,
+                      txn.begin.server_id)
 
-    def _on_commit(self, commit: TransactionCommit) -> None:
+    def _on_prepared(self, prepared: TransactionPrepared) -> None:
+        """XA PREPARE: keep the rows durable but invisible until the outcome (see xa.py)."""
+        txn = self._end_transaction("XA PREPARE")
+        if txn is None:
+            return
+        seq = txn.tags.seq
+        entry = X.Prepared(prepared.xid, seq, txn.tags.gtid)
+        for index, table in enumerate(txn.tables.values()):
+            version = table.version
+            if table.pending:
+                self._convert_txn_pending(table)
+            self._staged_count += 1
+            staged = f"{L.STAGING}/xa-{self._staged_count:08d}.arrow"
+            self._io_path = os.path.join(self.lake, staged)
+            X.write_batches(self._io_path, version.staging_schema, self._drain(table),
+                            self.options.spill_compression)
+            entry.files.append(X.PreparedFile(L.xa_file(seq, index), version.database,
+                                              version.table, version.version, staged))
+            self._xa_versions[(version.database, version.table, version.version)] = version
+        txn.tables.clear()
+        if prepared.xid in self._xa:  # the server refuses a second one: a lake from elsewhere
+            log.warning("XA %s prepared again at %s; the earlier prepared part is dropped",
+                        prepared.xid, txn.begin.position)
+            self._forget_prepared(self._xa.pop(prepared.xid))
+        self._xa[prepared.xid] = entry
+        self.stats["xa_prepared"] += 1
+        gtid = prepared.gtid if prepared.gtid is not None else txn.begin.gtid
+        self._advance(txn, gtid, prepared.end, txn.begin.timestamp * 1_000_000,
+                      txn.begin.server_id)
+
+    def _forget_prepared(self, prepared: X.Prepared) -> None:
+        """A prepared part's outcome came: a staged file goes now (no commit ever named it);
+        one in ``_xa`` goes with the next commit (its checkpoint no longer lists it)."""
+        for f in prepared.files:
+            if f.staged is not None:
+                X.remove(os.path.join(self.lake, f.staged))
+            else:
+                self._xa_deletes.append(f.final)
+
+    def _land_prepared(self, xid: str, seq: int, commit_us: int, commit_date: str,
+                       position: BinlogPosition) -> int:
+        """XA COMMIT: the prepared rows land now, as part of transaction ``seq``."""
+        prepared = self._xa.pop(xid, None)
+        if prepared is None:
+            log.warning("XA COMMIT %s at %s: its prepared part is not in the lake (it was "
+                        "prepared before the lake's start position); its rows are missing",
+                        xid, position)
+            return 0
+        rows = 0
+        for f in prepared.files:
+            version = self._xa_version(f)
+            part_key = (version.database, version.table, version.version, commit_date)
+            seq_index = version.staging_schema.get_field_index("_seq")
+            self._io_path = os.path.join(self.lake, f.path)
+            for batch in X.read_batches(self._io_path):
+                columns = batch.columns
+                columns[seq_index] = pa.repeat(pa.scalar(seq, pa.int64()), batch.num_rows)
+                columns.insert(version.commit_ts_index,
+                               pa.repeat(pa.scalar(commit_us, COMMIT_TS_FIELD.type),
+                                         batch.num_rows))
+                self._append_committed(part_key, version, commit_date, seq,
+                                       pa.RecordBatch.from_arrays(columns, schema=version.schema))
+                rows += batch.num_rows
+        self._forget_prepared(prepared)
+        self.stats["xa_committed"] += 1
+        return rows
+
+    def _xa_version(self, f: X.PreparedFile) -> TableVersion:
+        key = (f.database, f.table, f.version)
+        version = self._xa_versions.get(key)
+        if version is None:
+            path = os.path.join(self.lake, L.schema_file(*key))
+            with open(path, "rb") as source:
+                version = TableVersion.from_json(json.load(source), self._counter)
+            self._xa_versions[key] = version
+        return version
+
+    def _end_transaction(self, what: str) -> _Transaction | None:
+        """The transaction ``what`` ends; None when it is one the lake already has."""
         txn = self._txn
         if txn is None:
-            raise SinkStateError("commit outside a transaction")
+            raise SinkStateError(f"{what} outside a transaction")
         self._txn = None
         if txn.skip:
             self._discard(txn)
             self.stats["skipped_transactions"] += 1
+            return None
+        return txn
+
+    def _on_commit(self, commit: TransactionCommit) -> None:
+        txn = self._end_transaction("commit")
+        if txn is None:
             return
         seq = txn.tags.seq
         commit_us = commit.commit_time_us
         commit_date = _commit_date(commit_us)
         rows = 0
+        if commit.xa is not None:
+            rows += self._land_prepared(commit.xa, seq, commit_us, commit_date, txn.begin.position)
         for table in txn.tables.values():
             version = table.version
             part_key = (version.database, version.table, version.version, commit_date)
@@ -486,23 +597,28 @@ class ParquetSink:
             self._relieve_memory()
         for statement in txn.statements:
             self._log_ddl(statement, txn, commit)
-        self._seq = seq
         gtid = commit.gtid if commit.gtid is not None else txn.begin.gtid
-        self._advance_gtid_state(gtid)
-        if gtid is txn.begin.gtid:
-            self._last_gtid = txn.tags.gtid  # str(gtid), made at begin
-        else:
-            self._last_gtid = str(gtid) if gtid is not None else None
-        self._last_end = commit.end
-        self._last_commit_us = commit_us
-        self._last_server_id = commit.server_id
-        self._unflushed_commits += 1
+        self._advance(txn, gtid, commit.end, commit_us, commit.server_id)
         self._unflushed_rows += rows
         self.stats["transactions"] += 1
         self.stats["rows"] += rows
         if (self._flush_wanted or self._unflushed_rows >= self.options.flush_rows
                 or (commit.ack_requested and self.options.flush_on_ack)):
             self.flush()
+
+    def _advance(self, txn: _Transaction, gtid: Any, end: BinlogPosition, commit_us: int,
+                 server_id: int) -> None:
+        """Move the resume point past ``txn`` (landed at the next flush)."""
+        self._seq = txn.tags.seq
+        self._advance_gtid_state(gtid)
+        if gtid is txn.begin.gtid:
+            self._last_gtid = txn.tags.gtid  # str(gtid), made at begin
+        else:
+            self._last_gtid = str(gtid) if gtid is not None else None
+        self._last_end = end
+        self._last_commit_us = commit_us
+        self._last_server_id = server_id
+        self._unflushed_commits += 1
 
     def _advance_gtid_state(self, gtid: Any) -> None:
         if isinstance(gtid, MariadbGtid):
@@ -784,6 +900,8 @@ class ParquetSink:
             if part.writer is not None:
                 self._close_file(part)
         renames = list(self._closed_files)
+        for prepared in self._xa.values():
+            renames += [(f.staged, f.final) for f in prepared.files if f.staged is not None]
         for version in self._new_versions:
             self._staged_count += 1
             staged = f"{L.STAGING}/schema-{self._staged_count:08d}.json"
@@ -807,11 +925,17 @@ class ParquetSink:
             doc["commit_time"] = _dt.datetime.fromtimestamp(
                 self._last_commit_us / 1_000_000, _dt.UTC).isoformat()
         doc["pending_ddl"] = list(self._pending_ddl.values())
+        if self._xa:
+            doc["xa_prepared"] = [prepared.to_json() for prepared in self._xa.values()]
         self._io_path = self.lake
-        if renames:
-            C.commit(self.lake, renames, doc, self._known_dirs)
+        if renames or self._xa_deletes:
+            C.commit(self.lake, renames, doc, self._known_dirs, self._xa_deletes)
         else:
             C.write_checkpoint(self.lake, doc)
+        for prepared in self._xa.values():
+            for f in prepared.files:
+                f.staged = None  # now in _xa
+        self._xa_deletes.clear()
         # Only now, with the commit durable, do the buffers that fed it go.
         self._parts.clear()
         self.stats["files"] += len(self._closed_files)

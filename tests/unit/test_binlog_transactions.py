@@ -50,6 +50,10 @@ def test_mariadb_10_11_transactions():
     assert [s.query.split()[0] for s in ddl][:3] == ["CREATE"] * 3
     prepared = [i for i in items if isinstance(i, TransactionPrepared)]
     assert [p.xid for p in prepared] == ["X'786131',X'',1", "X'786132',X'6271',7"]
+    # the outcomes name the prepared part they end, in the same spelling
+    assert [c.xa for c in commits if c.xa] == ["X'786131',X'',1"]
+    rollbacks = [i for i in items if isinstance(i, TransactionRollback)]
+    assert [r.xa for r in rollbacks] == ["X'786132',X'6271',7"]
     begins = [i for i in items if isinstance(i, TransactionBegin)]
     assert sum(b.is_xa for b in begins) == 4 and sum(b.is_ddl for b in begins) == 9
 
