@@ -163,7 +163,8 @@ def encode_value(column: Column, open_code: int, value: Any) -> Any:
     if isinstance(value, _dt.datetime):
         if value.tzinfo is not None:
             value = value.astimezone(_dt.UTC).replace(tzinfo=None)
-        return value.strftime("%Y-%m-%d %H:%M:%S") + _format_fraction(value.microsecond)
+        # isoformat, not strftime('%Y'): glibc does not pad years before 1000 ('1-01-01')
+        return value.isoformat(" ", "seconds") + _format_fraction(value.microsecond)
     if isinstance(value, _dt.date):
         return value.isoformat()
     if isinstance(value, _dt.timedelta):

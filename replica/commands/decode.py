@@ -20,7 +20,9 @@ spirit of ``mariadb-binlog -v``. The layout is stable (scripts may parse it)::
 
 ``<EVENT_TYPE>`` is the binlog's name for the type (``WRITE_ROWS_V1``, ``MARIADB_GTID``,
 ``QUERY``…). Row columns are named from the TABLE_MAP (``binlog_row_metadata=FULL``) and
-called ``@1``, ``@2``… (1-based, like ``mariadb-binlog``) when the server sent no names; a column
+called ``@1``, ``@2``… (1-based, like ``mariadb-binlog``) when the server sent no names (what else
+such files lack — signedness, charsets, ENUM/SET labels — is said once on stderr, see
+:func:`metadata_gaps`); a column
 absent from a MINIMAL/NOBLOB image is not listed, a NULL is ``NULL``. Values are SQL-like
 literals: numbers bare, strings ``'quoted'`` with ``\\n``-style escapes (so a row is one line),
 bytes ``X'hex'``, temporal values quoted as ``SELECT`` prints them (zero dates too), JSON as its
@@ -62,7 +64,7 @@ from dataclasses import dataclass, fields
 from typing import Any, TextIO
 
 from protocol.binlog import ddl
-from protocol.binlog.coltypes import FieldType
+from protocol.binlog.coltypes import CHARACTER_TYPES, ENUM_SET_TYPES, NUMERIC_TYPES, FieldType
 from protocol.binlog.events import (
     AnnotateRowsEvent,
     BinlogCheckpointEvent,
@@ -87,6 +89,7 @@ from protocol.binlog.events import (
 from protocol.binlog.filereader import END_OF_FILE, NEED_DATA, BinlogFileReader
 from protocol.binlog.model import ColumnFlag, RowsEvent, RowsKind, TableMapEvent
 from protocol.binlog.stream import Event, EventStream
+from protocol.binlog.tablemap import OptionalMetadata
 from protocol.binlog.transactions import Statement, TransactionAssembler
 from protocol.binlog.values import time_text
 from protocol.errors import ChecksumMismatch, ProtocolError, TruncatedData
@@ -101,6 +104,7 @@ __all__ = [
     "format_event",
     "format_rows",
     "format_value",
+    "metadata_gaps",
     "write_text",
     "write_open_protocol",
     "run",
@@ -192,11 +196,13 @@ def run(args: argparse.Namespace) -> int:
     """Entry point of ``binlake decode`` (called by :mod:`replica.cli`)."""
     options = DecodeOptions.from_args(args)
     out = sys.stdout
+    accepts = _matcher(options)
+    events = _noting_missing_metadata(selected_events(options), accepts, sys.stderr)
     try:
         if options.output_format == "open-protocol":
-            write_open_protocol(selected_events(options), out, _matcher(options))
+            write_open_protocol(events, out, accepts)
         else:
-            write_text(selected_events(options), out, _matcher(options))
+            write_text(events, out, accepts)
         out.flush()
     except BrokenPipeError:
         # `binlake decode … | head`: the reader has seen enough. Silence the final flush.
@@ -280,6 +286,54 @@ def selected_events(options: DecodeOptions, *,
         if stop is not None and index == last and position >= stop:
             return
         yield event, start is None or index > 0 or position >= start
+
+
+# --- row metadata -------------------------------------------------------------------------------
+
+
+_INTEGER_TYPES = NUMERIC_TYPES - {FieldType.NEWDECIMAL, FieldType.FLOAT, FieldType.DOUBLE}
+
+
+def metadata_gaps(table: TableMapEvent) -> list[str]:
+    """What the output of ``table``'s rows lacks because its TABLE_MAP carried no (or only
+    MINIMAL) row metadata: one phrase per gap, empty when nothing is missing."""
+    sent = table.optional_metadata
+    types = {c.type_code for c in table.columns}
+    gaps = []
+    if any(c.name is None for c in table.columns):
+        gaps.append("columns are named by position (@1, @2… in text, col_1, col_2… in "
+                    "open-protocol)")
+    if OptionalMetadata.SIGNEDNESS not in sent and types & _INTEGER_TYPES:
+        gaps.append("every integer is read as signed (a TINYINT UNSIGNED 255 prints -1)")
+    if (not sent & {OptionalMetadata.DEFAULT_CHARSET, OptionalMetadata.COLUMN_CHARSET}
+            and types & CHARACTER_TYPES):
+        gaps.append("character columns stay raw bytes (X'…')")
+    if (not sent & {OptionalMetadata.ENUM_STR_VALUE, OptionalMetadata.SET_STR_VALUE}
+            and types & ENUM_SET_TYPES):
+        gaps.append("ENUM/SET values print as their numbers")
+    return gaps
+
+
+def _noting_missing_metadata(events: Iterable[tuple[Event, bool]], accepts: _Matcher | None,
+                             err: TextIO) -> Iterator[tuple[Event, bool]]:
+    """The events unchanged; the first printed TABLE_MAP without full row metadata is said once
+    on ``err`` (what is missing, and why), so output that looks wrong is never unexplained."""
+    noted = False
+    for event, selected in events:
+        if (not noted and selected and isinstance(event, TableMapEvent)
+                and (accepts is None or accepts(event.schema, event.table))):
+            gaps = metadata_gaps(event)
+            if gaps:
+                noted = True
+                err.write(
+                    f"binlake decode: note: {event.header.file} was written without "
+                    f"binlog_row_metadata=FULL (first seen for {event.schema}.{event.table} at "
+                    f"{event.header.position}), so {'; '.join(gaps)}. Offline decoding has no "
+                    "server to ask; `binlake run` reads the missing names, signedness and "
+                    "charsets from information_schema, and binlog_row_metadata=FULL puts them "
+                    "in the binlog.\n")
+                err.flush()
+        yield event, selected
 
 
 # --- filters ------------------------------------------------------------------------------------
