@@ -123,6 +123,9 @@ class RowsKind(enum.Enum):
     INSERT = "I"
     UPDATE = "U"
     DELETE = "D"
+    #: Rows a snapshot read with SELECT (never in a binlog): an after image only, landed as
+    #: ``_op = "R"``, which readers treat as an upsert like ``I``.
+    READ = "R"
 
 
 @dataclass(frozen=True, slots=True)

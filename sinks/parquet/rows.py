@@ -37,6 +37,7 @@ _run_end_decode = pc.run_end_decode
 _add = pc.add
 _INSERT = RowsKind.INSERT
 _DELETE = RowsKind.DELETE
+_READ = RowsKind.READ
 
 
 @dataclass(frozen=True, slots=True)
@@ -221,10 +222,10 @@ def rows_batch(version: TableVersion, group: Sequence[PendingRows],
         n = event.row_count
         kind = event.kind
         start = out.count
-        if kind is _INSERT:
+        if kind is _INSERT or kind is _READ:
             main, missing = _image(version, event.after_columns, event.after, n)
             out.images(main, None, n)
-            out.tag("I", missing or None)
+            out.tag(kind.value, missing or None)
         elif kind is _DELETE:
             before, missing = _image(version, event.before_columns, event.before, n)
             out.images(before, before, n)

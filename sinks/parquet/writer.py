@@ -237,6 +237,7 @@ class ParquetSink:
         self._xa_versions: dict[tuple[str, str, int], TableVersion] = {}
         #: Set by a LakeError: buffers and disk may disagree, so nothing more is landed.
         self._broken: LakeError | None = None
+        self._snapshot_state: dict[str, Any] = {}
         self._io_path = self.lake  # what the sink was writing (named by a LakeError)
 
     # --- lifecycle ---------------------------------------------------------------------------
@@ -273,6 +274,7 @@ class ParquetSink:
         self._last_end = checkpoint.position
         self._last_commit_us = checkpoint.commit_time_us
         self._last_server_id = checkpoint.server_id
+        self._snapshot_state = dict(doc.get("snapshot") or {})
         for entry in doc.get("pending_ddl", []):
             self._pending_ddl[(entry["database"], entry["table"])] = entry
         for entry in doc.get("xa_prepared", []):
@@ -566,6 +568,22 @@ class ParquetSink:
         rows = 0
         if commit.xa is not None:
             rows += self._land_prepared(commit.xa, seq, commit_us, commit_date, txn.begin.position)
+        rows += self._commit_tables(txn, commit_us, commit_date)
+        for statement in txn.statements:
+            self._log_ddl(statement, txn, commit)
+        gtid = commit.gtid if commit.gtid is not None else txn.begin.gtid
+        self._advance(txn, gtid, commit.end, commit_us, commit.server_id)
+        self._unflushed_rows += rows
+        self.stats["transactions"] += 1
+        self.stats["rows"] += rows
+        if (self._flush_wanted or self._unflushed_rows >= self.options.flush_rows
+                or (commit.ack_requested and self.options.flush_on_ack)):
+            self.flush()
+
+    def _commit_tables(self, txn: _Transaction, commit_us: int, commit_date: str) -> int:
+        """Move a committed transaction's rows into the per-file buffers; returns the rows."""
+        seq = txn.tags.seq
+        rows = 0
         for table in txn.tables.values():
             version = table.version
             part_key = (version.database, version.table, version.version, commit_date)
@@ -595,16 +613,81 @@ class ParquetSink:
                     self._write_row_group(part)
         if self._buffered > self.options.memory_limit_bytes:
             self._relieve_memory()
-        for statement in txn.statements:
-            self._log_ddl(statement, txn, commit)
-        gtid = commit.gtid if commit.gtid is not None else txn.begin.gtid
-        self._advance(txn, gtid, commit.end, commit_us, commit.server_id)
+        return rows
+
+    # --- snapshots -------------------------------------------------------------------------------
+
+    @property
+    def snapshot_state(self) -> dict[str, Any]:
+        """The snapshot progress as of the last landed chunk (a copy; JSON data).
+
+        It is committed in the checkpoint (key ``snapshot``) together with the chunks it
+        describes, so after a crash it says exactly which chunks are in the lake.
+        """
+        state: dict[str, Any] = json.loads(json.dumps(self._snapshot_state))
+        return state
+
+    def record_snapshot_state(self, state: dict[str, Any]) -> None:
+        """Make ``state`` the snapshot progress (a plan, a finished table); it reaches the
+        checkpoint with the next flush."""
+        self._check_usable()
+        if not self._opened:
+            raise SinkStateError("record_snapshot_state() before open() or after close()")
+        self._snapshot_state = json.loads(json.dumps(state))
+        if self._checkpoint is not None or self._unflushed_commits:
+            self._unflushed_commits += 1  # a new lake's first flush brings it along
+
+    def land_snapshot(self, event: RowsEvent, position: BinlogPosition, read_time_us: int,
+                      state: dict[str, Any]) -> int:
+        """Land a snapshot chunk (a ``READ`` rows event) as one transaction of its own ``_seq``,
+        and make ``state`` the snapshot progress that commits with it. Returns the ``_seq``
+        (unchanged when the chunk has no rows: only the progress is recorded).
+
+        Must be called between transactions, with ``position`` the stream's position there:
+        the chunk is consistent with it. Its rows carry no GTID, ``_binlog_file``/
+        ``_binlog_pos`` = ``position`` and ``_commit_ts`` = ``read_time_us`` (when it was read).
+        The GTID state and last commit are untouched (a chunk is not a binlog transaction); the
+        resume position moves to ``position`` if that is later — it is a transaction boundary,
+        and a new lake must not resume from an older point than its chunks are consistent with.
+        """
+        self._check_usable()
+        if not self._opened:
+            raise SinkStateError("land_snapshot() before open() or after close()")
+        if self._txn is not None:
+            raise SinkStateError("land_snapshot() inside a transaction")
+        try:
+            return self._land_snapshot(event, position, read_time_us, state)
+        except OSError as exc:
+            raise self._failed(exc, "landing a snapshot chunk") from exc
+
+    def _land_snapshot(self, event: RowsEvent, position: BinlogPosition, read_time_us: int,
+                       state: dict[str, Any]) -> int:
+        self._snapshot_state = json.loads(json.dumps(state))
+        self._unflushed_commits += 1  # at least the progress must reach the checkpoint
+        if self._last_end is None or self._last_end < position:
+            self._last_end = position
+        if event.row_count == 0:
+            return self._seq
+        tags = TransactionTags(seq=self._seq + 1, gtid=None, gtid_domain=None,
+                               gtid_server_id=None, gtid_uuid=None, gtid_tag=None,
+                               gtid_seq=None, file=position.file, pos=position.pos)
+        begin = TransactionBegin(gtid=None, position=position, timestamp=read_time_us // 1_000_000,
+                                 server_id=0)
+        txn = self._txn = _Transaction(tags=tags, begin=begin)
+        try:
+            self._on_rows(event)
+        finally:
+            self._txn = None
+        rows = self._commit_tables(txn, read_time_us, _commit_date(read_time_us))
+        self._seq = tags.seq
         self._unflushed_rows += rows
         self.stats["transactions"] += 1
         self.stats["rows"] += rows
-        if (self._flush_wanted or self._unflushed_rows >= self.options.flush_rows
-                or (commit.ack_requested and self.options.flush_on_ack)):
+        self.stats["snapshot_rows"] = self.stats.get("snapshot_rows", 0) + rows
+        if self._flush_wanted or self._unflushed_rows >= self.options.flush_rows:
             self.flush()
+        return tags.seq
+
 
     def _advance(self, txn: _Transaction, gtid: Any, end: BinlogPosition, commit_us: int,
                  server_id: int) -> None:
@@ -925,6 +1008,8 @@ class ParquetSink:
             doc["commit_time"] = _dt.datetime.fromtimestamp(
                 self._last_commit_us / 1_000_000, _dt.UTC).isoformat()
         doc["pending_ddl"] = list(self._pending_ddl.values())
+        if self._snapshot_state:
+            doc["snapshot"] = self._snapshot_state
         if self._xa:
             doc["xa_prepared"] = [prepared.to_json() for prepared in self._xa.values()]
         self._io_path = self.lake
