@@ -91,6 +91,9 @@ COMMANDS = {
               "check the server is ready for binlake and say what to fix (exit 0/1)"),
     "status": ("replica.commands.status", "config",
                "show where the lake stands: last landed position, lag, tables and rows"),
+    "snapshot": ("replica.commands.snapshot", "config",
+                 "land tables' existing rows (_op = R) into the lake, beside a running daemon "
+                 "or on its own, and exit once they are committed"),
     "decode": ("replica.commands.decode", "args", "decode binlog files offline and print their events"),
     "demo": ("replica.commands.demo", "args",
              "start a sandbox MariaDB, run a workload, land it and read it back with Spark"),
@@ -206,8 +209,9 @@ _HINTS = {
     "MissingPrivilege": "GRANT REPLICATION SLAVE, REPLICATION CLIENT ON *.* TO the user "
                         "(MariaDB 10.5+: BINLOG MONITOR instead of REPLICATION CLIENT); "
                         "`binlake check` lists what is missing",
-    "GtidPurged": "the server purged the binlogs the lake needs: restore them, or land into a "
-                  "new lake (start.from = latest or earliest) and backfill",
+    "GtidPurged": "the server purged the binlogs the lake needs: restore them, or re-seed — "
+                  "a new lake.path with start.from = snapshot lands every table's current rows "
+                  "and streams on (`binlake snapshot --table DB.TABLE` re-reads single tables)",
     "GtidNotInBinlog": "the lake's position is not in this server's binlog history: check "
                        "server.host points at the right server",
     "GtidDiverged": "this server's history diverged from the lake's: check server.host and "

@@ -112,7 +112,7 @@ def _key(help: str, *, choices: Sequence[str] = (), unit: str = "", secret: bool
 
 
 TLS_MODES = ("auto", "disabled", "preferred", "required", "verify-ca", "verify-identity")
-START_FROM = ("latest", "earliest", "gtid", "file")
+START_FROM = ("latest", "earliest", "gtid", "file", "snapshot")
 SEMI_SYNC_MODES = ("off", "ack-after-land", "ack-on-receive")
 COMPRESSIONS = ("zstd", "snappy", "gzip", "lz4", "none")
 LOG_FORMATS = ("human", "json")
@@ -185,7 +185,8 @@ class StartConfig:
     """Where to start streaming; used only when the lake has no checkpoint yet."""
 
     from_: str = field(default="latest", metadata=_key(
-        "latest (the server's current end), earliest (oldest binlog kept), gtid, or file.",
+        "latest (the server's current end), earliest (oldest binlog kept), gtid, file, or "
+        "snapshot (land the included tables' existing rows, then stream on from there).",
         choices=START_FROM, name="from"))
     gtid: str | None = field(default=None, metadata=_key(
         "GTID position to start after when from = gtid (MariaDB 0-1-100 or a MySQL GTID set)."))
@@ -239,6 +240,17 @@ def _compiled_patterns(patterns: tuple[str, ...]) -> re.Pattern[str]:
         compiled = re.compile("|".join(f"(?:{p})" for p in parts))
         _pattern_cache[patterns] = compiled
     return compiled
+
+
+@dataclass(frozen=True, slots=True)
+class SnapshotConfig:
+    """Snapshots: the rows tables already hold, landed as _op = R (see README, Snapshots)."""
+
+    chunk_rows: int = field(default=10_000, metadata=_key(
+        "Rows read (and landed) per chunk: memory is bounded by one chunk."))
+    on_new_tables: bool = field(default=True, metadata=_key(
+        "Snapshot tables that filter.include gained since the lake last ran, at start "
+        "(false: warn and leave it to binlake snapshot)."))
 
 
 @dataclass(frozen=True, slots=True)
@@ -327,6 +339,7 @@ class Config:
     start: StartConfig = StartConfig()
     semi_sync: SemiSyncConfig = SemiSyncConfig()
     filter: FilterConfig = FilterConfig()
+    snapshot: SnapshotConfig = SnapshotConfig()
     lake: LakeConfig = LakeConfig()
     reconnect: ReconnectConfig = ReconnectConfig()
     metrics: MetricsConfig = MetricsConfig()
@@ -346,6 +359,7 @@ _SECTIONS: dict[str, type[Any]] = {
     "start": StartConfig,
     "semi_sync": SemiSyncConfig,
     "filter": FilterConfig,
+    "snapshot": SnapshotConfig,
     "lake": LakeConfig,
     "reconnect": ReconnectConfig,
     "metrics": MetricsConfig,
@@ -699,6 +713,8 @@ def _validate(config: Config, origin_of: typing.Callable[[str], str],
         fail("start.gtid", "is required when start.from = gtid")
     if start.from_ == "file" and not start.file:
         fail("start.file", "is required when start.from = file")
+    if config.snapshot.chunk_rows < 1:
+        fail("snapshot.chunk_rows", f"must be at least 1, got {config.snapshot.chunk_rows}")
     if start.pos < 4:
         fail("start.pos", f"must be at least 4 (the first event), got {start.pos}")
 

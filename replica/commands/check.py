@@ -193,7 +193,8 @@ def evaluate(config: Config, report: ServerReport,
                  "events carry no checksum, damage in the binlog or in transit goes unnoticed",
                  "SET GLOBAL binlog_checksum = 'CRC32' (and in the server's config)"))
 
-    results.extend(_privileges(report, metadata.status is Status.OK))
+    results.extend(_privileges(report, metadata.status is Status.OK,
+                               snapshot=config.start.from_ == "snapshot" and checkpoint is None))
     results.append(_server_id(config, report))
     results.append(_tls(config, report))
     results.append(_start_position(config, report, checkpoint))
@@ -213,7 +214,8 @@ def _setting(variables: Mapping[str, str], name: str, wanted: str, otherwise: St
     return CheckResult(name, otherwise, f"{value or missing}: {consequence}", fix)
 
 
-def _privileges(report: ServerReport, full_metadata: bool) -> list[CheckResult]:
+def _privileges(report: ServerReport, full_metadata: bool, *,
+                snapshot: bool = False) -> list[CheckResult]:
     if report.grants is None:
         return [CheckResult("privileges", Status.WARN,
                             f"SHOW GRANTS failed ({report.grants_error}): cannot verify",
@@ -239,13 +241,18 @@ def _privileges(report: ServerReport, full_metadata: bool) -> list[CheckResult]:
         results.append(CheckResult("privileges", Status.OK,
                                    "ALL PRIVILEGES" if everything else " and ".join(grant_names)))
     if not everything and "SELECT" not in privileges:
-        status = Status.OK if full_metadata else Status.WARN
+        status = Status.FAIL if snapshot else Status.WARN
         results.append(CheckResult(
             "privilege SELECT", status,
-            "not granted: only needed to read column names from information_schema when "
-            "binlog_row_metadata is not FULL",
-            None if full_metadata else "GRANT SELECT ON *.* TO the user (or set "
-                                       "binlog_row_metadata = FULL)"))
+            "not granted on *.*: snapshots read tables with it (start.from = snapshot, "
+            "`binlake snapshot`, tables new in filter.include)"
+            + ("" if full_metadata else ", and column names come from information_schema "
+               "when binlog_row_metadata is not FULL")
+            + (via_roles or ""),
+            "GRANT SELECT ON *.* TO the user (or on each database binlake lands)"))
+    else:
+        results.append(CheckResult("privilege SELECT", Status.OK,
+                                   "granted: snapshots can read the tables"))
     return results
 
 
@@ -298,8 +305,8 @@ def _tls(config: Config, report: ServerReport) -> CheckResult:
         + ("" if offered else ", and give the server a certificate (ssl_cert, ssl_key)"))
 
 
-_START_FIX = ("use start.from = earliest or latest for a new lake (and backfill), or point "
-              "lake.path at an empty directory")
+_START_FIX = ("use start.from = snapshot for a new lake (the tables' rows, then streaming), "
+              "or earliest/latest, or point lake.path at an empty directory")
 
 
 def _start_position(config: Config, report: ServerReport,
@@ -317,7 +324,7 @@ def _start_position(config: Config, report: ServerReport,
         if isinstance(file, str) and isinstance(pos, int):
             return _file_position(f"{what} {file}:{pos}", file, pos, report,
                                   "the lake cannot resume here: restore the binlogs, or "
-                                  "land into a new lake and backfill")
+                                  "re-seed: a new lake.path with start.from = snapshot")
         state = checkpoint.get("gtid_state")
         if isinstance(state, str) and state:
             return _gtid_position(f"{what} GTID {state}", state, report)
@@ -325,6 +332,10 @@ def _start_position(config: Config, report: ServerReport,
     if start.from_ == "latest":
         return CheckResult("start position", Status.OK,
                            "start.from = latest: the server's current end (new lake)")
+    if start.from_ == "snapshot":
+        return CheckResult("start position", Status.OK,
+                           "start.from = snapshot: the included tables' rows, then streaming "
+                           "from the server's current end (new lake)")
     if start.from_ == "earliest":
         first = report.binary_logs[0][0] if report.binary_logs else "?"
         return CheckResult("start position", Status.OK,

@@ -25,15 +25,16 @@ import logging
 import signal
 import sys
 import time
-from collections.abc import Iterator
-from dataclasses import dataclass
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, replace
+from typing import Any
 
 import trio
 
 from protocol.binlog.model import BinlogPosition
 from protocol.errors import ServerError
 from protocol.gtid import GtidPosition, GtidSet
-from replica.config import Config
+from replica.config import Config, FilterConfig
 from replica.core import early_stop
 from replica.core.backoff import Backoff, Disposition, classify
 from replica.core.connection import Connection, ConnectOptions
@@ -45,6 +46,17 @@ from replica.core.session import (
     SessionOptions,
     StartFrom,
     StartPoint,
+)
+from replica.core.snapshot import (
+    REQUEST_POLL,
+    SnapshotCoordinator,
+    SnapshotReader,
+    list_tables,
+    pending_tables,
+    plan_state,
+    read_requests,
+    remove_request,
+    requests_done,
 )
 from replica.errors import sole_exception
 from replica.observe import logs
@@ -101,7 +113,7 @@ def start_point(config: Config, checkpoint: Checkpoint | None, *, mariadb: bool)
         return BinlogPosition(start.file, start.pos)
     if start.from_ == "gtid":
         return _parse_gtid(start.gtid or "", mariadb=mariadb)
-    return StartFrom.LATEST
+    return StartFrom.LATEST  # latest, and snapshot: the tables are read from that point on
 
 
 def _parse_gtid(text: str, *, mariadb: bool) -> GtidPosition | GtidSet:
@@ -119,8 +131,20 @@ class _Attempt:
 class Daemon:
     """One ``binlake run``. ``await Daemon(config).run()`` returns the exit code."""
 
-    def __init__(self, config: Config, *, metrics: Metrics | None = None) -> None:
+    def __init__(self, config: Config, *, metrics: Metrics | None = None,
+                 snapshot_tables: Sequence[tuple[str, str]] | None = None,
+                 snapshot_request: str | None = None) -> None:
+        """``snapshot_tables``: ``binlake snapshot`` — snapshot these tables (as request
+        ``snapshot_request``) while streaming, and stop once they are done."""
         self.config = config
+        self.snapshot_tables = list(snapshot_tables) if snapshot_tables is not None else None
+        self.snapshot_request = snapshot_request
+        self.snapshots: SnapshotCoordinator | None = None  # once the lake is open
+        #: The finished entries of snapshot_tables (``binlake snapshot``'s outcome).
+        self.snapshot_results: list[dict[str, Any]] = []
+        self._planned = False
+        self._new_lake = False
+        self._seen_requests: set[str] = set()
         self.metrics = metrics or Metrics(ready_max_lag=config.metrics.ready_max_lag)
         self.sink = ParquetSink(config.lake.path, sink_options(config))
         self.pipeline = Pipeline(self.sink, pipeline_options(config), self.metrics)
@@ -159,6 +183,8 @@ class Daemon:
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> int:
         checkpoint = self.pipeline.open()
+        self._new_lake = checkpoint is None
+        self.snapshots = self.pipeline.snapshots = SnapshotCoordinator(self.sink)
         if checkpoint is not None:
             log.info("lake %s: resuming after transaction %d (%s, GTID state %s)",
                      self.config.lake.path, checkpoint.seq, checkpoint.position,
@@ -292,6 +318,11 @@ class Daemon:
             )
             session: ReplicationSession | None = None
             with self._abandoned_on_stop():
+                if not self._planned:
+                    await self._plan_snapshots(conn)
+                    self._planned = True
+                if self._snapshots_pending():
+                    options = replace(options, non_blocking=False)  # stop when they are done
                 self._progress = await self._catch_up_target(conn)
                 schema_source = await self._schema_source_for(conn)
                 session = await ReplicationSession.start(conn, options)
@@ -304,8 +335,16 @@ class Daemon:
                 self._stream_scope = scope
                 if self._stopping:
                     scope.cancel()
-                await self.pipeline.stream(session, schema_source)
-                if not config.replica.stop_at_end:
+                finished = await self._stream_and_snapshot(session, schema_source)
+                if finished:
+                    log.info("snapshots done; stopping")
+                    self._stopping = True
+                    with trio.move_on_after(config.replica.stop_timeout) as budget:
+                        budget.shield = True
+                        self.pipeline.close()
+                        await self.pipeline.ack_durable(session)
+                    return True
+                if not options.non_blocking:
                     # A blocking dump never ends by itself: the server ended it (shutdown,
                     # KILL of the dump thread). That is a reason to reconnect, not to stop.
                     raise EOFError("the server ended the binlog dump (shutting down, or the "
@@ -329,6 +368,124 @@ class Daemon:
                     await conn.close()
                 except Exception:  # a broken connection: the error that broke it is raised
                     pass
+
+
+    # --- snapshots -------------------------------------------------------------------------------
+
+    def _snapshots_pending(self) -> bool:
+        """A snapshot to finish before a batch run (stop_at_end, ``binlake snapshot``) stops."""
+        if self.snapshots is None:
+            return False
+        if self.snapshot_tables is not None:
+            return True
+        return self.config.replica.stop_at_end and bool(pending_tables(self.snapshots.state))
+
+    async def _plan_snapshots(self, conn: Connection) -> None:
+        """Decide what to snapshot, once per run: ``binlake snapshot``'s tables; every included
+        table of a new lake with ``start.from = snapshot``; tables ``filter.include`` gained
+        since the lake last ran. Tables pending from an interrupted run go on anyway."""
+        assert self.snapshots is not None
+        state = self.snapshots.state
+        config = self.config
+        filters = config.filter
+        recorded = {"include": list(filters.include), "exclude": list(filters.exclude)}
+        if self.snapshot_tables is not None:
+            plan_state(state, self.snapshot_tables, reason="binlake snapshot",
+                       one_time=lambda d, t: not filters.accepts(d, t),
+                       request=self.snapshot_request)
+            for database, table in self.snapshot_tables:
+                if not filters.accepts(database, table):
+                    log.warning("%s.%s is excluded by the filters: it gets a one-time copy, its "
+                                "later changes will not land", database, table)
+        elif self._new_lake and config.start.from_ == "snapshot":
+            tables = [t for t in await list_tables(conn) if filters.accepts(*t)]
+            plan_state(state, tables, reason="start.from = snapshot")
+            log.info("start.from = snapshot: %d tables to snapshot while streaming from the "
+                     "server's binlog end", len(tables))
+        elif not self._new_lake and state.get("filter") not in (None, recorded):
+            before = state["filter"]
+            old = FilterConfig(include=tuple(before.get("include", ())),
+                               exclude=tuple(before.get("exclude", ())))
+            gained = [t for t in await list_tables(conn)
+                      if filters.accepts(*t) and not old.accepts(*t)]
+            names = ", ".join(f"{d}.{t}" for d, t in gained)
+            if gained and config.snapshot.on_new_tables:
+                plan_state(state, gained, reason="new in filter.include")
+                log.info("filter.include gained %d tables since the lake last ran; "
+                         "snapshotting them: %s", len(gained), names)
+            elif gained:
+                log.warning("filter.include gained %d tables since the lake last ran, and "
+                            "snapshot.on_new_tables is false: their existing rows are not in "
+                            "the lake (run `binlake snapshot --table DB.TABLE`): %s",
+                            len(gained), names)
+        if self.snapshot_tables is None:
+            state["filter"] = recorded
+        pending = pending_tables(state)
+        if pending and self.snapshot_tables is None:
+            log.info("snapshots pending: %s", ", ".join(
+                f"{e['database']}.{e['table']}" for e in pending))
+        self.snapshots.set_state(state)
+
+    async def _stream_and_snapshot(self, session: ReplicationSession,
+                                   schema_source: SchemaSource | None) -> bool:
+        """Stream, and snapshot beside it; True once a batch run's snapshots are done."""
+        done = False
+
+        async def snapshot_loop(cancel: trio.CancelScope) -> None:
+            nonlocal done
+            await self._snapshot_loop()
+            done = True
+            cancel.cancel()
+
+        try:
+            async with trio.open_nursery() as nursery:
+                if self._snapshots_pending() or self.snapshot_tables is None:
+                    nursery.start_soon(snapshot_loop, nursery.cancel_scope)
+                await self.pipeline.stream(session, schema_source)
+                nursery.cancel_scope.cancel()
+        except BaseExceptionGroup as group:
+            raise sole_exception(group) from None
+        return done
+
+    async def _snapshot_loop(self) -> None:
+        """Run pending snapshots; a daemon then waits for requests, a batch run returns."""
+        assert self.snapshots is not None
+        reader = SnapshotReader(self.snapshots, ConnectOptions.from_config(self.config.server),
+                                chunk_rows=self.config.snapshot.chunk_rows)
+        batch = self._snapshots_pending()
+        while True:
+            if self.snapshot_tables is None:
+                self._take_requests()
+            await reader.run()
+            if batch and not pending_tables(self.snapshots.state):
+                if self.snapshot_tables is not None:
+                    wanted = {f"{d}.{t}" for d, t in self.snapshot_tables}
+                    self.snapshot_results = [e for k, e in self.snapshots.state.get(
+                        "tables", {}).items() if k in wanted]
+                return
+            await trio.sleep(REQUEST_POLL)
+
+    def _take_requests(self) -> None:
+        """Requests ``binlake snapshot`` left for this daemon (see replica.commands.snapshot)."""
+        assert self.snapshots is not None
+        state = self.snapshots.state
+        lake = self.config.lake.path
+        filters = self.config.filter
+        changed = False
+        for request, tables in read_requests(lake):
+            if request in self._seen_requests:
+                continue
+            self._seen_requests.add(request)
+            if requests_done(state, request, tables) is not None:
+                if self.sink.durable_position is not None:
+                    remove_request(lake, request)  # done and durable: its waiter is gone
+                continue
+            plan_state(state, tables, reason="binlake snapshot",
+                       one_time=lambda d, t: not filters.accepts(d, t), request=request)
+            log.info("snapshot requested: %s", ", ".join(f"{d}.{t}" for d, t in tables))
+            changed = True
+        if changed:
+            self.snapshots.set_state(state)
 
 
 def _text(value: str | bytes | None) -> str:

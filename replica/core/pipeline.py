@@ -49,6 +49,7 @@ from protocol.binlog.transactions import (
 from protocol.gtid import MariadbGtid
 from replica.core.schema_source import SchemaSource
 from replica.core.session import ReplicationSession, SemiSyncMode
+from replica.core.snapshot import SnapshotCoordinator
 from replica.errors import sole_exception
 from replica.observe.metrics import Metrics
 from sinks.parquet import Checkpoint, ParquetSink
@@ -94,6 +95,9 @@ class Pipeline:
         self._clock_offset = 0.0
         self._landed: Checkpoint | None = None
         self._schema_source: SchemaSource | None = None
+        #: Set by the daemon when snapshots may run: sees every landed rows event and DDL,
+        #: and lands snapshot chunks between transactions.
+        self.snapshots: SnapshotCoordinator | None = None
 
     # --- lifecycle ---------------------------------------------------------------------------
 
@@ -140,6 +144,8 @@ class Pipeline:
         except BaseExceptionGroup as group:
             raise sole_exception(group) from None
         finally:
+            if self.snapshots is not None:
+                self.snapshots.stream_stopped()
             if self.metrics is not None:
                 self.metrics.set_connected(False)
         self.sink.flush()
@@ -175,6 +181,12 @@ class Pipeline:
                               event.header.position, event)
                 for item in assembler.feed(event):
                     self._handle(item)
+            snapshots = self.snapshots
+            if snapshots is not None:
+                if assembler.in_transaction:
+                    snapshots.between_transactions = False
+                else:  # a snapshot chunk may land here, between two transactions
+                    snapshots.at_boundary(session.position)
             if packet.ack_requested and after_land:
                 self.sink.flush()
                 self._note_landed()
@@ -202,6 +214,8 @@ class Pipeline:
         if isinstance(item, RowsEvent):
             table = item.table
             accepts = self.options.accepts
+            if self.snapshots is not None and not self._skipping:
+                self.snapshots.observe(item)  # excluded tables too: one-time copies need them
             if self._skipping or (accepts is not None and not accepts(table.schema, table.table)):
                 self.stats.filtered_rows += item.row_count
                 return
@@ -219,6 +233,8 @@ class Pipeline:
         elif isinstance(item, Statement):
             if self._schema_source is not None:  # even in a skipped transaction
                 self._schema_source.note_statement(item)
+            if self.snapshots is not None:
+                self.snapshots.observe_statement(item)
             if self._skipping:
                 return
             # Account-management statements carry passwords; the lake never gets them.

@@ -1,0 +1,122 @@
+"""``binlake snapshot --table DB.TABLE``: land tables' existing rows into the lake, as ``_op = R``.
+
+The lake has one writer. If no daemon holds the lake, this command is that writer for a while:
+it streams from the lake's checkpoint (or, on a lake without one, from the server's binlog end)
+exactly as ``binlake run`` does, snapshots the tables beside the stream, commits what it
+streamed and stops — nothing streamed is lost, the next ``binlake run`` resumes after it. If a
+daemon holds the lake, the command leaves a request in ``<lake>/_snapshot_requests/`` that the
+daemon picks up, and waits until the daemon's checkpoint records the tables done. Either way
+it exits 0 once the rows are committed, 1 if a table's snapshot failed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import uuid
+from typing import Any
+
+import trio
+
+from replica.config import Config, ConfigError
+from replica.core.snapshot import remove_request, requests_done, write_request
+from sinks.errors import LakeLocked
+from sinks.parquet.lock import LakeLock
+
+log = logging.getLogger("binlake.snapshot")
+
+#: Seconds between looks at the daemon's checkpoint while waiting for it.
+WAIT_POLL = 0.5
+
+__all__ = ["add_arguments", "run"]
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--table", dest="tables", action="append", required=True,
+                        metavar="DB.TABLE", help="a table to snapshot (repeatable)")
+
+
+def parse_tables(names: list[str]) -> list[tuple[str, str]]:
+    tables = []
+    for name in names:
+        database, dot, table = name.partition(".")
+        if not dot or not database or not table or "*" in name:
+            raise ConfigError(f"--table expects DB.TABLE, got {name!r}",
+                              hint="name each table, e.g. --table shop.orders")
+        if (database, table) not in tables:
+            tables.append((database, table))
+    return tables
+
+
+def lake_in_use(lake: str) -> bool:
+    """Whether another writer (a running daemon) holds the lake's lock."""
+    lock = LakeLock(lake)
+    try:
+        lock.acquire()
+    except LakeLocked:
+        return True
+    lock.release()
+    return False
+
+
+def _checkpoint_state(lake: str) -> dict[str, Any]:
+    try:
+        with open(os.path.join(lake, "_checkpoint.json"), encoding="utf-8") as f:
+            doc = json.load(f)
+    except (FileNotFoundError, ValueError):  # not yet, or being replaced (never half-written)
+        return {}
+    state = doc.get("snapshot")
+    return state if isinstance(state, dict) else {}
+
+
+def _report(entries: list[dict[str, Any]]) -> int:
+    failed = 0
+    for entry in entries:
+        name = f"{entry['database']}.{entry['table']}"
+        if entry.get("status") == "failed":
+            failed += 1
+            log.error("%s: snapshot failed: %s", name, entry.get("message", ""))
+        else:
+            log.info("%s: %d rows landed in %d chunks%s", name, entry.get("rows", 0),
+                     entry.get("chunks", 0),
+                     " (one-time copy: the filters exclude it)" if entry.get("one_time") else "")
+    return 1 if failed else 0
+
+
+async def _ask_daemon(config: Config, tables: list[tuple[str, str]]) -> int:
+    lake = config.lake.path
+    request = write_request(lake, tables)
+    log.info("a daemon holds the lake %s: asked it to snapshot %s; waiting", lake,
+             ", ".join(f"{d}.{t}" for d, t in tables))
+    try:
+        while True:
+            entries = requests_done(_checkpoint_state(lake), request, tables)
+            if entries is not None:
+                return _report(entries)
+            await trio.sleep(WAIT_POLL)
+    finally:
+        remove_request(lake, request)
+
+
+async def run(config: Config, args: argparse.Namespace) -> int:
+    """Entry point of ``binlake snapshot`` (called by :mod:`replica.cli`)."""
+    from replica.core.daemon import Daemon
+
+    tables = parse_tables(args.tables)
+    lake = config.lake.path
+    if lake_in_use(lake):
+        return await _ask_daemon(config, tables)
+    daemon = Daemon(config, snapshot_tables=tables, snapshot_request=uuid.uuid4().hex)
+    try:
+        code = await daemon.run()
+    except LakeLocked:  # a daemon started meanwhile
+        return await _ask_daemon(config, tables)
+    if code != 0:
+        return code
+    if len(daemon.snapshot_results) != len(tables):
+        log.error("stopped before the snapshot was complete; run the command again to resume "
+                  "it (landed chunks are kept)")
+        return 1
+    return _report(daemon.snapshot_results)

@@ -1,0 +1,651 @@
+"""Snapshots: land a table's existing rows as ``_op = "R"``, chunk by chunk, while the daemon
+keeps streaming — no lock on the server (the watermark method of DBLog / Flink CDC).
+
+Why this shape: the daemon is the lake's only writer, so a snapshot runs *inside* it, beside
+the stream, and every chunk lands as a transaction of its own ``_seq`` between two streamed
+transactions. For each table:
+
+1. the pipeline starts a *key log* for the table (:meth:`SnapshotCoordinator.watch`): the key
+   of every row any streamed rows event touches from now on;
+2. after a short grace (so that a commit whose binlog event already arrived has also become
+   visible to reads), a chunk is read on a connection of its own by keyset pagination:
+   ``SELECT … WHERE key > last ORDER BY key LIMIT chunk_rows`` (never OFFSET); then the
+   server's binlog end is read: the *high watermark* — every change the SELECT saw is before it;
+3. the chunk waits until the stream has landed everything up to the high watermark and is
+   between two transactions, at stream position P ≥ high. Rows whose key the key log holds are
+   dropped from the chunk (their latest change was streamed and landed already, at a lower
+   ``_seq``: a row image at least as new as the SELECT's); every other row was not changed
+   between the SELECT and P, so its value is the row's value at P. The chunk lands as one
+   transaction, ``_binlog_file``/``_binlog_pos`` = P, and the table's progress (last key, row
+   and chunk counts) commits with it in the checkpoint: a kill -9 resumes after the last landed
+   chunk;
+4. the next chunk is read; after the last one the table is ``done``.
+
+So the table's R rows plus the changes streamed since its key log started give, at every
+landed ``_seq``, the server's table as of that point; the first change of a row after its R
+row carries the R row's values as its before image.
+
+Tables without a usable key (no primary key, no NOT NULL unique key) are read in one pass, in
+one chunk, which must see no change to the table between the read and its landing; it is
+retried :data:`KEYLESS_ATTEMPTS` times, then the table's snapshot fails with an error (its
+rows would be neither exact nor keyed). A DDL statement on a table being read discards the
+chunk not yet landed; the table is described again and reading resumes after the last landed
+key (chunks landed before keep their schema version, as streamed rows do).
+
+Tables the filters exclude (``binlake snapshot --table`` only) get a one-time copy: the stream
+does not land their changes, so a touched row is landed from the key log's latest image
+instead of being dropped.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import time
+import uuid
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+import trio
+
+from protocol.binlog.model import BinlogPosition, EventHeader, RowsEvent, RowsKind
+from protocol.binlog.transactions import Statement
+from protocol.errors import ServerError
+from protocol.snapshot import DescribeError, SnapshotTable, TableNotFound, quote_name
+from replica.core.connection import Connection, ConnectOptions
+from replica.core.snapshot_describe import describe_table
+from sinks.parquet import ParquetSink
+from sinks.parquet import ddl as D
+
+log = logging.getLogger("binlake.snapshot")
+
+#: Databases a snapshot never reads, whatever the filters say.
+SYSTEM_DATABASES = frozenset({"mysql", "sys", "information_schema", "performance_schema"})
+
+#: Seconds between starting a table's key log and its first read: a transaction whose binlog
+#: event arrived just before the key log started must be visible to the read (the server
+#: writes the binlog before the storage engine commits).
+GRACE = 1.0
+
+#: Whole-table reads of a keyless table retried when the table changed meanwhile.
+KEYLESS_ATTEMPTS = 5
+
+#: Directory in the lake where ``binlake snapshot`` leaves requests for a running daemon.
+REQUESTS_DIR = "_snapshot_requests"
+
+#: Seconds between looks at the requests directory.
+REQUEST_POLL = 1.0
+
+# information_schema DATA_TYPEs whose text can be written back as a literal that compares as
+# the column does (numbers bare, temporals quoted, strings by hex with their collation).
+_NUMERIC_KEYS = frozenset({"tinyint", "smallint", "mediumint", "int", "integer", "bigint",
+                           "decimal", "numeric", "year", "bool", "boolean"})
+_QUOTED_KEYS = frozenset({"date", "datetime", "timestamp", "time"})
+_STRING_KEYS = frozenset({"char", "varchar", "tinytext", "text", "mediumtext", "longtext"})
+_BINARY_KEYS = frozenset({"binary", "varbinary", "tinyblob", "blob", "mediumblob", "longblob"})
+_INDEX_KEYS = frozenset({"enum", "set", "bit"})  # compared and ordered by their number
+
+_COLUMNS_QUERY = (
+    "SELECT COLUMN_NAME, DATA_TYPE, CHARACTER_SET_NAME, COLLATION_NAME "
+    "FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = {schema} AND TABLE_NAME = {table}")
+_TABLES_QUERY = (
+    "SELECT TABLE_SCHEMA, TABLE_NAME FROM information_schema.TABLES "
+    "WHERE TABLE_TYPE = 'BASE TABLE' ORDER BY TABLE_SCHEMA, TABLE_NAME")
+
+
+class SnapshotError(Exception):
+    """A table's snapshot cannot be completed (it is marked failed; others go on)."""
+
+
+def table_key(database: str, table: str) -> str:
+    """The name a table's progress is filed under in the checkpoint."""
+    return f"{database}.{table}"
+
+
+def _sql_text(text: str) -> str:
+    """A string literal that survives any sql_mode and connection character set."""
+    return f"CONVERT(X'{text.encode('utf-8', 'surrogateescape').hex()}' USING utf8mb4)"
+
+
+def _text(value: str | bytes | None) -> str:
+    if isinstance(value, bytes):
+        return value.decode("utf-8", "surrogateescape")
+    return "" if value is None else value
+
+
+# --- what to snapshot --------------------------------------------------------------------------
+
+
+async def list_tables(conn: Connection) -> list[tuple[str, str]]:
+    """The server's base tables outside the system databases."""
+    rows = await conn.query(_TABLES_QUERY)
+    tables = [(_text(r[0]), _text(r[1])) for r in rows]
+    return [t for t in tables if t[0].lower() not in SYSTEM_DATABASES]
+
+
+def plan_state(state: dict[str, Any], tables: Iterable[tuple[str, str]], *, reason: str,
+               one_time: Callable[[str, str], bool] = lambda d, t: False,
+               request: str | None = None) -> list[str]:
+    """Add the tables to the snapshot state as pending (restarting a finished one); returns
+    their keys. ``state`` is the checkpoint's ``snapshot`` document, changed in place."""
+    entries = state.setdefault("tables", {})
+    added = []
+    for database, table in tables:
+        key = table_key(database, table)
+        entry = entries.get(key)
+        requests = list(entry.get("requests", [])) if entry else []
+        if request is not None:
+            requests.append(request)
+        if entry is not None and entry.get("status") in ("pending", "running"):
+            entry["requests"] = requests
+            added.append(key)
+            continue
+        entries[key] = {"database": database, "table": table, "status": "pending",
+                        "reason": reason, "one_time": one_time(database, table),
+                        "last_key": None, "rows": 0, "chunks": 0, "requests": requests}
+        added.append(key)
+    return added
+
+
+def store_entry(state: dict[str, Any], entry: dict[str, Any]) -> dict[str, Any]:
+    """Put a table's entry into the state, keeping the requests the state knows of (a request
+    may join a table while it is being read)."""
+    tables = state.setdefault("tables", {})
+    key = table_key(entry["database"], entry["table"])
+    current = tables.get(key) or {}
+    stored = {**entry, "requests": list(current.get("requests", entry.get("requests", [])))}
+    tables[key] = stored
+    return stored
+
+
+def pending_tables(state: dict[str, Any]) -> list[dict[str, Any]]:
+    return [e for e in state.get("tables", {}).values()
+            if e.get("status") in ("pending", "running")]
+
+
+def requests_done(state: dict[str, Any], request: str, tables: Sequence[tuple[str, str]]
+                  ) -> list[dict[str, Any]] | None:
+    """The entries of a request's tables once all are finished (done or failed), else None."""
+    entries = state.get("tables", {})
+    found = []
+    for database, table in tables:
+        entry = entries.get(table_key(database, table))
+        if entry is None or request not in entry.get("requests", ()) or entry.get(
+                "status") not in ("done", "failed"):
+            return None
+        found.append(entry)
+    return found
+
+
+def write_request(lake: str, tables: Sequence[tuple[str, str]]) -> str:
+    """Leave a request for the daemon that holds the lake; returns its id."""
+    directory = os.path.join(lake, REQUESTS_DIR)
+    os.makedirs(directory, exist_ok=True)
+    request = uuid.uuid4().hex
+    path = os.path.join(directory, f"{request}.json")
+    with open(path + ".tmp", "w", encoding="utf-8") as f:
+        json.dump({"id": request, "tables": [list(t) for t in tables]}, f)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(path + ".tmp", path)
+    return request
+
+
+def read_requests(lake: str) -> list[tuple[str, list[tuple[str, str]]]]:
+    directory = os.path.join(lake, REQUESTS_DIR)
+    try:
+        names = sorted(os.listdir(directory))
+    except FileNotFoundError:
+        return []
+    found = []
+    for name in names:
+        if not name.endswith(".json"):
+            continue
+        try:
+            with open(os.path.join(directory, name), encoding="utf-8") as f:
+                doc = json.load(f)
+            found.append((str(doc["id"]), [(str(d), str(t)) for d, t in doc["tables"]]))
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            log.warning("ignoring the unreadable snapshot request %s: %s", name, exc)
+    return found
+
+
+def remove_request(lake: str, request: str) -> None:
+    try:
+        os.remove(os.path.join(lake, REQUESTS_DIR, f"{request}.json"))
+    except FileNotFoundError:
+        pass
+
+
+# --- the key log ---------------------------------------------------------------------------------
+
+
+@dataclass(slots=True)
+class _KeyLog:
+    """The keys (and, for one-time copies, the latest images) of rows the stream touched."""
+
+    key_columns: tuple[int, ...]
+    keep_images: bool
+    touched: dict[tuple[Any, ...], list[Any] | None] = field(default_factory=dict)
+    changes: int = 0  # rows events seen (what a keyless table's read is checked against)
+
+    def note(self, event: RowsEvent) -> None:
+        self.changes += 1
+        if not self.key_columns:
+            return
+        if event.before is not None:
+            self._note_image(event.before_columns, event.before, event.row_count, None)
+        if event.after is not None:
+            self._note_image(event.after_columns, event.after, event.row_count,
+                             event.after if self.keep_images else None,
+                             len(event.table.columns))
+        elif self.keep_images and event.before is not None:
+            pass  # a DELETE: the key maps to None (noted above)
+
+    def _note_image(self, present: tuple[int, ...], values: tuple[list[Any], ...], n: int,
+                    images: tuple[list[Any], ...] | None, width: int = 0) -> None:
+        try:
+            slots = [present.index(c) for c in self.key_columns]
+        except ValueError:  # a key column absent from this image (MINIMAL after image)
+            return
+        full = images is not None and present == tuple(range(width))
+        for row in range(n):
+            key = tuple(values[s][row] for s in slots)
+            self.touched[key] = [col[row] for col in values] if full else None
+
+
+# --- chunks and their landing ----------------------------------------------------------------------
+
+
+@dataclass(slots=True)
+class Chunk:
+    """Rows read for one table, waiting for the stream to pass ``high``."""
+
+    table: SnapshotTable
+    generation: int
+    columns: tuple[list[Any], ...]
+    count: int
+    high: BinlogPosition
+    read_time_us: int
+    progress: dict[str, Any]  # the table's entry after this chunk
+    keyless_changes: int = 0  # the key log's change count before the read (keyless tables)
+    one_time: bool = False
+    landed: trio.Event = field(default_factory=trio.Event)
+    outcome: str = ""  # "landed", or why it was discarded
+    landed_rows: int = 0
+
+
+class SnapshotCoordinator:
+    """What the stream and the snapshot reader share. The pipeline calls :meth:`observe`,
+    :meth:`observe_statement` and :meth:`at_boundary` (synchronously, between its own steps);
+    the reader awaits :meth:`land`. Trio runs one task at a time, so no lock is needed."""
+
+    def __init__(self, sink: ParquetSink) -> None:
+        self.sink = sink
+        self._logs: dict[tuple[str, str], _KeyLog] = {}
+        self._generations: dict[tuple[str, str], int] = {}
+        self._chunk: Chunk | None = None
+        self.position: BinlogPosition | None = None  # stream position at the last boundary
+        #: False while the stream is inside a transaction (set by the pipeline).
+        self.between_transactions = False
+        self.state: dict[str, Any] = sink.snapshot_state
+
+    # --- the stream's side -------------------------------------------------------------------
+
+    @property
+    def watching(self) -> bool:
+        return bool(self._logs)
+
+    def observe(self, event: RowsEvent) -> None:
+        """A streamed rows event (filtered tables too; skipped transactions not)."""
+        table = event.table
+        key_log = self._logs.get((table.schema, table.table))
+        if key_log is not None:
+            key_log.note(event)
+
+    def observe_statement(self, statement: Statement) -> None:
+        """DDL changes a table's description: a chunk read before it must not land."""
+        if not statement.is_ddl or not (self._logs or self._chunk):
+            return
+        for name in D.classify(statement.query, statement.schema).tables:
+            self._generations[name] = self._generations.get(name, 0) + 1
+            chunk = self._chunk
+            if chunk is not None and (chunk.table.database, chunk.table.name) == name:
+                self._finish(chunk, "the table's definition changed (DDL)")
+
+    def at_boundary(self, position: BinlogPosition) -> None:
+        """The stream is between transactions at ``position``: land a chunk that waits for it."""
+        self.position = position
+        self.between_transactions = True
+        chunk = self._chunk
+        if chunk is not None and position >= chunk.high:
+            self._land(chunk, position)
+
+    # --- the reader's side ---------------------------------------------------------------------
+
+    def stream_stopped(self) -> None:
+        """The stream ended (reconnecting): nothing lands until the next boundary."""
+        self.between_transactions = False
+        self.position = None
+
+    def generation(self, database: str, table: str) -> int:
+        return self._generations.get((database, table), 0)
+
+    def watch(self, database: str, table: str, key_columns: tuple[int, ...],
+              keep_images: bool) -> None:
+        key = (database, table)
+        current = self._logs.get(key)
+        if current is None or current.key_columns != key_columns:
+            self._logs[key] = _KeyLog(key_columns, keep_images)
+
+    def changes(self, database: str, table: str) -> int:
+        key_log = self._logs.get((database, table))
+        return key_log.changes if key_log is not None else 0
+
+    def unwatch(self, database: str, table: str) -> None:
+        self._logs.pop((database, table), None)
+
+    def set_state(self, state: dict[str, Any]) -> None:
+        """Record plan changes; they reach the checkpoint with the next flush."""
+        self.state = state
+        self.sink.record_snapshot_state(state)
+
+    async def land(self, chunk: Chunk) -> bool:
+        """Hand a chunk to the stream and wait until it landed (True) or was discarded."""
+        self._chunk = chunk
+        try:
+            position = self.position
+            if self.between_transactions and position is not None and position >= chunk.high:
+                self._land(chunk, position)  # the stream waits for its next packet, idle
+            await chunk.landed.wait()
+        finally:
+            if self._chunk is chunk:
+                self._chunk = None
+        return chunk.outcome == "landed"
+
+    def _finish(self, chunk: Chunk, outcome: str) -> None:
+        chunk.outcome = outcome
+        if self._chunk is chunk:
+            self._chunk = None
+        chunk.landed.set()
+
+    def _land(self, chunk: Chunk, position: BinlogPosition) -> None:
+        table = chunk.table
+        name = (table.database, table.name)
+        if self._generations.get(name, 0) != chunk.generation:
+            self._finish(chunk, "the table's definition changed (DDL)")
+            return
+        key_log = self._logs.get(name)
+        columns, count = chunk.columns, chunk.count
+        if key_log is not None and not table.key_columns:
+            if key_log.changes != chunk.keyless_changes:
+                self._finish(chunk, "the table changed while it was read")
+                return
+        elif key_log is not None and key_log.touched and count:
+            columns, count = _reconcile(table, columns, count, key_log, chunk.one_time)
+        event = RowsEvent(
+            header=EventHeader(timestamp=chunk.read_time_us // 1_000_000, type_code=0,
+                               server_id=0, event_size=0, log_pos=0, flags=0),
+            kind=RowsKind.READ, table=table.table_map, flags=0, row_count=count,
+            before_columns=(), after_columns=tuple(range(len(columns))), before=None,
+            after=columns)
+        chunk.progress["rows"] = chunk.progress.get("rows", 0) + count
+        state = self.state
+        store_entry(state, chunk.progress)
+        self.sink.land_snapshot(event, position, chunk.read_time_us, state)
+        chunk.landed_rows = count
+        self._finish(chunk, "landed")
+
+
+def _reconcile(table: SnapshotTable, columns: tuple[list[Any], ...], count: int,
+               key_log: _KeyLog, one_time: bool) -> tuple[tuple[list[Any], ...], int]:
+    """Drop (or, for a one-time copy, replace by their latest image) the rows the stream
+    touched since the key log started."""
+    touched = key_log.touched
+    key_cols = [columns[i] for i in table.key_columns]
+    keep: list[int] = []
+    replaced: dict[int, list[Any]] = {}
+    for row in range(count):
+        key = tuple(col[row] for col in key_cols)
+        if key not in touched:
+            keep.append(row)
+        elif one_time and touched[key] is not None:
+            image = touched[key]
+            assert image is not None
+            replaced[row] = image
+            keep.append(row)
+    if len(keep) == count and not replaced:
+        return columns, count
+    out: tuple[list[Any], ...] = tuple([] for _ in columns)
+    for row in keep:
+        image = replaced.get(row)
+        for k, col in enumerate(columns):
+            out[k].append(image[k] if image is not None else col[row])
+    return out, len(keep)
+
+
+# --- the reader ------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class _Key:
+    """How to page by a table's key: SQL to fetch each key column's literal, and to compare."""
+
+    names: tuple[str, ...]  # quoted column names, key order
+    fetch: tuple[str, ...]  # extra SELECT expressions giving each key value as literal text
+    compare: tuple[str, ...]  # the expressions compared and ordered by
+    literal: tuple[Callable[[str], str], ...]  # fetched text → SQL literal
+
+    def where(self, last: Sequence[str]) -> str:
+        """``key > last`` in lexicographic order, as ORs of ranges an index can serve."""
+        terms = []
+        for i in range(len(self.compare)):
+            equal = [f"{self.compare[j]} = {last[j]}" for j in range(i)]
+            terms.append("(" + " AND ".join([*equal, f"{self.compare[i]} > {last[i]}"]) + ")")
+        return " OR ".join(terms)
+
+
+def _hex_literal(charset: str | None, collation: str | None) -> Callable[[str], str]:
+    if charset is None or charset == "binary":
+        return lambda text: f"X'{text}'"
+    return lambda text: f"_{charset} X'{text}' COLLATE {collation}"
+
+
+async def _key_plan(conn: Connection, table: SnapshotTable) -> _Key | None:
+    """How to page by ``table.key_columns``; None when a key column's type has no literal that
+    compares exactly as the column (FLOAT, JSON, spatial…): the table is then read whole."""
+    if not table.key_columns:
+        return None
+    rows = await conn.query(_COLUMNS_QUERY.format(schema=_sql_text(table.database),
+                                                  table=_sql_text(table.name)))
+    info = {_text(r[0]): (_text(r[1]).lower(), r[2], r[3]) for r in rows}
+    names, fetch, compare, literal = [], [], [], []
+    for index in table.key_columns:
+        column = table.table_map.columns[index]
+        name = column.name or ""
+        if name not in info:
+            return None
+        data_type, charset, collation = info[name]
+        quoted = quote_name(name)
+        names.append(quoted)
+        if data_type in _NUMERIC_KEYS:
+            fetch.append(quoted)
+            compare.append(quoted)
+            literal.append(lambda text: text)
+        elif data_type in _QUOTED_KEYS:
+            fetch.append(f"CAST({quoted} AS CHAR)")
+            compare.append(quoted)
+            literal.append(lambda text: "'" + text.replace("'", "''") + "'")
+        elif data_type in _STRING_KEYS or data_type in _BINARY_KEYS:
+            fetch.append(f"HEX({quoted})")
+            compare.append(quoted)
+            literal.append(_hex_literal(
+                None if data_type in _BINARY_KEYS else _text(charset) or None,
+                _text(collation) or None))
+        elif data_type in _INDEX_KEYS:
+            fetch.append(f"{quoted} + 0")
+            compare.append(f"({quoted} + 0)")
+            literal.append(lambda text: text)
+        else:
+            return None
+    return _Key(tuple(names), tuple(fetch), tuple(compare), tuple(literal))
+
+
+@dataclass(slots=True)
+class SnapshotReader:
+    """Reads the pending tables of the snapshot state, one after the other, and lands them
+    through the coordinator. Runs beside the stream; cancelled with it on a reconnect (it then
+    resumes from the state, which holds every landed chunk)."""
+
+    coordinator: SnapshotCoordinator
+    connect: ConnectOptions
+    chunk_rows: int = 10_000
+    grace: float = GRACE
+    #: Called with a table's finished entry (done or failed).
+    on_table_done: Callable[[dict[str, Any]], None] | None = None
+    _clock_offset_us: int = 0
+
+    async def run(self) -> None:
+        """Snapshot every pending table of the state; returns when none is left."""
+        if not pending_tables(self.coordinator.state):
+            return
+        async with await Connection.open(self.connect) as conn:
+            await conn.execute("SET SESSION TRANSACTION READ ONLY")
+            rows = await conn.query("SELECT UNIX_TIMESTAMP(NOW(6))")
+            self._clock_offset_us = round(float(_text(rows[0][0])) * 1e6) - time.time_ns() // 1000
+            while True:
+                pending = pending_tables(self.coordinator.state)
+                if not pending:
+                    return
+                await self._snapshot_table(conn, dict(pending[0]))
+
+    async def _snapshot_table(self, conn: Connection, entry: dict[str, Any]) -> None:
+        database, name = entry["database"], entry["table"]
+        coordinator = self.coordinator
+        entry["status"] = "running"
+        attempts = 0
+        described_at = -1
+        try:
+            while True:
+                generation = coordinator.generation(database, name)
+                try:
+                    table = await describe_table(conn, database, name)
+                except TableNotFound:
+                    self._finish(entry, "done", f"{database}.{name} does not exist (or this "
+                                 "user may not see it): nothing to snapshot")
+                    return
+                except DescribeError as exc:
+                    self._finish(entry, "failed", f"{database}.{name} cannot be read: {exc}")
+                    return
+                key = await _key_plan(conn, table)
+                if key is None and table.key_columns:
+                    table = replace(table, key_columns=())
+                key_names = list(key.names) if key is not None else []
+                if entry.get("key") != key_names:  # a new (or changed) key: from the start
+                    entry["key"] = key_names
+                    entry["last_key"] = None
+                coordinator.watch(database, name, table.key_columns, entry.get("one_time", False))
+                if described_at < 0:
+                    log.info("snapshot of %s.%s: %s", database, name,
+                             f"by key ({', '.join(key.names)}), {self.chunk_rows} rows a chunk"
+                             if key is not None else "no usable key: read whole, in one chunk")
+                    await trio.sleep(self.grace)
+                described_at = generation
+                finished = await self._chunks(conn, table, key, entry, generation)
+                if finished:
+                    return
+                attempts += 1
+                if key is None and attempts >= KEYLESS_ATTEMPTS:
+                    self._finish(entry, "failed", (
+                        f"{database}.{name} has no primary key nor NOT NULL unique key, and "
+                        f"changed during each of {attempts} whole-table reads: not snapshotted "
+                        "(add a key, or run `binlake snapshot` while it is quiet)"))
+                    return
+                await trio.sleep(min(self.grace * attempts, 10.0))
+        finally:
+            coordinator.unwatch(database, name)
+
+    async def _chunks(self, conn: Connection, table: SnapshotTable, key: _Key | None,
+                      entry: dict[str, Any], generation: int) -> bool:
+        """Read and land chunks until the table is done (True) or a chunk was discarded."""
+        coordinator = self.coordinator
+        width = len(table.table_map.columns)
+        source = f"{quote_name(table.database)}.{quote_name(table.name)}"
+        while True:
+            last = entry.get("last_key")
+            if key is None:
+                sql = f"SELECT {table.select_list} FROM {source}"
+            else:
+                where = f" WHERE {key.where(last)}" if last else ""
+                sql = (f"SELECT {table.select_list}, {', '.join(key.fetch)} FROM {source}"
+                       f"{where} ORDER BY {', '.join(key.compare)} LIMIT {self.chunk_rows}")
+            before = coordinator.changes(table.database, table.name)
+            if key is None:
+                await trio.sleep(self.grace)  # as for the first chunk: see GRACE
+            read_time_us = time.time_ns() // 1000 + self._clock_offset_us
+            try:
+                rows = await conn.query(sql)
+                high = await binlog_end(conn)
+                columns = table.decode_rows([r[:width] for r in rows])
+            except (ServerError, ValueError) as exc:
+                if coordinator.generation(table.database, table.name) != generation or (
+                        isinstance(exc, ServerError) and exc.code in (1054, 1146)):
+                    log.info("snapshot of %s.%s: re-reading after a definition change (%s)",
+                             table.database, table.name, exc)
+                    return False
+                raise
+            progress = dict(entry)
+            progress["chunks"] = entry.get("chunks", 0) + 1
+            done = key is None or len(rows) < self.chunk_rows
+            if key is not None and rows:
+                tail = rows[-1][width:]
+                progress["last_key"] = [lit(_text(v)) for lit, v in zip(key.literal, tail,
+                                                                         strict=True)]
+            if done:
+                progress["status"] = "done"
+            chunk = Chunk(table, generation, columns, len(rows), high, read_time_us, progress,
+                          keyless_changes=before, one_time=bool(entry.get("one_time")))
+            if not await coordinator.land(chunk):
+                log.info("snapshot of %s.%s: chunk discarded (%s); reading it again",
+                         table.database, table.name, chunk.outcome)
+                return False
+            entry.update(progress)
+            if done:
+                self._finish(entry, "done", None)
+                return True
+
+    def _finish(self, entry: dict[str, Any], status: str, message: str | None) -> None:
+        entry["status"] = status
+        if message is not None:
+            entry["message"] = message
+        state = self.coordinator.state
+        store_entry(state, entry)
+        self.coordinator.set_state(state)
+        if status == "failed":
+            log.error("snapshot of %s.%s failed: %s", entry["database"], entry["table"], message)
+        elif message:
+            log.warning("%s", message)
+        else:
+            log.info("snapshot of %s.%s done: %d rows in %d chunks", entry["database"],
+                     entry["table"], entry.get("rows", 0), entry.get("chunks", 0))
+            if entry.get("one_time"):
+                log.warning("%s.%s is excluded by the filters: this was a one-time copy, its "
+                            "later changes will not land", entry["database"], entry["table"])
+        if self.on_table_done is not None:
+            self.on_table_done(dict(entry))
+
+
+async def binlog_end(conn: Connection) -> BinlogPosition:
+    """The server's binlog end now (``SHOW MASTER STATUS`` / ``SHOW BINARY LOG STATUS``)."""
+    if conn.is_mariadb:
+        rows = await conn.query("SHOW MASTER STATUS")
+    else:
+        try:
+            rows = await conn.query("SHOW BINARY LOG STATUS")
+        except ServerError:  # MySQL before 8.2
+            rows = await conn.query("SHOW MASTER STATUS")
+    if not rows:
+        raise SnapshotError("the server reports no binlog position (is log_bin on?)")
+    return BinlogPosition(_text(rows[0][0]), int(_text(rows[0][1])))

@@ -1,0 +1,187 @@
+"""Snapshot chunks in the sink and the coordinator, on synthetic streams (no server).
+
+The sink lands a READ rows event as ``_op = "R"`` with its own ``_seq``, no GTID, the stream
+position it is consistent with, and commits the snapshot progress with it; the coordinator
+drops the rows the stream touched while the chunk waited, and lands only between transactions.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+
+import trio
+
+from protocol.binlog.model import BinlogPosition, EventHeader, RowsEvent, RowsKind
+from protocol.snapshot import SnapshotTable
+from replica.core.snapshot import (
+    Chunk,
+    SnapshotCoordinator,
+    pending_tables,
+    plan_state,
+    requests_done,
+    store_entry,
+)
+from sinks.parquet import ParquetSink
+from sinks.parquet.testing import StreamBuilder
+
+from .test_sink_parquet import feed, read_table, users_columns
+
+READ_US = 1_767_300_000_000_000
+
+
+def _read(table_map, rows):  # type: ignore[no-untyped-def]
+    columns = tuple([row[i] for row in rows] for i in range(len(table_map.columns)))
+    return RowsEvent(header=EventHeader(0, 0, 0, 0, 0, 0), kind=RowsKind.READ, table=table_map,
+                     flags=0, row_count=len(rows), before_columns=(),
+                     after_columns=tuple(range(len(table_map.columns))), before=None,
+                     after=columns)
+
+
+def test_a_chunk_lands_as_r_rows_with_its_own_seq_and_the_stream_position(tmp_path):
+    lake = str(tmp_path / "lake")
+    b = StreamBuilder()
+    users = b.table("shop", "users", users_columns())
+    sink = ParquetSink(lake)
+    assert sink.open() is None
+    feed(sink, [b.begin(), b.insert(users, [(9, "zed", 1)]), b.commit()])
+    at = BinlogPosition("binlog.000001", b.pos)
+    state = {"tables": {"shop.users": {"database": "shop", "table": "users", "status": "done",
+                                        "last_key": ["2"], "rows": 2, "chunks": 1}}}
+    assert sink.land_snapshot(_read(users, [(1, "ann", 10), (2, "bob", None)]), at, READ_US,
+                              state) == 2
+    feed(sink, [b.begin(), b.update(users, [((1, "ann", 10), (1, "ann", 11))]), b.commit()])
+    checkpoint = sink.flush()
+    sink.close()
+    assert checkpoint is not None and checkpoint.seq == 3
+    assert checkpoint.gtid == "0-1-2"  # the chunk is no binlog transaction: no GTID of its own
+    rows = read_table(lake, "shop", "users").to_pylist()
+    assert [(r["_op"], r["_seq"], r["_row"], r["id"]) for r in rows] == [
+        ("I", 1, 0, 9), ("R", 2, 0, 1), ("R", 2, 1, 2), ("U", 3, 0, 1)]
+    r = rows[1]
+    assert (r["_gtid"], r["_gtid_seq"], r["_before"]) == (None, None, None)
+    assert (r["_binlog_file"], r["_binlog_pos"]) == (at.file, at.pos)
+    assert int(r["_commit_ts"].timestamp() * 1_000_000) == READ_US
+    assert rows[3]["_before"] == {"id": 1, "name": "ann", "score": 10}
+    with open(os.path.join(lake, "_checkpoint.json"), encoding="utf-8") as f:
+        assert json.load(f)["snapshot"] == state
+    reopened = ParquetSink(lake)
+    reopened.open()
+    assert reopened.snapshot_state == state
+    reopened.close()
+
+
+def test_a_new_lake_resumes_from_the_point_its_chunks_are_consistent_with(tmp_path):
+    lake = str(tmp_path / "lake")
+    b = StreamBuilder()
+    users = b.table("shop", "users", users_columns())
+    sink = ParquetSink(lake)
+    assert sink.open() is None
+    sink.record_snapshot_state({"tables": {}})  # a plan alone writes no checkpoint
+    assert sink.flush() is None
+    at = BinlogPosition("binlog.000003", 1234)
+    sink.land_snapshot(_read(users, []), at, READ_US, {"tables": {"x": {}}})  # empty table
+    checkpoint = sink.flush()
+    sink.close()
+    assert checkpoint is not None and (checkpoint.seq, checkpoint.position) == (0, at)
+
+
+def _coordinated(tmp_path):  # type: ignore[no-untyped-def]
+    b = StreamBuilder()
+    users = b.table("shop", "users", users_columns())
+    sink = ParquetSink(str(tmp_path / "lake"))
+    sink.open()
+    table = SnapshotTable("shop", "users", users, (0,), "id, name, score")
+    return b, users, sink, table, SnapshotCoordinator(sink)
+
+
+async def _start_landing(nursery: trio.Nursery, coordinator: SnapshotCoordinator, chunk: Chunk,
+                         results: list[bool]) -> None:
+    """Hand ``chunk`` to the coordinator in the background (as the reader does), then yield."""
+    async def land() -> None:
+        results.append(await coordinator.land(chunk))
+
+    nursery.start_soon(land)
+    await trio.sleep(0.01)
+
+
+def test_rows_the_stream_touched_are_left_out_and_the_chunk_waits_for_the_boundary(tmp_path):
+    b, users, sink, table, coordinator = _coordinated(tmp_path)
+    coordinator.watch("shop", "users", (0,), keep_images=False)
+    high = BinlogPosition("binlog.000001", 10_000)
+    chunk = Chunk(table, 0, ([1, 2, 3], ["a", "b", "c"], [1, 2, 3]), 3, high, READ_US,
+                  {"database": "shop", "table": "users", "status": "done", "rows": 0})
+    results: list[bool] = []
+
+    async def main() -> None:
+        async with trio.open_nursery() as nursery:
+            await _start_landing(nursery, coordinator, chunk, results)
+            update = b.update(users, [((2, "b", 2), (2, "B", 5))])
+            coordinator.observe(update)
+            coordinator.at_boundary(BinlogPosition("binlog.000001", 9_000))  # before high
+            await trio.sleep(0.01)
+            assert not results
+            coordinator.at_boundary(BinlogPosition("binlog.000001", 10_500))
+
+    trio.run(main)
+    assert results == [True] and chunk.landed_rows == 2
+    sink.flush()
+    rows = read_table(str(tmp_path / "lake"), "shop", "users").to_pylist()
+    assert [(r["_op"], r["id"], r["_binlog_pos"]) for r in rows] == [("R", 1, 10_500),
+                                                                    ("R", 3, 10_500)]
+    assert coordinator.state["tables"]["shop.users"]["rows"] == 2
+    sink.close()
+
+
+def test_ddl_on_the_table_discards_the_waiting_chunk(tmp_path):
+    b, users, sink, table, coordinator = _coordinated(tmp_path)
+    coordinator.watch("shop", "users", (0,), keep_images=False)
+    chunk = Chunk(table, 0, ([1], ["a"], [1]), 1, BinlogPosition("binlog.000001", 50), READ_US,
+                  {"database": "shop", "table": "users", "status": "done", "rows": 0})
+    results: list[bool] = []
+
+    async def main() -> None:
+        async with trio.open_nursery() as nursery:
+            await _start_landing(nursery, coordinator, chunk, results)
+            coordinator.observe_statement(b.ddl("shop", "ALTER TABLE users ADD COLUMN x INT"))
+
+    trio.run(main)
+    assert results == [False] and "DDL" in chunk.outcome
+    assert coordinator.generation("shop", "users") == 1
+    sink.close()
+
+
+def test_a_one_time_copy_takes_the_latest_image_of_a_touched_row(tmp_path):
+    b, users, sink, table, coordinator = _coordinated(tmp_path)
+    coordinator.watch("shop", "users", (0,), keep_images=True)
+    coordinator.observe(b.update(users, [((1, "a", 1), (1, "A", 7))]))
+    coordinator.observe(b.delete(users, [(2, "b", 2)]))
+    coordinator.at_boundary(BinlogPosition("binlog.000001", 99_999))
+    chunk = Chunk(table, 0, ([1, 2], ["a", "b"], [1, 2]), 2,
+                  BinlogPosition("binlog.000001", 10), READ_US,
+                  {"database": "shop", "table": "users", "status": "done", "rows": 0},
+                  one_time=True)
+
+    async def main() -> None:
+        assert await coordinator.land(chunk)
+
+    trio.run(main)
+    sink.flush()
+    rows = read_table(str(tmp_path / "lake"), "shop", "users").to_pylist()
+    assert [(r["_op"], r["id"], r["name"], r["score"]) for r in rows] == [("R", 1, "A", 7)]
+    sink.close()
+
+
+def test_the_plan_keeps_requests_and_restarts_finished_tables():
+    state: dict = {}
+    plan_state(state, [("shop", "users")], reason="start")
+    assert [e["table"] for e in pending_tables(state)] == ["users"]
+    entry = dict(state["tables"]["shop.users"], status="done", rows=5)
+    store_entry(state, entry)
+    assert requests_done(state, "r1", [("shop", "users")]) is None
+    plan_state(state, [("shop", "users")], reason="request",
+               one_time=lambda d, t: True, request="r1")
+    assert state["tables"]["shop.users"]["status"] == "pending"
+    assert state["tables"]["shop.users"]["one_time"] is True
+    store_entry(state, {**state["tables"]["shop.users"], "status": "done", "requests": []})
+    assert requests_done(state, "r1", [("shop", "users")]) == [state["tables"]["shop.users"]]
