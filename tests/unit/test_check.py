@@ -182,3 +182,23 @@ def test_printing() -> None:
     assert "  FAIL  binlog_format  STATEMENT\n" in text
     assert "fix: SET it" in text
     assert "1 check(s) failed" in text
+
+
+@pytest.mark.parametrize(("start", "checkpoint", "status"), [
+    ("snapshot", None, Status.FAIL),  # a new lake's snapshot reads every table with SELECT
+    ("snapshot", {"seq": 1}, Status.WARN),  # resuming: only later snapshots need it
+    ("latest", None, Status.WARN),
+])
+def test_select_is_what_snapshots_need(start: str, checkpoint: dict[str, object] | None,
+                                       status: Status) -> None:
+    from dataclasses import replace
+
+    config = _config()
+    config = replace(config, start=replace(config.start, from_=start))
+    report = _report(grants=["GRANT REPLICATION SLAVE, BINLOG MONITOR ON *.* TO u@'%'"])
+    result = _named(evaluate(config, report, checkpoint))["privilege SELECT"]
+    assert result.status is status
+    assert "snapshot" in result.detail
+    assert result.fix == "GRANT SELECT ON *.* TO the user (or on each database binlake lands)"
+    granted = _named(evaluate(config, _report(), checkpoint))["privilege SELECT"]
+    assert granted.status is Status.OK
