@@ -688,7 +688,6 @@ class ParquetSink:
             self.flush()
         return tags.seq
 
-
     def _advance(self, txn: _Transaction, gtid: Any, end: BinlogPosition, commit_us: int,
                  server_id: int) -> None:
         """Move the resume point past ``txn`` (landed at the next flush)."""
