@@ -118,7 +118,8 @@ class EventStream:
         checksum: whether events before the first FDE carry a CRC32 (``None``: detect).
         max_decompressed_size: refuse compressed events that inflate beyond this.
         table_map_decoder, rows_decoder: replace :func:`.tablemap.decode_table_map` and
-            :func:`.rows.decode_rows_event` (same signatures), e.g. in tests.
+            :func:`.rows.decode_rows_event` (same signatures, the ``mariadb`` keyword
+            included), e.g. in tests.
         table_map_hook: called with every decoded TABLE_MAP; what it returns is registered
             and returned instead (e.g. the TABLE_MAP completed from a schema source).
     """
@@ -207,8 +208,13 @@ class EventStream:
     def _mapped_table(self, header: EventHeader, body: memoryview) -> tuple[str, str]:
         if self._decode_table_map is None:
             self._decode_table_map = _row_decoders()[0]
-        table = self._decode_table_map(header, body, self._post_header_len(EventType.TABLE_MAP))
+        table = self._decode_table_map(header, body, self._post_header_len(EventType.TABLE_MAP),
+                                       mariadb=self._is_mariadb())
         return table.schema, table.table
+
+    def _is_mariadb(self) -> bool:
+        """The stream's server is MariaDB, by its FDE (TABLE_MAPs differ in a detail)."""
+        return self._fde is not None and self._fde.is_mariadb
 
     def start_file(self, file: str, position: int = 4) -> None:
         """Continue in another binlog file (offline reading of several files in order)."""
@@ -344,7 +350,8 @@ class EventStream:
         type_code = header.type_code
         post_header_len = self._post_header_len(type_code)
         if type_code == _TABLE_MAP:
-            table = self._decode_table_map(header, body, post_header_len)
+            table = self._decode_table_map(header, body, post_header_len,
+                                           mariadb=self._is_mariadb())
             if self._table_map_hook is not None:
                 table = self._table_map_hook(table)
             self._table_maps[table.table_id] = table

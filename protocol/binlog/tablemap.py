@@ -50,7 +50,7 @@ TABLE_MAP_EVENT = 19
 # copy of the body and a dict lookup, and reuses the columns and the row decoder built for
 # them. An ALTER changes the body, so it gets a new entry; old ones age out (LRU).
 TABLE_MAP_CACHE_SIZE = 1024
-_cache: OrderedDict[tuple[int, bytes], TableMapEvent] = OrderedDict()
+_cache: OrderedDict[tuple[int, bool, bytes], TableMapEvent] = OrderedDict()
 
 
 class OptionalMetadata:
@@ -103,19 +103,23 @@ def _decode_label(raw: bytes, collation: int | None) -> str:
 
 
 def decode_table_map(header: EventHeader, body: memoryview | bytes,
-                     post_header_len: int) -> TableMapEvent:
+                     post_header_len: int, *, mariadb: bool = False) -> TableMapEvent:
     """Decode a TABLE_MAP_EVENT body.
 
     Args:
         header: the event's header (kept on the result).
         body: the bytes after the 19-byte header, CRC stripped.
         post_header_len: the FDE's post-header length for TABLE_MAP (8, or 6 for 4-byte ids).
+        mariadb: the server is MariaDB (from the FDE): its character-set TLVs count GEOMETRY
+            columns among the character columns (each with the binary collation), MySQL's
+            do not — read the wrong way, every later string column gets its neighbour's
+            collation.
 
     Raises:
         EventDecodeError: the body is truncated or inconsistent.
     """
     id_width = 4 if post_header_len == 6 else 6
-    key = (post_header_len, bytes(body[id_width:]))
+    key = (post_header_len, mariadb, bytes(body[id_width:]))
     known = _cache.get(key)
     if known is not None:
         _cache.move_to_end(key)
@@ -123,7 +127,7 @@ def decode_table_map(header: EventHeader, body: memoryview | bytes,
             header, int.from_bytes(body[:id_width], "little"), known.flags, known.schema,
             known.table, known.columns, known.primary_key, known.has_full_metadata,
             known.optional_metadata, known.described_by, known.decoder)
-    table = _decode_checked(header, body, post_header_len)
+    table = _decode_checked(header, body, post_header_len, mariadb)
     _cache[key] = table
     if len(_cache) > TABLE_MAP_CACHE_SIZE:
         _cache.popitem(last=False)
@@ -131,9 +135,9 @@ def decode_table_map(header: EventHeader, body: memoryview | bytes,
 
 
 def _decode_checked(header: EventHeader, body: memoryview | bytes,
-                    post_header_len: int) -> TableMapEvent:
+                    post_header_len: int, mariadb: bool) -> TableMapEvent:
     try:
-        return _decode(header, bytes(body), post_header_len)
+        return _decode(header, bytes(body), post_header_len, mariadb)
     except MalformedPacket as exc:  # EventDecodeError, or a truncated/invalid lenenc
         if isinstance(exc, EventDecodeError) and exc.type_code is not None:
             raise
@@ -144,7 +148,8 @@ def _decode_checked(header: EventHeader, body: memoryview | bytes,
                                file=header.file, position=header.position) from exc
 
 
-def _decode(header: EventHeader, buf: bytes, post_header_len: int) -> TableMapEvent:
+def _decode(header: EventHeader, buf: bytes, post_header_len: int,
+            mariadb: bool) -> TableMapEvent:
     id_width = 4 if post_header_len == 6 else 6
     if len(buf) < id_width + 2:
         raise EventDecodeError("TABLE_MAP post-header truncated")
@@ -206,7 +211,8 @@ def _decode(header: EventHeader, buf: bytes, post_header_len: int) -> TableMapEv
         opt.add(tag, value)
 
     numeric = [i for i, t in enumerate(real_types) if t in NUMERIC_TYPES]
-    character = [i for i, t in enumerate(real_types) if t in CHARACTER_TYPES]
+    character = [i for i, t in enumerate(real_types)
+                 if t in CHARACTER_TYPES or (mariadb and t == FieldType.GEOMETRY)]
     enum_set = [i for i, t in enumerate(real_types) if t in ENUM_SET_TYPES]
     geometry = [i for i, t in enumerate(real_types) if t == FieldType.GEOMETRY]
     enums = [i for i, t in enumerate(real_types) if t == FieldType.ENUM]

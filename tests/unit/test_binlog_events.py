@@ -49,7 +49,8 @@ def hexbytes(text: str) -> bytes:
 # --- stand-ins for the row decoder (its own tests live with it) --------------------------------
 
 
-def stub_table_map(header: EventHeader, body: memoryview, post_header_len: int) -> TableMapEvent:
+def stub_table_map(header: EventHeader, body: memoryview, post_header_len: int, *,
+                   mariadb: bool = False) -> TableMapEvent:
     if len(body) < 8:
         raise TruncatedData("table map too short")
     return TableMapEvent(header, int.from_bytes(body[:6], "little"), 0, "", "", ())
