@@ -68,7 +68,8 @@ from . import values as _values
 from .coltypes import FieldType, charset_name, codec_for_collation
 from .model import Column, EventHeader, RowsEvent, RowsKind, TableMapEvent
 
-__all__ = ["decode_rows_event", "TableDecoder", "decoder_for", "RowsEventFlag", "set_labels"]
+__all__ = ["decode_rows_event", "TableDecoder", "decoder_for", "RowsEventFlag", "set_labels",
+           "text_rule", "text_decoder"]
 
 
 class RowsEventFlag:
@@ -145,6 +146,48 @@ def set_labels(labels: tuple[str, ...]) -> Callable[[int], str]:
     return text
 
 
+def text_rule(collation: int | None) -> tuple[str, str | None]:
+    """How a character column's stored bytes become its value, by its collation id:
+    ``("legacy", charset)`` — the server-derived table of ``charsets``; ``("bytes", None)`` —
+    kept as stored (no collation, binary, no codec); ``("latin1", None)`` — MySQL's latin1;
+    ``("codec", codec)`` — that Python codec, bytes where the value is not valid in it.
+
+    The generated row code and :func:`text_decoder` (snapshot reads) both follow it, so a
+    value decodes the same from the binlog and from ``SELECT``.
+    """
+    codec = codec_for_collation(collation)
+    name = charset_name(collation) if collation is not None else None
+    if name is not None and codec not in ("utf-8", "mysql-latin1") and _charsets.decoder(name):
+        return "legacy", name
+    if codec is None:
+        return "bytes", None
+    if codec == "mysql-latin1":
+        return "latin1", None
+    return "codec", codec
+
+
+def text_decoder(collation: int | None) -> Callable[[bytes], str | bytes]:
+    """A function applying :func:`text_rule` to one value (the slow path, for SELECT rows)."""
+    kind, how = text_rule(collation)
+    if kind == "legacy":
+        legacy = _charsets.decoder(how or "")
+        assert legacy is not None
+        return legacy
+    if kind == "bytes":
+        return bytes
+    if kind == "latin1":
+        return _values.decode_mysql_latin1
+    codec = how or "utf-8"
+
+    def decode(data: bytes) -> str | bytes:
+        try:
+            return data.decode(codec)
+        except UnicodeDecodeError:
+            return data
+
+    return decode
+
+
 class TableDecoder:
     """Decodes the row images of one table (one TABLE_MAP) into per-column lists.
 
@@ -184,17 +227,18 @@ class TableDecoder:
         raise ValueError(f"impossible length-prefix width {width}")
 
     def _text(self, col: Column, raw: str, out: list[str], ind: str) -> None:
-        """Emit code turning the bytes expression ``raw`` into the column's value ``v``."""
-        codec = codec_for_collation(col.charset)
-        name = charset_name(col.charset) if col.charset is not None else None
-        if name is not None and codec not in ("utf-8", "mysql-latin1") and _charsets.decoder(name):
+        """Emit code turning the bytes expression ``raw`` into the column's value ``v``
+        (the rule of :func:`text_rule`)."""
+        kind, how = text_rule(col.charset)
+        if kind == "legacy":
             # a legacy charset: the server's own conversion (server-derived tables)
-            out.append(f"{ind}v = _charset_decoders[{name!r}]({raw})")
-        elif codec is None:
+            out.append(f"{ind}v = _charset_decoders[{how!r}]({raw})")
+        elif kind == "bytes":
             out.append(f"{ind}v = {raw}")
-        elif codec == "mysql-latin1":
+        elif kind == "latin1":
             out.append(f"{ind}v = _latin1({raw})")
         else:
+            codec = how
             # bytes.decode() without arguments takes CPython's UTF-8 fast path
             call = "decode()" if codec == "utf-8" else f"decode({codec!r})"
             out.append(f"{ind}v = {raw}")

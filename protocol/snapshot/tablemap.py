@@ -152,7 +152,8 @@ def _collation(d: ColumnDescription, exact: int | None) -> int | None:
 def _described(bare: Column, d: ColumnDescription, *, mysql: bool, names: bool,
                collation: int | None, primary_key: frozenset[int]) -> Column:
     """``bare`` with what the TABLE_MAP's optional metadata adds: MINIMAL (signedness,
-    collations, geometry types) and, with ``names``, FULL (names, labels, key, visibility)."""
+    collations, geometry types, MySQL's vector dimensions) and, with ``names``, FULL (names,
+    labels, key, visibility)."""
     t = bare.type_code
     flags = bare.flags
     if t in NUMERIC_TYPES and d.unsigned:
@@ -163,15 +164,16 @@ def _described(bare: Column, d: ColumnDescription, *, mysql: bool, names: bool,
         if charset == _BINARY and t in CHARACTER_TYPES:
             flags |= ColumnFlag.BINARY
     geometry = GEOMETRY_CODES[d.data_type] if t == FieldType.GEOMETRY else None
+    precision = bare.precision
+    if t == FieldType.VECTOR and d.octet_length:  # MySQL sends the dimensions from MINIMAL on
+        precision = d.octet_length // 4
     if not names:
-        return replace(bare, flags=flags, charset=charset, geometry_type=geometry)
+        return replace(bare, flags=flags, charset=charset, geometry_type=geometry,
+                       precision=precision)
     if bare.index in primary_key:
         flags |= ColumnFlag.PRIMARY_KEY
     if mysql and d.invisible:  # only MySQL sends COLUMN_VISIBILITY
         flags &= ~ColumnFlag.VISIBLE
-    precision = bare.precision
-    if t == FieldType.VECTOR and d.octet_length:
-        precision = d.octet_length // 4
     return replace(bare, name=d.name, flags=flags, charset=charset, geometry_type=geometry,
                    enum_values=d.enum_values if t == FieldType.ENUM else None,
                    set_values=d.set_values if t == FieldType.SET else None, precision=precision)

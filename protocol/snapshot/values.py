@@ -15,8 +15,10 @@ column's text is not exact, the expression makes it so:
   own character set (no conversion to the connection's, which could replace what does not
   convert), decoded here with the column's collation exactly as the row decoder does — bytes
   stay bytes where the binlog's would (no codec, binary collation, invalid in the charset).
-* ENUM and SET: ``c + 0`` is the stored index / bit mask, mapped to labels through the same
-  label lists the TABLE_MAP carries (index 0 is ``''``); BIT: ``c + 0`` is its number.
+* ENUM and SET: ``CAST(c AS UNSIGNED)`` is the stored index / bit mask, mapped to labels
+  through the same label lists the TABLE_MAP carries (index 0 is ``''``); BIT: the same cast
+  is its number. (``c + 0`` is not exact: a SET with its 64th member comes back negative, or
+  on MySQL as a rounded double.)
 * VECTOR: ``HEX(c)``; MariaDB's UUID/INET4/INET6 print as text and are packed back into the
   binary CHAR the binlog carries for them.
 
@@ -34,10 +36,10 @@ from collections.abc import Callable
 from decimal import Decimal
 from typing import Any
 
-from ..binlog.coltypes import FieldType, codec_for_collation
+from ..binlog.coltypes import FieldType
 from ..binlog.model import Column
-from ..binlog.rows import set_labels
-from ..binlog.values import InvalidTemporal, decode_mysql_latin1
+from ..binlog.rows import set_labels, text_decoder
+from ..binlog.values import InvalidTemporal
 
 __all__ = ["quote_name", "select_expression", "converter_for", "Converter"]
 
@@ -47,6 +49,8 @@ Converter = Callable[[Any], Any]
 ``surrogateescape``, so the bytes are recovered exactly)."""
 
 _EPOCH = datetime.datetime(1970, 1, 1, tzinfo=datetime.UTC)
+_date_of = datetime.date.fromisoformat
+_datetime_of = datetime.datetime.fromisoformat
 _F32 = struct.Struct("<f")
 _STRINGS = frozenset({FieldType.VARCHAR, FieldType.VAR_STRING, FieldType.STRING,
                       FieldType.BLOB, FieldType.TINY_BLOB, FieldType.MEDIUM_BLOB,
@@ -68,7 +72,7 @@ def select_expression(column: Column, name: str, data_type: str = "") -> str:
     if t in (FieldType.TIMESTAMP, FieldType.TIMESTAMP2):
         return f"UNIX_TIMESTAMP({c})"
     if t in (FieldType.ENUM, FieldType.SET, FieldType.BIT):
-        return f"{c} + 0"
+        return f"CAST({c} AS UNSIGNED)"
     if t == FieldType.VECTOR:
         return f"HEX({c})"
     if t in _STRINGS and data_type not in ("uuid", "inet4", "inet6"):
@@ -103,8 +107,8 @@ def _decimal(raw: bytes | str) -> Decimal:
 def _date(raw: bytes | str) -> datetime.date | InvalidTemporal:
     text = _text(raw)
     try:
-        return datetime.date(int(text[:-6]), int(text[-5:-3]), int(text[-2:]))
-    except ValueError:
+        return _date_of(text)
+    except ValueError:  # a zero or invalid date: what SELECT printed
         return InvalidTemporal(text)
 
 
@@ -114,13 +118,8 @@ def _micros(fraction: str) -> int:
 
 def _datetime(raw: bytes | str) -> datetime.datetime | InvalidTemporal:
     text = _text(raw)
-    day, _, clock = text.partition(" ")
-    hms, _, fraction = clock.partition(".")
-    try:
-        year, month, mday = day.rsplit("-", 2)
-        hour, minute, second = hms.split(":")
-        return datetime.datetime(int(year), int(month), int(mday), int(hour), int(minute),
-                                 int(second), _micros(fraction))
+    try:  # the server's 'YYYY-MM-DD hh:mm:ss[.f{1,6}]' is ISO 8601: the C parser
+        return _datetime_of(text)
     except ValueError:
         return InvalidTemporal(text)
 
@@ -149,22 +148,10 @@ def _time(raw: bytes | str) -> datetime.timedelta:
 
 
 def _characters(column: Column) -> Converter:
-    """The row decoder's rule (``rows.TableDecoder._text``): the column's codec, bytes where
-    there is none or the value is not valid in it; a BINARY(n) comes back padded already."""
-    codec = codec_for_collation(column.charset)
-    if codec is None:
-        return _bytes
-    if codec == "mysql-latin1":
-        return lambda raw: decode_mysql_latin1(_bytes(raw))
-
-    def convert(raw: bytes | str) -> str | bytes:
-        data = _bytes(raw)
-        try:
-            return data.decode(codec)
-        except UnicodeDecodeError:
-            return data
-
-    return convert
+    """The row decoder's rule (``rows.text_rule``): the column's charset conversion, bytes
+    where there is none or the value is not valid in it; a BINARY(n) comes back padded."""
+    decode = text_decoder(column.charset)
+    return lambda raw: decode(_bytes(raw))
 
 
 def _labels(labels: tuple[str, ...] | None) -> Converter:

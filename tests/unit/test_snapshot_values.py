@@ -108,8 +108,8 @@ def test_rows_decode_like_the_binlog() -> None:
 def test_select_list_makes_every_value_exact() -> None:
     snap = snapshot_table(DESCRIPTION, mysql=False, row_metadata="FULL")
     assert snap.select_list == (
-        "`id`, CAST(`v` AS BINARY), CAST(`c` AS BINARY), CAST(`f` AS DOUBLE), `e` + 0, "
-        "UNIX_TIMESTAMP(`ts`), `b` + 0, CAST(`raw` AS BINARY)")
+        "`id`, CAST(`v` AS BINARY), CAST(`c` AS BINARY), CAST(`f` AS DOUBLE), "
+        "CAST(`e` AS UNSIGNED), UNIX_TIMESTAMP(`ts`), CAST(`b` AS UNSIGNED), CAST(`raw` AS BINARY)")
     assert snap.key_columns == (0,)
     assert quote_name("we`ird") == "`we``ird`"
 
@@ -160,6 +160,8 @@ def test_number_and_label_conversions() -> None:
 def test_string_conversions_keep_bytes_where_the_binlog_does() -> None:
     latin1 = D("l", "varchar", True, charset="latin1", collation=LATIN1, octet_length=20)
     assert _convert(latin1, b"\x80\xe9") == "€é"
+    sjis = D("s", "varchar", True, charset="sjis", collation=13, octet_length=10)
+    assert _convert(sjis, b"\x81\x5f") == "\\"  # the server's table, not Python's codec
     utf8 = D("u", "varchar", True, charset="utf8mb4", collation=UTF8MB4, octet_length=20)
     assert _convert(utf8, b"\xff") == b"\xff"  # not valid UTF-8: bytes, as the binlog's
     assert _convert(utf8, "é".encode()) == "é"
@@ -212,3 +214,16 @@ def test_decode_rows_checks_the_width() -> None:
     assert snap.decode_rows([]) == tuple([] for _ in range(8))
     with pytest.raises(ValueError, match="a row of 2 values"):
         snap.decode_rows([("1", "2")])
+
+
+def test_mariadb_counts_geometry_among_character_columns() -> None:
+    """MariaDB's charset TLVs have an entry (binary) for each GEOMETRY column, MySQL's do not:
+    read MariaDB's the MySQL way and the string after a GEOMETRY gets the wrong collation (seen
+    on 10.11 and 11.8 with binlog_row_metadata=FULL: cp1251 text decoded as UTF-16)."""
+    cols = [Col(FieldType.GEOMETRY, b"\x04", name="g"),
+            Col(FieldType.VARCHAR, (10).to_bytes(2, "little"), name="v", charset=51)]
+    body = table_map_body(cols, character=[0, 1])  # COLUMN_CHARSET: 63 for g, then 51
+    mariadb = decode_table_map(header(), body, 8, mariadb=True)
+    assert [c.charset for c in mariadb.columns] == [None, 51]
+    mysql = decode_table_map(header(), table_map_body(cols, character=[1]), 8)
+    assert [c.charset for c in mysql.columns] == [None, 51]
