@@ -213,7 +213,8 @@ class FilterConfig:
     """Which changes land. Patterns are ``database.table`` globs (``shop.*``, ``*.audit_*``)."""
 
     include: tuple[str, ...] = field(default=(), metadata=_key(
-        "Tables to land; empty means all. A bare name means the whole database."))
+        "Tables to land (database.table globs, case-sensitive); empty means all. A bare name "
+        "means the whole database. A pattern matching no table is warned about at start."))
     exclude: tuple[str, ...] = field(default=(), metadata=_key(
         "Tables never to land; wins over include."))
     skip_server_ids: tuple[int, ...] = field(default=(), metadata=_key(
@@ -228,15 +229,42 @@ class FilterConfig:
             return False
         return not self.include or _compiled_patterns(self.include).match(name) is not None
 
+    def accepts_database(self, database: str) -> bool:
+        """Whether some table of ``database`` may land: not excluded as a whole (``db`` or
+        ``db.*``), and named by the database part of an include pattern (or no includes)."""
+        if any(_database_part(p)[1] == "*" and fnmatch.fnmatchcase(database, _database_part(p)[0])
+               for p in self.exclude):
+            return False
+        return not self.include or any(fnmatch.fnmatchcase(database, _database_part(p)[0])
+                                       for p in self.include)
+
+    def unmatched(self, tables: Iterable[tuple[str, str]]) -> tuple[list[str], list[str]]:
+        """The include and the exclude patterns that match none of ``tables`` ((db, table)
+        pairs: what exists on the server), each in the order configured."""
+        names = [f"{database}.{table}" for database, table in tables]
+
+        def matches_nothing(pattern: str) -> bool:
+            compiled = _compiled_patterns((pattern,))
+            return not any(compiled.match(name) for name in names)
+
+        return ([p for p in self.include if matches_nothing(p)],
+                [p for p in self.exclude if matches_nothing(p)])
+
 
 _pattern_cache: dict[tuple[str, ...], re.Pattern[str]] = {}
+
+
+def _database_part(pattern: str) -> tuple[str, str]:
+    """``db.table`` glob → (database glob, table glob); a bare ``db`` means ``db.*``."""
+    database, dot, table = pattern.partition(".")
+    return database, table if dot else "*"
 
 
 def _compiled_patterns(patterns: tuple[str, ...]) -> re.Pattern[str]:
     """One regex for a tuple of ``db.table`` globs; a bare ``db`` means ``db.*``."""
     compiled = _pattern_cache.get(patterns)
     if compiled is None:
-        parts = [fnmatch.translate(p if "." in p else f"{p}.*") for p in patterns]
+        parts = [fnmatch.translate(".".join(_database_part(p))) for p in patterns]
         compiled = re.compile("|".join(f"(?:{p})" for p in parts))
         _pattern_cache[patterns] = compiled
     return compiled
@@ -467,7 +495,7 @@ def _convert(spec: _KeySpec, value: Any, from_text: bool) -> Any:
         return _to_float(spec, value, from_text)
     # lists
     if from_text and isinstance(value, str):
-        items: list[Any] = [item.strip() for item in value.split(",") if item.strip()]
+        items: list[Any] = _list_from_text(value)
     elif isinstance(value, list):
         items = value
     else:
@@ -477,6 +505,24 @@ def _convert(spec: _KeySpec, value: Any, from_text: bool) -> Any:
     if not all(isinstance(item, str) and item for item in items):
         raise _BadValue("expected a list of non-empty strings")
     return tuple(items)
+
+
+def _list_from_text(text: str) -> list[Any]:
+    """A list given as text (environment, ``--set``): TOML array syntax exactly as the file
+    takes it (``["shop.orders", "shop.items"]``, ``[1, 2]``), or the plain comma-separated form
+    (``shop.orders,shop.items``). Text that starts like an array but is not one is an error,
+    never a single odd pattern that silently matches nothing."""
+    stripped = text.strip()
+    if not stripped.startswith("["):
+        return [item.strip() for item in stripped.split(",") if item.strip()]
+    try:
+        value = tomllib.loads(f"value = {stripped}")["value"]
+    except tomllib.TOMLDecodeError as exc:
+        raise _BadValue(f"{text!r} is not a TOML list ({exc}); write [\"a\", \"b\"] or "
+                        "a,b") from None
+    if not isinstance(value, list):
+        raise _BadValue(f"{text!r} is not a TOML list; write [\"a\", \"b\"] or a,b")
+    return value
 
 
 def _to_int(spec: _KeySpec, value: Any, from_text: bool) -> int:
@@ -731,6 +777,10 @@ def _validate(config: Config, origin_of: typing.Callable[[str], str],
             if pattern.count(".") > 1:
                 fail(dotted, f"pattern {pattern!r} must be database or database.table",
                      hint="use globs like shop.* or *.audit_log")
+            if any(quote in pattern for quote in "\"'") or pattern.startswith("["):
+                # a quoted or bracketed pattern is list syntax that went astray, not a name
+                fail(dotted, f"pattern {pattern!r} contains quotes or starts with [",
+                     hint='give a list as ["shop.orders", "shop.items"] or shop.orders,shop.items')
 
     lake = config.lake
     if not lake.path:

@@ -84,9 +84,10 @@ def sink_options(config: Config) -> SinkOptions:
 
 def pipeline_options(config: Config) -> PipelineOptions:
     filters = config.filter
-    accepts = filters.accepts if (filters.include or filters.exclude) else None
+    filtered = bool(filters.include or filters.exclude)
     return PipelineOptions(
-        accepts=accepts,
+        accepts=filters.accepts if filtered else None,
+        accepts_database=filters.accepts_database if filtered else None,
         skip_server_ids=frozenset(filters.skip_server_ids),
         skip_gtid_domains=frozenset(filters.skip_gtid_domains),
         semi_sync=SemiSyncMode(config.semi_sync.mode),
@@ -159,6 +160,7 @@ class Daemon:
         #: watching a terminal, not for log shippers.
         self.show_progress = sys.stderr.isatty()
         self._progress: CatchUpProgress | None = None
+        self._filters_checked = False
 
     def stop(self) -> None:
         """Ask the daemon to stop (what SIGTERM does): finish safely, then return 0."""
@@ -256,6 +258,31 @@ class Daemon:
             return None
         return CatchUpProgress(files)
 
+    async def _check_filters(self, conn: Connection) -> None:
+        """Once per daemon: say which filter patterns match no table on the server. An include
+        pattern that matches nothing is usually a typo, and a typo in a filter lands nothing
+        while the checkpoint moves on: a warning, naming the pattern. (An exclude pattern that
+        matches nothing is harmless: info.)"""
+        filters = self.config.filter
+        if self._filters_checked or not (filters.include or filters.exclude):
+            return
+        self._filters_checked = True
+        try:
+            rows = await conn.query(
+                "SELECT TABLE_SCHEMA, TABLE_NAME FROM information_schema.TABLES "
+                "WHERE TABLE_TYPE NOT IN ('VIEW', 'SYSTEM VIEW')")
+        except ServerError as exc:
+            log.warning("cannot check filter.include/exclude against the server's tables: %s",
+                        exc)
+            return
+        include, exclude = filters.unmatched((_text(row[0]), _text(row[1])) for row in rows)
+        for pattern in include:
+            log.warning("filter.include pattern %r matches no table on the server: nothing "
+                        "lands for it until such a table exists (patterns are case-sensitive "
+                        "database.table globs; a bare name means a whole database)", pattern)
+        for pattern in exclude:
+            log.info("filter.exclude pattern %r matches no table on the server", pattern)
+
     async def _schema_source_for(self, conn: Connection) -> SchemaSource | None:
         """A schema source for column names, unless the binlog carries them itself (FULL)."""
         try:
@@ -318,6 +345,7 @@ class Daemon:
             )
             session: ReplicationSession | None = None
             with self._abandoned_on_stop():
+                await self._check_filters(conn)
                 if not self._planned:
                     await self._plan_snapshots(conn)
                     self._planned = True

@@ -17,6 +17,8 @@ the previous one, so a slow lake slows the TCP stream down instead of filling me
 Filtering keeps the resume position exact: a skipped transaction (by origin server_id or GTID
 domain — loop prevention) still reaches the sink as an empty begin/commit pair, so the
 checkpoint moves past it; rows of excluded tables are dropped but their transaction commits.
+DDL follows the same filters (see :meth:`Pipeline._ddl_accepted`): the DDL log of a lake that
+lands one database does not fill with every other database's schema changes.
 
 Without binlog_row_metadata=FULL a session may come with a
 :class:`~replica.core.schema_source.SchemaSource`: the tables an event maps are described (awaited)
@@ -33,7 +35,7 @@ from dataclasses import dataclass, field, replace
 
 import trio
 
-from protocol.binlog.ddl import redact_secrets
+from protocol.binlog.ddl import classify, redact_secrets
 from protocol.binlog.events import HeartbeatEvent, IncidentEvent
 from protocol.binlog.model import RowsEvent
 from protocol.binlog.stream import EventStream
@@ -62,6 +64,7 @@ class PipelineOptions:
     """What to land and when to ACK; the daemon builds it from the configuration."""
 
     accepts: Callable[[str, str], bool] | None = None  # (database, table) → land its rows?
+    accepts_database: Callable[[str], bool] | None = None  # may some table of it land?
     skip_server_ids: frozenset[int] = frozenset()
     skip_gtid_domains: frozenset[int] = frozenset()
     semi_sync: SemiSyncMode = SemiSyncMode.OFF
@@ -75,6 +78,7 @@ class PipelineStats:
     skipped_transactions: int = 0
     rows: int = 0
     filtered_rows: int = 0
+    filtered_ddl: int = 0
     events: int = 0
     bytes: int = 0
     acks: int = 0
@@ -237,6 +241,9 @@ class Pipeline:
                 self.snapshots.observe_statement(item)
             if self._skipping:
                 return
+            if item.is_ddl and not self._ddl_accepted(item):
+                self.stats.filtered_ddl += 1
+                return
             # Account-management statements carry passwords; the lake never gets them.
             redacted = redact_secrets(item.query)
             if redacted is not item.query:
@@ -256,6 +263,24 @@ class Pipeline:
         if (isinstance(item, TransactionCommit | TransactionPrepared | TransactionRollback)
                 and self.sink.durable_position is not self._landed):
             self._note_landed()
+
+    def _ddl_accepted(self, statement: Statement) -> bool:
+        """Whether a DDL statement follows the filters into the lake's DDL log: it names an
+        accepted table; or, naming no table, its database (the statement's, else the session's
+        default) may hold accepted tables; or it has no database at all (CREATE USER run without
+        a default database: server-wide, logged under ``_ddl/_no_database/``)."""
+        accepts = self.options.accepts
+        if accepts is None:
+            return True
+        info = classify(statement.query, statement.schema)
+        if info is None:
+            return True
+        if info.tables:
+            return any(accepts(database, table) for database, table in info.tables)
+        if info.table:  # a view or sequence: table-like names
+            return accepts(info.schema, info.table)
+        accepts_database = self.options.accepts_database
+        return not info.schema or accepts_database is None or accepts_database(info.schema)
 
     def _skips(self, begin: TransactionBegin) -> bool:
         if begin.server_id in self.options.skip_server_ids:

@@ -23,15 +23,17 @@ DROP_TABLE = DdlKind.DROP_TABLE
 
 @dataclass(frozen=True, slots=True)
 class DdlInfo:
-    """A DDL log entry's classification: its type code and the (database, table) pairs it names."""
+    """A DDL log entry's classification: its type code, the (database, table) pairs it names,
+    and the database it is about (the one it names, else the session's default; "" if none)."""
 
     ddl_type: int
     tables: tuple[tuple[str, str], ...]
+    database: str = ""
 
 
 def classify(query: str, default_db: str) -> DdlInfo:
     """Classify one DDL statement; unknown statements get type 0 and no tables."""
     parsed = classify_statement(query, default_db)
     if parsed is None:
-        return DdlInfo(int(UNKNOWN), ())
-    return DdlInfo(int(parsed.kind), parsed.tables)
+        return DdlInfo(int(UNKNOWN), (), default_db)
+    return DdlInfo(int(parsed.kind), parsed.tables, parsed.schema or default_db)

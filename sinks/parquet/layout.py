@@ -8,6 +8,7 @@
     <lake>/_staging/                               files being written (emptied at start)
     <lake>/_xa/xa-<seq>-<k>.arrow                  rows of XA transactions prepared, not yet ended
     <lake>/_ddl/<db>/ddl-<first seq>.jsonl         the DDL log, one file per commit that had DDL
+                                                   (<db> = _no_database for DDL without one)
     <lake>/<db>/<table>/_schema/v<N>.json          schema version N of the table
     <lake>/<db>/<table>/schema_version=<N>/commit_date=<YYYY-MM-DD>/part-<first seq>-<k>.parquet
 
@@ -60,8 +61,14 @@ def part_file(database: str, table: str, version: int, commit_date: str, first_s
     )
 
 
+#: The DDL log's directory for statements run without a default database that name none
+#: (CREATE USER, GRANT …): a leading ``_`` is escaped in real names, so it cannot collide.
+NO_DATABASE = "_no_database"
+
+
 def ddl_file(database: str, first_seq: int) -> str:
-    return posixpath.join(DDL_DIR, dir_name(database), f"ddl-{first_seq:016d}.jsonl")
+    directory = dir_name(database) if database else NO_DATABASE
+    return posixpath.join(DDL_DIR, directory, f"ddl-{first_seq:016d}.jsonl")
 
 
 def xa_file(seq: int, index: int) -> str:

@@ -42,7 +42,13 @@ _READ = RowsKind.READ
 
 @dataclass(frozen=True, slots=True)
 class TransactionTags:
-    """The metadata columns every row of one transaction shares (known at its begin)."""
+    """The metadata columns every row of one transaction shares (known at its begin).
+
+    ``seq`` (the ``_seq`` column) numbers every committed transaction the sink is handed, one
+    more than the last: unique and strictly increasing in commit order, but with gaps in the
+    data, because a transaction that lands no rows (filtered, skipped, DDL-only, statement-only)
+    takes a number too.
+    """
 
     seq: int
     gtid: str | None

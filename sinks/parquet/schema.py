@@ -29,7 +29,7 @@ from . import types as T
 #: buffered without it (the "staging schema") and it is inserted when the transaction commits.
 METADATA_FIELDS: tuple[pa.Field, ...] = (
     pa.field("_op", pa.string(), nullable=False),  # I, U or D
-    pa.field("_seq", pa.int64(), nullable=False),  # transaction number, stream-wide, gap-free
+    pa.field("_seq", pa.int64(), nullable=False),  # transaction number: unique, increasing, with gaps
     pa.field("_row", pa.int64(), nullable=False),  # row number inside the transaction
     pa.field("_gtid", pa.string()),  # D-S-N (MariaDB) or uuid[:tag]:gno (MySQL)
     pa.field("_gtid_domain", pa.int64()),  # MariaDB domain id

@@ -794,7 +794,9 @@ class ParquetSink:
             "binlog_file": statement.position.file,
             "binlog_pos": statement.position.pos,
         }
-        self._ddl_log.setdefault(statement.schema, []).append(entry)
+        # Filed under the database the statement is about, else the session's default (else
+        # _no_database): CREATE TABLE shop.t run from another database belongs to shop.
+        self._ddl_log.setdefault(info.database, []).append(entry)
         self.stats["ddl"] += 1
         if info.ddl_type == D.DROP_TABLE:
             for key in info.tables:

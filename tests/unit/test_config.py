@@ -222,6 +222,53 @@ def test_filter_patterns() -> None:
     assert load_config(env=MINIMAL_ENV).filter.accepts("any", "thing")
 
 
+@pytest.mark.parametrize("text", ['["shop.orders", "crm.*"]', "['shop.orders','crm.*']",
+                                  " [ \"shop.orders\",\n \"crm.*\", ] ", "shop.orders,crm.*",
+                                  "shop.orders , crm.*"])
+def test_list_values_from_env_and_set_parse_like_the_file(tmp_path: Path, text: str) -> None:
+    from_file = load_config(write(tmp_path, '[replica]\nserver_id = 1\n'
+                                            '[filter]\ninclude = ["shop.orders", "crm.*"]\n'),
+                            env={}).filter.include
+    from_env = load_config(env={**MINIMAL_ENV, "BINLAKE_FILTER_INCLUDE": text}).filter.include
+    from_flag = load_config(env=MINIMAL_ENV, flags=[("filter.include", text, "--set")]
+                            ).filter.include
+    assert from_file == from_env == from_flag == ("shop.orders", "crm.*")
+
+
+def test_int_lists_from_text_take_toml_arrays_too() -> None:
+    config = load_config(env={**MINIMAL_ENV, "BINLAKE_FILTER_SKIP_SERVER_IDS": "[7, 8]"},
+                         flags=[("filter.skip_gtid_domains", "[9]", "--set")])
+    assert config.filter.skip_server_ids == (7, 8) and config.filter.skip_gtid_domains == (9,)
+
+
+@pytest.mark.parametrize(("text", "message"), [
+    ('["shop.orders"', "is not a TOML list"),
+    ('"shop.orders"', "contains quotes"),
+    ("[shop.orders]", "is not a TOML list"),
+    ("[1, 2]", "expected a list of non-empty strings"),
+    ('["a.b.c"]', "must be database or database.table"),
+])
+def test_malformed_list_values_are_rejected(text: str, message: str) -> None:
+    for kwargs, origin in (({"env": {**MINIMAL_ENV, "BINLAKE_FILTER_INCLUDE": text}},
+                            "env BINLAKE_FILTER_INCLUDE"),
+                           ({"env": MINIMAL_ENV, "flags": [("filter.include", text, "--set")]},
+                            "flag --set")):
+        with pytest.raises(ConfigError) as info:
+            load_config(**kwargs)  # type: ignore[arg-type]
+        assert message in str(info.value) and f"(from {origin})" in str(info.value)
+        assert str(info.value).startswith("filter.include: ")
+
+
+def test_filter_databases_and_unmatched_patterns() -> None:
+    filters = cfg.FilterConfig(include=("shop.orders", "a*", "gone.*"),
+                               exclude=("apps", "shop.tmp_*", "nothing.here"))
+    assert [d for d in ("shop", "apps", "abc", "other", "gone") if filters.accepts_database(d)] \
+        == ["shop", "abc", "gone"]
+    assert filters.unmatched([("shop", "orders"), ("abc", "t"), ("shop", "tmp_1")]) == (
+        ["gone.*"], ["apps", "nothing.here"])
+    assert cfg.FilterConfig().accepts_database("any")
+
+
 def test_config_is_frozen() -> None:
     config = load_config(env=MINIMAL_ENV)
     with pytest.raises(AttributeError):
