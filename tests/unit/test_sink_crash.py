@@ -138,11 +138,15 @@ def land(lake: str, transactions: list[list[Any]], options: SinkOptions = SMALL)
     sink = ParquetSink(lake, options)
     sink.open()
     clock = 0.0
-    for items in transactions:
-        for item in items:
-            sink.handle(item)
-        clock += 0.5
-        sink.maybe_flush(clock)
+    try:
+        for items in transactions:
+            for item in items:
+                sink.handle(item)
+            clock += 0.5
+            sink.maybe_flush(clock)
+    except _Crash:
+        sink._lock.release()  # the kernel drops a dead process's flock; the sink is not closed
+        raise
     sink.close()
 
 
