@@ -3,7 +3,8 @@
 A commit makes a set of staged files visible *and* advances ``_checkpoint.json`` as one step,
 even across a crash at any instant. The protocol:
 
-1. every staged file is written, ``fsync``-ed and closed (in ``<lake>/_staging/``);
+1. every staged file is written, ``fsync``-ed and closed (in ``<lake>/_staging/``), then the
+   staging directory is ``fsync``-ed (so that the names the manifest uses are durable too);
 2. the *manifest* ``<lake>/_commit.json`` — the renames to do, the files to delete (prepared XA
    parts whose outcome came, see ``xa.py``) and the checkpoint to write — is
    written to a temporary name, ``fsync``-ed, renamed into place, and the lake dir ``fsync``-ed.
@@ -36,8 +37,8 @@ from protocol.binlog.model import BinlogPosition
 from ..errors import LakeCorrupted
 from .layout import CHECKPOINT, MANIFEST, STAGING
 
-__all__ = ["CHECKPOINT", "MANIFEST", "STAGING", "Checkpoint", "commit", "recover",
-           "write_checkpoint"]
+__all__ = ["CHECKPOINT", "MANIFEST", "OS", "STAGING", "Checkpoint", "FileSystem", "commit",
+           "recover", "write_checkpoint"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,6 +87,63 @@ class Checkpoint:
 # --- durable filesystem primitives -----------------------------------------------------------
 
 
+class FileSystem:
+    """The filesystem operations the commit protocol uses, and nothing else.
+
+    The protocol's correctness depends on their *order* and on which ``fsync`` makes what
+    durable; this seam lets a test run the real :func:`commit` and :func:`recover` over a
+    recording model that replays the states a power loss could leave (see
+    ``tests/unit/test_power_loss.py``). :data:`OS` is the real one.
+    """
+
+    def write(self, path: str, data: bytes) -> None:
+        """Create (or truncate) ``path`` and write ``data``; not durable until :meth:`fsync`."""
+        try:
+            with open(path, "wb") as f:
+                f.write(data)
+        except OSError as exc:
+            raise _named(exc, path) from None
+
+    def fsync(self, path: str) -> None:
+        """A file: its data is durable. A directory: its entries (creations, renames into it,
+        removals) are durable."""
+        fd = os.open(path, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        except OSError as exc:
+            raise _named(exc, path) from None
+        finally:
+            os.close(fd)
+
+    def read(self, path: str) -> bytes:
+        with open(path, "rb") as f:
+            return f.read()
+
+    def mkdir(self, path: str) -> None:
+        os.mkdir(path)
+
+    def makedirs(self, path: str) -> None:
+        os.makedirs(path, exist_ok=True)
+
+    def isdir(self, path: str) -> bool:
+        return os.path.isdir(path)
+
+    def exists(self, path: str) -> bool:
+        return os.path.exists(path)
+
+    def replace(self, src: str, dst: str) -> None:
+        os.replace(src, dst)
+
+    def remove(self, path: str) -> None:
+        os.remove(path)
+
+    def rmtree(self, path: str) -> None:
+        shutil.rmtree(path)
+
+
+OS = FileSystem()
+
+
 def _named(exc: OSError, path: str) -> OSError:
     """``exc`` naming ``path`` (a failed ``write``/``fsync`` on a descriptor names no file)."""
     if exc.filename is None:
@@ -93,50 +151,39 @@ def _named(exc: OSError, path: str) -> OSError:
     return exc
 
 
-def fsync_path(path: str) -> None:
+def fsync_path(path: str, fs: FileSystem = OS) -> None:
     """``fsync`` a file or directory by name (directories make renames and creations durable)."""
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    except OSError as exc:
-        raise _named(exc, path) from None
-    finally:
-        os.close(fd)
+    fs.fsync(path)
 
 
-def ensure_dir(path: str, known: set[str] | None = None) -> None:
+def ensure_dir(path: str, known: set[str] | None = None, fs: FileSystem = OS) -> None:
     """Create ``path`` and missing parents, ``fsync``-ing each parent that gained an entry."""
     if known is not None and path in known:
         return
-    if not os.path.isdir(path):
+    if not fs.isdir(path):
         parent = os.path.dirname(path)
-        ensure_dir(parent, known)
+        ensure_dir(parent, known, fs)
         try:
-            os.mkdir(path)
+            fs.mkdir(path)
         except FileExistsError:
             pass
-        fsync_path(parent)
+        fs.fsync(parent)
     if known is not None:
         known.add(path)
 
 
-def write_durably(path: str, data: bytes) -> None:
+def write_durably(path: str, data: bytes, fs: FileSystem = OS) -> None:
     """Write a new file (no rename) and ``fsync`` it."""
-    try:
-        with open(path, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-    except OSError as exc:
-        raise _named(exc, path) from None
+    fs.write(path, data)
+    fs.fsync(path)
 
 
-def replace_atomically(path: str, data: bytes) -> None:
+def replace_atomically(path: str, data: bytes, fs: FileSystem = OS) -> None:
     """Replace ``path`` with ``data``: temp file, ``fsync``, ``os.replace``, ``fsync`` the dir."""
     tmp = path + ".tmp"
-    write_durably(tmp, data)
-    os.replace(tmp, path)
-    fsync_path(os.path.dirname(path))
+    write_durably(tmp, data, fs)
+    fs.replace(tmp, path)
+    fs.fsync(os.path.dirname(path))
 
 
 def dumps(doc: dict[str, Any]) -> bytes:
@@ -147,7 +194,7 @@ def dumps(doc: dict[str, Any]) -> bytes:
 
 
 def commit(lake: str, renames: Iterable[tuple[str, str]], checkpoint_doc: dict[str, Any],
-           known_dirs: set[str], deletes: Iterable[str] = ()) -> None:
+           known_dirs: set[str], deletes: Iterable[str] = (), fs: FileSystem = OS) -> None:
     """Steps 2–5 of the protocol; the staged files (step 1) must already be durable.
 
     ``renames`` are (staged path, final path) pairs, ``deletes`` paths, all relative to the lake.
@@ -157,63 +204,66 @@ def commit(lake: str, renames: Iterable[tuple[str, str]], checkpoint_doc: dict[s
     record: dict[str, Any] = {"renames": pairs, "checkpoint": checkpoint_doc}
     if doomed:
         record["deletes"] = doomed
+    # A staged file's data is durable (step 1), but its *name* in staging only once staging
+    # itself is fsync-ed: without this, a power loss after the manifest could leave a manifest
+    # naming a file that no directory holds (found by tests/unit/test_power_loss.py).
+    for directory in sorted({os.path.dirname(os.path.join(lake, src)) for src, _ in pairs}):
+        fs.fsync(directory)
     manifest = os.path.join(lake, MANIFEST)
-    replace_atomically(manifest, dumps(record))
-    _apply(lake, pairs, checkpoint_doc, known_dirs, doomed)
-    os.remove(manifest)
-    fsync_path(lake)
+    replace_atomically(manifest, dumps(record), fs)
+    _apply(lake, pairs, checkpoint_doc, known_dirs, doomed, fs)
+    fs.remove(manifest)
+    fs.fsync(lake)
 
 
-def write_checkpoint(lake: str, checkpoint_doc: dict[str, Any]) -> None:
+def write_checkpoint(lake: str, checkpoint_doc: dict[str, Any], fs: FileSystem = OS) -> None:
     """Advance the checkpoint alone (transactions that landed no files)."""
-    replace_atomically(os.path.join(lake, CHECKPOINT), dumps(checkpoint_doc))
+    replace_atomically(os.path.join(lake, CHECKPOINT), dumps(checkpoint_doc), fs)
 
 
 def _apply(lake: str, pairs: list[tuple[str, str]], checkpoint_doc: dict[str, Any],
-           known_dirs: set[str], deletes: list[str]) -> None:
+           known_dirs: set[str], deletes: list[str], fs: FileSystem) -> None:
     touched: set[str] = set()
     for src, dst in pairs:
         src_path = os.path.join(lake, src)
         dst_path = os.path.join(lake, dst)
-        if os.path.exists(src_path):
+        if fs.exists(src_path):
             directory = os.path.dirname(dst_path)
-            ensure_dir(directory, known_dirs)
-            os.replace(src_path, dst_path)
+            ensure_dir(directory, known_dirs, fs)
+            fs.replace(src_path, dst_path)
             touched.add(directory)
-        elif not os.path.exists(dst_path):
+        elif not fs.exists(dst_path):
             raise LakeCorrupted(f"commit record names {src}, but neither it nor {dst} exists")
     for doomed in deletes:
         path = os.path.join(lake, doomed)
-        if os.path.exists(path):
-            os.remove(path)
+        if fs.exists(path):
+            fs.remove(path)
             touched.add(os.path.dirname(path))
     for directory in sorted(touched):
-        fsync_path(directory)
-    write_checkpoint(lake, checkpoint_doc)
+        fs.fsync(directory)
+    write_checkpoint(lake, checkpoint_doc, fs)
 
 
-def recover(lake: str) -> dict[str, Any] | None:
+def recover(lake: str, fs: FileSystem = OS) -> dict[str, Any] | None:
     """Finish a half-done commit, empty staging, and return the checkpoint document (if any)."""
-    os.makedirs(lake, exist_ok=True)
+    fs.makedirs(lake)
     manifest = os.path.join(lake, MANIFEST)
     for leftover in (manifest + ".tmp", os.path.join(lake, CHECKPOINT) + ".tmp"):
-        if os.path.exists(leftover):
-            os.remove(leftover)
-    if os.path.exists(manifest):
-        with open(manifest, "rb") as f:
-            record = json.load(f)
+        if fs.exists(leftover):
+            fs.remove(leftover)
+    if fs.exists(manifest):
+        record = json.loads(fs.read(manifest))
         _apply(lake, [(s, d) for s, d in record["renames"]], record["checkpoint"], set(),
-               list(record.get("deletes", [])))
-        os.remove(manifest)
-        fsync_path(lake)
+               list(record.get("deletes", [])), fs)
+        fs.remove(manifest)
+        fs.fsync(lake)
     staging = os.path.join(lake, STAGING)
-    if os.path.isdir(staging):
-        shutil.rmtree(staging)
-    os.mkdir(staging)
-    fsync_path(lake)
+    if fs.isdir(staging):
+        fs.rmtree(staging)
+    fs.mkdir(staging)
+    fs.fsync(lake)
     checkpoint = os.path.join(lake, CHECKPOINT)
-    if not os.path.exists(checkpoint):
+    if not fs.exists(checkpoint):
         return None
-    with open(checkpoint, "rb") as f:
-        doc: dict[str, Any] = json.load(f)
+    doc: dict[str, Any] = json.loads(fs.read(checkpoint))
     return doc

@@ -134,8 +134,11 @@ def _replay_model(transactions: list[list[Any]], width: int) -> dict[int, tuple[
     return {k: v[:width] + (None,) * (width - len(v)) for k, v in state.items()}
 
 
-def land(lake: str, transactions: list[list[Any]], options: SinkOptions = SMALL) -> None:
+def land(lake: str, transactions: list[list[Any]], options: SinkOptions = SMALL,
+         opened: list[ParquetSink] | None = None) -> None:
     sink = ParquetSink(lake, options)
+    if opened is not None:
+        opened.append(sink)
     sink.open()
     clock = 0.0
     try:
@@ -215,7 +218,7 @@ def test_a_crash_at_every_commit_step_recovers(tmp_path, monkeypatch):
     reference_lake = str(tmp_path / "reference")
     land(reference_lake, transactions)
     reference = lake_rows(reference_lake)
-    real = {"replace": os.replace, "remove": os.remove, "fsync_path": C.fsync_path}
+    real = {"replace": C.OS.replace, "remove": C.OS.remove, "fsync": C.OS.fsync}
     calls = {"n": 0, "limit": 0}
 
     def crashing(name: str) -> Any:
@@ -226,9 +229,8 @@ def test_a_crash_at_every_commit_step_recovers(tmp_path, monkeypatch):
             return real[name](*args, **kwargs)
         return op
 
-    monkeypatch.setattr(C.os, "replace", crashing("replace"))
-    monkeypatch.setattr(C.os, "remove", crashing("remove"))
-    monkeypatch.setattr(C, "fsync_path", crashing("fsync_path"))
+    for name in real:  # the commit protocol's filesystem (commit.FileSystem)
+        monkeypatch.setattr(C.OS, name, crashing(name))
     land(str(tmp_path / "count"), transactions)
     total = calls["n"]
     # every step of the first commits (new directories, first manifest), then a sample
@@ -236,8 +238,10 @@ def test_a_crash_at_every_commit_step_recovers(tmp_path, monkeypatch):
     for step in steps:
         lake = str(tmp_path / f"lake{step}")
         calls.update(n=0, limit=step)
+        crashed: list[ParquetSink] = []
         with pytest.raises(_Crash):
-            land(lake, transactions)
+            land(lake, transactions, opened=crashed)
+        crashed[0]._lock.release()  # the process died: the kernel drops its lock
         calls.update(n=0, limit=0)
         land(lake, transactions)  # restart: recover, replay from the start, finish
         got = lake_rows(lake)
