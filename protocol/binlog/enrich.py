@@ -23,8 +23,9 @@ it is consistent with everything the TABLE_MAP itself says:
 Anything else returns the TABLE_MAP unchanged together with the reason, so the caller can say
 why the columns stay unnamed. What the binlog says always wins over the description; the
 description only fills in what the binlog left out. An enriched TABLE_MAP has
-``has_full_metadata=True``, ``described_by`` naming the source, and no cached row decoder
-(the decoder resolves names, signedness and charsets once, so it must be rebuilt).
+``has_full_metadata=True``, ``described_by`` naming the source, and new columns, so the
+stream's decoder cache builds it a row decoder of its own (the decoder resolves names,
+signedness and charsets once).
 
 This module is pure: the description is plain data, however the caller obtained it.
 """
@@ -340,7 +341,7 @@ def enrich_table_map(table_map: TableMapEvent, description: TableDescription) ->
     columns = tuple(_enriched_column(c, d, pk_set, has_signedness)
                     for c, d in zip(table_map.columns, description.columns, strict=True))
     enriched = replace(table_map, columns=columns, primary_key=primary_key,
-                       has_full_metadata=True, described_by=description.source, decoder=None)
+                       has_full_metadata=True, described_by=description.source)
     return Enrichment(enriched)
 
 

@@ -10,7 +10,7 @@ present in the image) so that sinks can hand each list to Arrow in one call — 
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 
@@ -115,8 +115,6 @@ class TableMapEvent:
     optional_metadata: frozenset[int] = frozenset()
     # Where names/labels/keys not in the binlog came from ("information_schema"); None: binlog.
     described_by: str | None = None
-    # Opaque per-table decoder the row decoder builds once per TABLE_MAP and caches here.
-    decoder: Any = field(default=None, compare=False, repr=False)
 
 
 class RowsKind(enum.Enum):

@@ -14,8 +14,8 @@ Body layout (after the header, CRC stripped, already inflated/unwrapped by the c
                PARTIAL_UPDATE rows carry, between the two, lenenc value_options and (if bit 0)
                a bitmap over the table's JSON columns marking which hold a JSON diff.
 
-**Speed.** One :class:`TableDecoder` per TABLE_MAP (cached on ``TableMapEvent.decoder``) resolves
-every column's type once. For each combination of image bitmaps it generates — once, then
+**Speed.** One :class:`TableDecoder` per table definition (cached by the stream's
+:class:`DecoderCache`) resolves every column's type once. For each combination of image bitmaps it generates — once, then
 reuses — a Python function whose loop decodes the whole event with the per-column code inlined:
 ``struct.Struct.unpack_from`` at an offset into one ``bytes`` object, values appended straight
 into per-column lists, no per-row dicts and no per-value dispatch. The generated source is
@@ -68,7 +68,7 @@ from . import values as _values
 from .coltypes import FieldType, charset_name, codec_for_collation
 from .model import Column, EventHeader, RowsEvent, RowsKind, TableMapEvent
 
-__all__ = ["decode_rows_event", "TableDecoder", "decoder_for", "RowsEventFlag", "set_labels",
+__all__ = ["decode_rows_event", "TableDecoder", "DecoderCache", "RowsEventFlag", "set_labels",
            "text_rule", "text_decoder"]
 
 
@@ -191,7 +191,7 @@ def text_decoder(collation: int | None) -> Callable[[bytes], str | bytes]:
 class TableDecoder:
     """Decodes the row images of one table (one TABLE_MAP) into per-column lists.
 
-    Build it with :func:`decoder_for`; it is cached on the TableMapEvent.
+    A stream gets it from its :class:`DecoderCache`, which builds one per table definition.
     """
 
     __slots__ = ("table", "_consts", "_shapes", "_json_columns", "_sources", "_unsupported")
@@ -646,32 +646,56 @@ def _struct_code(col: Column) -> str | None:
     return None if codes is None else codes[col.unsigned]
 
 
-# Decoders by table definition, for TABLE_MAPs that arrive without one: a definition seen before
-# (``tablemap``'s cache hands its decoder on with the columns) whose map was replaced, e.g.
-# completed from a schema source, which builds new columns for every TABLE_MAP. Generating
-# the code is by far the dearest step of decoding a small transaction, so it happens once per
-# definition, not once per TABLE_MAP.
 DECODER_CACHE_SIZE = 1024
-_decoders: OrderedDict[tuple[str, str, tuple[Column, ...]], TableDecoder] = OrderedDict()
 
 
-def decoder_for(table: TableMapEvent) -> TableDecoder:
-    """The table's decoder, cached on the TableMapEvent and shared by equal definitions.
+class DecoderCache:
+    """The row decoders of one stream, one per table definition (schema, table, columns).
 
-    Anything else found in the TableMapEvent's decoder slot is not ours and is replaced.
+    Generating the code is by far the dearest step of decoding a small transaction, so it
+    happens once per definition, not once per TABLE_MAP: a repeated TABLE_MAP (the
+    ``tablemap.TableMapCache`` hands on the same columns tuple) finds its decoder by the
+    identity of that tuple, one dict lookup per rows event; a map whose columns are new objects
+    of a known definition (completed from a schema source, which builds them per TABLE_MAP)
+    finds it by value. Both maps are LRU-bounded. An :class:`~.stream.EventStream` owns one, so
+    no decoder outlives its stream and nothing is shared between streams or mutated on the
+    frozen TableMapEvent.
     """
-    decoder = table.decoder
-    if type(decoder) is not TableDecoder:
-        key = (table.schema, table.table, table.columns)
-        decoder = _decoders.get(key)
+
+    __slots__ = ("size", "built", "_by_definition", "_by_identity")
+
+    def __init__(self, size: int = DECODER_CACHE_SIZE) -> None:
+        self.size = size
+        self.built = 0  # decoders generated so far (what the cache saves is visible in tests)
+        self._by_definition: OrderedDict[tuple[str, str, tuple[Column, ...]], TableDecoder] = \
+            OrderedDict()
+        # id(columns) -> (columns, schema, table, decoder); holding ``columns`` keeps its id
+        # from being reused while the entry lives.
+        self._by_identity: dict[int, tuple[tuple[Column, ...], str, str, TableDecoder]] = {}
+
+    def __len__(self) -> int:
+        return len(self._by_definition)
+
+    def decoder_for(self, table: TableMapEvent) -> TableDecoder:
+        """The decoder of ``table``'s definition, built on first use."""
+        columns = table.columns
+        known = self._by_identity.get(id(columns))
+        if known is not None and known[0] is columns and known[1] == table.schema \
+                and known[2] == table.table:
+            return known[3]
+        key = (table.schema, table.table, columns)
+        decoder = self._by_definition.get(key)
         if decoder is None:
-            decoder = _decoders[key] = TableDecoder(table)
-            if len(_decoders) > DECODER_CACHE_SIZE:
-                _decoders.popitem(last=False)
+            decoder = self._by_definition[key] = TableDecoder(table)
+            self.built += 1
+            if len(self._by_definition) > self.size:
+                self._by_definition.popitem(last=False)
         else:
-            _decoders.move_to_end(key)
-        object.__setattr__(table, "decoder", decoder)  # the one mutable, compare=False slot
-    return decoder
+            self._by_definition.move_to_end(key)
+        if len(self._by_identity) >= self.size:
+            del self._by_identity[next(iter(self._by_identity))]  # oldest first
+        self._by_identity[id(columns)] = (columns, table.schema, table.table, decoder)
+        return decoder
 
 
 def _read_json_diff(buf: bytes, off: int, end: int, before_list: list[Any] | None,
@@ -746,7 +770,8 @@ _ID6_FLAGS = struct.Struct("<IHH")  # table id (low 4 bytes, high 2), flags
 
 def decode_rows_event(header: EventHeader, body: memoryview | bytes, post_header_len: int,
                       table_maps: Mapping[int, TableMapEvent], *, version: int,
-                      kind: RowsKind, partial: bool = False) -> RowsEvent:
+                      kind: RowsKind, partial: bool = False,
+                      decoders: DecoderCache | None = None) -> RowsEvent:
     """Decode a WRITE/UPDATE/DELETE_ROWS body column-wise.
 
     Args:
@@ -757,6 +782,7 @@ def decode_rows_event(header: EventHeader, body: memoryview | bytes, post_header
         version: 1 (MariaDB, MySQL 5.1–5.5) or 2 (MySQL 5.6+ with the extra-info field).
         kind: INSERT, UPDATE or DELETE.
         partial: MySQL PARTIAL_UPDATE_ROWS_EVENT (39); implies an UPDATE.
+        decoders: the stream's decoder cache (without one, the decoder is generated anew).
 
     Raises:
         UnknownTable: no TABLE_MAP for the event's table id.
@@ -823,7 +849,7 @@ def decode_rows_event(header: EventHeader, body: memoryview | bytes, post_header
     if not before and not after and off < len(buf):
         raise _error(header, "rows event has row data but no columns in its images")
 
-    decoder = decoder_for(table)
+    decoder = decoders.decoder_for(table) if decoders is not None else TableDecoder(table)
     before_lists: tuple[list[Any], ...] | None = (
         tuple([[] for _ in before]) if before is not None else None)
     after_lists: tuple[list[Any], ...] | None = (

@@ -97,15 +97,17 @@ _HEADER = struct.Struct("<IBIIIH")
 _CRC32 = struct.Struct("<I")
 
 
-def _row_decoders() -> tuple[Callable[..., TableMapEvent], Callable[..., RowsEvent]]:
-    """The TABLE_MAP and rows decoders of :mod:`.tablemap` / :mod:`.rows`.
+def _row_decoders() -> tuple[Callable[..., TableMapEvent], Callable[..., RowsEvent], Any]:
+    """The TABLE_MAP and rows decoders of :mod:`.tablemap` / :mod:`.rows`, and the caches the
+    calling stream owns: its parsed TABLE_MAPs (behind the first) and its generated row
+    decoders (the third, handed to the second with every rows event).
 
     Imported on first use: they are a separate, heavier layer (column types, Arrow-friendly
     value decoding), and a stream of non-row events must not depend on them.
     """
     tablemap: Any = importlib.import_module(f"{__package__}.tablemap")
     rows: Any = importlib.import_module(f"{__package__}.rows")
-    return tablemap.decode_table_map, rows.decode_rows_event
+    return tablemap.TableMapCache().decode, rows.decode_rows_event, rows.DecoderCache()
 
 
 class EventStream:
@@ -119,7 +121,7 @@ class EventStream:
         max_decompressed_size: refuse compressed events that inflate beyond this.
         table_map_decoder, rows_decoder: replace :func:`.tablemap.decode_table_map` and
             :func:`.rows.decode_rows_event` (same signatures, the ``mariadb`` keyword
-            included), e.g. in tests.
+            included; the rows decoder gets the stream's ``decoders`` cache), e.g. in tests.
         table_map_hook: called with every decoded TABLE_MAP; what it returns is registered
             and returned instead (e.g. the TABLE_MAP completed from a schema source).
     """
@@ -141,6 +143,7 @@ class EventStream:
         self._table_maps: dict[int, TableMapEvent] = {}
         self._decode_table_map = table_map_decoder
         self._decode_rows = rows_decoder
+        self._row_decoder_cache: Any = None
         self._table_map_hook = table_map_hook
 
     # --- state -----------------------------------------------------------------------------------
@@ -206,10 +209,9 @@ class EventStream:
             return []
 
     def _mapped_table(self, header: EventHeader, body: memoryview) -> tuple[str, str]:
-        if self._decode_table_map is None:
-            self._decode_table_map = _row_decoders()[0]
-        table = self._decode_table_map(header, body, self._post_header_len(EventType.TABLE_MAP),
-                                       mariadb=self._is_mariadb())
+        decode_table_map = self._decode_table_map or self._load_row_decoders()[0]
+        table = decode_table_map(header, body, self._post_header_len(EventType.TABLE_MAP),
+                                 mariadb=self._is_mariadb())
         return table.schema, table.table
 
     def _is_mariadb(self) -> bool:
@@ -342,16 +344,20 @@ class EventStream:
             raise EventDecodeError(str(exc), type_code=header.type_code, file=header.file,
                                    position=header.position) from exc
 
+    def _load_row_decoders(self) -> tuple[Callable[..., TableMapEvent], Callable[..., RowsEvent]]:
+        table_map_decoder, rows_decoder, self._row_decoder_cache = _row_decoders()
+        self._decode_table_map = self._decode_table_map or table_map_decoder
+        self._decode_rows = self._decode_rows or rows_decoder
+        return self._decode_table_map, self._decode_rows
+
     def _decode_row_event(self, header: EventHeader, body: memoryview) -> Event:
-        if self._decode_table_map is None or self._decode_rows is None:
-            table_map_decoder, rows_decoder = _row_decoders()
-            self._decode_table_map = self._decode_table_map or table_map_decoder
-            self._decode_rows = self._decode_rows or rows_decoder
+        decode_table_map, decode_rows = self._decode_table_map, self._decode_rows
+        if decode_table_map is None or decode_rows is None:
+            decode_table_map, decode_rows = self._load_row_decoders()
         type_code = header.type_code
         post_header_len = self._post_header_len(type_code)
         if type_code == _TABLE_MAP:
-            table = self._decode_table_map(header, body, post_header_len,
-                                           mariadb=self._is_mariadb())
+            table = decode_table_map(header, body, post_header_len, mariadb=self._is_mariadb())
             if self._table_map_hook is not None:
                 table = self._table_map_hook(table)
             self._table_maps[table.table_id] = table
@@ -361,9 +367,10 @@ class EventStream:
                                                      self._max_decompressed)
             body = memoryview(plain)
             post_header_len = self._post_header_len(type_code)
-        rows = self._decode_rows(header, body, post_header_len, self._table_maps,
-                                 version=2 if type_code >= 30 else 1,
-                                 kind=_ROWS_KIND[type_code], partial=type_code == 39)
+        rows = decode_rows(header, body, post_header_len, self._table_maps,
+                           version=2 if type_code >= 30 else 1,
+                           kind=_ROWS_KIND[type_code], partial=type_code == 39,
+                           decoders=self._row_decoder_cache)
         if rows.flags & _STMT_END_F:
             self._table_maps.clear()
         return rows

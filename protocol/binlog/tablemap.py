@@ -40,17 +40,11 @@ from .coltypes import (
 )
 from .model import Column, ColumnFlag, EventHeader, TableMapEvent
 
-__all__ = ["decode_table_map", "OptionalMetadata"]
+__all__ = ["decode_table_map", "TableMapCache", "OptionalMetadata"]
 
 TABLE_MAP_EVENT = 19
 
-# Servers send a TABLE_MAP before every statement, so a stream of small transactions decodes
-# the same table definition over and over. The parsed TableMapEvent depends only on the body
-# after the table id (and on the id's width), so it is cached under those bytes: a hit costs a
-# copy of the body and a dict lookup, and reuses the columns and the row decoder built for
-# them. An ALTER changes the body, so it gets a new entry; old ones age out (LRU).
 TABLE_MAP_CACHE_SIZE = 1024
-_cache: OrderedDict[tuple[int, bool, bytes], TableMapEvent] = OrderedDict()
 
 
 class OptionalMetadata:
@@ -118,24 +112,6 @@ def decode_table_map(header: EventHeader, body: memoryview | bytes,
     Raises:
         EventDecodeError: the body is truncated or inconsistent.
     """
-    id_width = 4 if post_header_len == 6 else 6
-    key = (post_header_len, mariadb, bytes(body[id_width:]))
-    known = _cache.get(key)
-    if known is not None:
-        _cache.move_to_end(key)
-        return TableMapEvent(
-            header, int.from_bytes(body[:id_width], "little"), known.flags, known.schema,
-            known.table, known.columns, known.primary_key, known.has_full_metadata,
-            known.optional_metadata, known.described_by, known.decoder)
-    table = _decode_checked(header, body, post_header_len, mariadb)
-    _cache[key] = table
-    if len(_cache) > TABLE_MAP_CACHE_SIZE:
-        _cache.popitem(last=False)
-    return table
-
-
-def _decode_checked(header: EventHeader, body: memoryview | bytes,
-                    post_header_len: int, mariadb: bool) -> TableMapEvent:
     try:
         return _decode(header, bytes(body), post_header_len, mariadb)
     except MalformedPacket as exc:  # EventDecodeError, or a truncated/invalid lenenc
@@ -146,6 +122,45 @@ def _decode_checked(header: EventHeader, body: memoryview | bytes,
     except (IndexError, ValueError) as exc:  # slices that ran short
         raise EventDecodeError(f"malformed TABLE_MAP: {exc}", type_code=TABLE_MAP_EVENT,
                                file=header.file, position=header.position) from exc
+
+
+class TableMapCache:
+    """Parsed TABLE_MAPs of one stream, by body (an :class:`~.stream.EventStream` owns one).
+
+    Servers send a TABLE_MAP before every statement, so a stream of small transactions decodes
+    the same table definition over and over. The parsed TableMapEvent depends only on the body
+    after the table id (and on the id's width and the server's flavour), so it is cached under
+    those: a hit costs a copy of the body, a dict lookup and a new TableMapEvent sharing the
+    columns tuple (by which ``rows.DecoderCache`` finds the row decoder at once). An ALTER
+    changes the body, so it gets a new entry; old ones age out (LRU, ``size`` entries).
+    """
+
+    __slots__ = ("size", "_maps")
+
+    def __init__(self, size: int = TABLE_MAP_CACHE_SIZE) -> None:
+        self.size = size
+        self._maps: OrderedDict[tuple[int, bool, bytes], TableMapEvent] = OrderedDict()
+
+    def __len__(self) -> int:
+        return len(self._maps)
+
+    def decode(self, header: EventHeader, body: memoryview | bytes,
+               post_header_len: int, *, mariadb: bool = False) -> TableMapEvent:
+        """:func:`decode_table_map`, parsing each distinct definition once."""
+        id_width = 4 if post_header_len == 6 else 6
+        key = (post_header_len, mariadb, bytes(body[id_width:]))
+        known = self._maps.get(key)
+        if known is not None:
+            self._maps.move_to_end(key)
+            return TableMapEvent(
+                header, int.from_bytes(body[:id_width], "little"), known.flags, known.schema,
+                known.table, known.columns, known.primary_key, known.has_full_metadata,
+                known.optional_metadata, known.described_by)
+        table = decode_table_map(header, body, post_header_len, mariadb=mariadb)
+        self._maps[key] = table
+        if len(self._maps) > self.size:
+            self._maps.popitem(last=False)
+        return table
 
 
 def _decode(header: EventHeader, buf: bytes, post_header_len: int,

@@ -57,7 +57,7 @@ def stub_table_map(header: EventHeader, body: memoryview, post_header_len: int, 
 
 
 def stub_rows(header: EventHeader, body: memoryview, post_header_len: int, table_maps, *,
-              version: int, kind, partial: bool = False) -> RowsEvent:
+              version: int, kind, partial: bool = False, decoders=None) -> RowsEvent:
     if len(body) < 8:
         raise TruncatedData("rows event too short")
     table_id = int.from_bytes(body[:6], "little")

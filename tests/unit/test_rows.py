@@ -22,7 +22,7 @@ from protocol.binlog.coltypes import FieldType as T
 from protocol.binlog.coltypes import codec_for_collation, resolve_string_meta
 from protocol.binlog.filereader import split_binlog
 from protocol.binlog.model import RowsKind, TableMapEvent
-from protocol.binlog.rows import decode_rows_event, decoder_for
+from protocol.binlog.rows import DecoderCache, decode_rows_event
 from protocol.binlog.stream import EventStream
 from protocol.binlog.tablemap import decode_table_map
 from protocol.errors import ChecksumMismatch, EventDecodeError, RowDecodeError, UnknownTable
@@ -45,11 +45,14 @@ def tm(cols: list[Col], **kw: Any) -> TableMapEvent:
     return decode_table_map(header(19), memoryview(table_map_body(cols, **kw)), 8)
 
 
+DECODERS = DecoderCache()  # this module's, as a stream owns its own
+
+
 def decode(table: TableMapEvent, body: bytes, kind: RowsKind = RowsKind.INSERT,
            version: int = 1, partial: bool = False) -> Any:
     return decode_rows_event(header(30 if version == 2 else 23), memoryview(body),
                              10 if version == 2 else 8, {table.table_id: table},
-                             version=version, kind=kind, partial=partial)
+                             version=version, kind=kind, partial=partial, decoders=DECODERS)
 
 
 def one(col: Col, stored: bytes | None, **kw: Any) -> Any:
@@ -473,9 +476,12 @@ def test_width_mismatch() -> None:
 
 def test_decoder_cached_per_table_map() -> None:
     table = three_cols()
-    decode(table, rows_body(3, [image([i32(1), b"\x00", None])]))
-    dec = decoder_for(table)
-    assert table.decoder is dec
+    decoders = DecoderCache()
+    decode_rows_event(header(23), memoryview(rows_body(3, [image([i32(1), b"\x00", None])])), 8,
+                      {table.table_id: table}, version=1, kind=RowsKind.INSERT,
+                      decoders=decoders)
+    dec = decoders.decoder_for(table)
+    assert decoders.built == 1  # the decode built it, decoder_for found it
     assert "def _decode" in dec.source_for(None, (0, 1, 2))
 
 

@@ -21,6 +21,7 @@ from protocol.binlog.enrich import (
     inconsistency,
 )
 from protocol.binlog.model import BinlogPosition, ColumnFlag, RowsEvent, TableMapEvent
+from protocol.binlog.rows import DecoderCache
 from protocol.binlog.stream import EventStream
 from protocol.binlog.tablemap import decode_table_map
 from protocol.binlog.transactions import Statement
@@ -86,13 +87,13 @@ def minimal_map(cols: list[Col] = COLS) -> TableMapEvent:
 def test_a_consistent_description_fills_in_what_no_log_left_out() -> None:
     table_map = no_log_map()
     assert not table_map.has_full_metadata and table_map.columns[1].charset is None
-    object.__setattr__(table_map, "decoder", object())  # a cached decoder, now stale
     result = enrich_table_map(table_map, described())
     assert result.applied and result.reason is None
     enriched = result.table
     assert [c.name for c in enriched.columns] == ["id", "name", "e", "note", "price", "at"]
     assert enriched.has_full_metadata and enriched.described_by == "information_schema"
-    assert enriched.decoder is None  # rebuilt for the new names, signedness and charsets
+    decoders = DecoderCache()  # rebuilt for the new names, signedness and charsets
+    assert decoders.decoder_for(enriched) is not decoders.decoder_for(table_map)
     assert enriched.primary_key == (0,)
     id_, name, e, note, price, at = enriched.columns
     assert id_.unsigned and id_.flags & ColumnFlag.PRIMARY_KEY and not id_.nullable
