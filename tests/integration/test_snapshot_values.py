@@ -7,8 +7,8 @@ CHAR(255) utf8mb4, BINARY, BLOBs, ENUM/SET, JSON, GEOMETRY, NULLs) plus a family
 matrix leaves out (spatial subtypes, MariaDB's UUID/INET4/INET6, MySQL's VECTOR, utf16/ucs2/
 cp1251, sjis, the server's default collation, padded CHAR/BINARY, FLOAT(M,D)/DOUBLE(M,D), -0e0) gets
 two identical tables. ``<family>_before`` is filled first and read like a snapshot does —
-``describe_table`` + ``SELECT select_list`` + ``decode_rows`` — and landed through a
-``ParquetSink``; ``<family>_twin`` is filled afterwards with the same statements and landed by
+``describe_table`` + ``SELECT select_list`` + ``decode_rows`` — and landed as R rows through
+``ParquetSink.land_snapshot``; ``<family>_twin`` is filled afterwards with the same statements and landed by
 the daemon from the binlog. Then, cell for cell: the two lakes' Arrow schemas are equal, their
 current states are equal, and both equal ``SELECT`` (test_type_matrix's text comparison); the
 TABLE_MAP ``describe_table`` gives for the twin has the signature of the schema version the
@@ -33,11 +33,11 @@ import pyarrow.parquet as pq
 import pytest
 import trio
 
+from protocol.binlog.model import BinlogPosition, EventHeader, RowsEvent, RowsKind
 from protocol.snapshot import SnapshotTable
 from replica.core.connection import Connection, ConnectOptions
 from replica.core.snapshot_describe import describe_table
 from sinks.parquet.schema import TableVersion, signature
-from sinks.parquet.testing import StreamBuilder
 from sinks.parquet.types import new_counter
 from sinks.parquet.writer import ParquetSink
 from tests.servers.handle import ServerHandle
@@ -132,16 +132,20 @@ async def _read(server: ServerHandle, snap: SnapshotTable) -> tuple[list[Any], .
     return snap.decode_rows(rows)
 
 
-def _land(lake: Path, snaps: list[tuple[SnapshotTable, tuple[list[Any], ...]]],
-          mariadb: bool) -> None:
-    """Snapshot rows landed as one insert per table (as the snapshot engine's R rows are)."""
+def _land(lake: Path, snaps: list[tuple[SnapshotTable, tuple[list[Any], ...]]]) -> None:
+    """Snapshot rows landed as the snapshot engine lands a chunk: a READ rows event through
+    ``ParquetSink.land_snapshot`` (``_op`` = R)."""
     sink = ParquetSink(os.fspath(lake))
     sink.open()
-    builder = StreamBuilder(flavor="mariadb" if mariadb else "mysql")
+    position = BinlogPosition("binlog.000001", 4)
     for snap, columns in snaps:
-        sink.handle(builder.begin())
-        sink.handle(builder.insert(snap.table_map, list(zip(*columns, strict=True))))
-        sink.handle(builder.commit())
+        event = RowsEvent(
+            header=EventHeader(timestamp=0, type_code=0, server_id=0, event_size=0, log_pos=0,
+                               flags=0),
+            kind=RowsKind.READ, table=snap.table_map, flags=0, row_count=len(columns[0]),
+            before_columns=(), after_columns=tuple(range(len(columns))), before=None,
+            after=columns)
+        sink.land_snapshot(event, position, 1_767_225_600_000_000, {})
     sink.flush()
     sink.close()
 
@@ -228,7 +232,7 @@ def test_snapshot_rows_land_like_binlog_rows(server: ServerHandle, tmp_path: Pat
         _fill(server, db, f"{name}_twin", cols, statements, create=False)
 
     snap_lake, binlog_lake = tmp_path / "snapshot", tmp_path / "binlog"
-    _land(snap_lake, [(snaps[t], read[t]) for t in snaps], server.is_mariadb)
+    _land(snap_lake, [(snaps[t], read[t]) for t in snaps])
     trio.run(catch_up, catch_up_config(server, binlog_lake, start, include=(db,)))
     twins = trio.run(_snapshot, server, db, [f"{n}_twin" for n in fams])
 
@@ -246,6 +250,7 @@ def test_snapshot_rows_land_like_binlog_rows(server: ServerHandle, tmp_path: Pat
                 assert ours_col == theirs_col, (server.flavor, name)
         assert _data_schema(snap_lake, db, before) == _data_schema(binlog_lake, db, twin), name
         # the same cells
+        assert {r["_op"] for r in read_lake(snap_lake, db).rows[before]} == {"R"}, name
         ours, theirs = _state(snap_lake, db, before), _state(binlog_lake, db, twin)
         assert sorted(ours) == sorted(theirs), name
         for key in theirs:
