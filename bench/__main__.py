@@ -23,6 +23,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="CI mode: tiny sizes, 1 repeat, no install of the Python peer")
     parser.add_argument("--no-memory", action="store_true", help="skip the memory runs")
     parser.add_argument("--no-semisync", action="store_true", help="skip the semi-sync runs")
+    parser.add_argument("--no-snapshot", action="store_true",
+                        help="skip the snapshot run (binlake snapshot vs mariadb-dump)")
     parser.add_argument("--commits", type=int, default=2000,
                         help="autocommit INSERTs per semi-sync configuration and round")
     parser.add_argument("--profile", action="store_true",
@@ -48,6 +50,8 @@ def main(argv: list[str] | None = None) -> int:
         memory=not args.no_memory,
         semisync=not args.no_semisync,
         semisync_commits=20 if args.smoke else args.commits,
+        snapshot=not args.no_snapshot,
+        snapshot_writer_seconds=1.0 if args.smoke else 10.0,
         profile=args.profile,
     )
     if args.results_dir is not None:

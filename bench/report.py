@@ -95,6 +95,31 @@ def render(results: dict[str, Any]) -> str:
         out.append("")
         out.append("memory (peak RSS of the binlake process)")
         out.append(_table(["run", "rows", "seconds", "rows/s", "RSS MiB"], rows))
+    snap = results.get("snapshot")
+    if snap:
+        rows = []
+        for name in ("binlake-snapshot", "mariadb-dump"):
+            entry = snap.get(name, {})
+            if "error" in entry:
+                rows.append([name, "error", "", "", ""])
+                continue
+            mismatch = f" (rows {entry['rows_mismatch']}!)" if "rows_mismatch" in entry else ""
+            rows.append([name + mismatch, f"{entry.get('seconds', 0):.2f}",
+                         f"{entry.get('rows_per_s', 0):,}", f"{entry.get('peak_rss_mib', 0)}",
+                         f"{snap['vs_mariadb_dump']:.2f}x" if name == "binlake-snapshot"
+                         and "vs_mariadb_dump" in snap else ""])
+        out.append("")
+        out.append(f"snapshot of {snap['rows']:,} rows of workload (a)'s shape, a writer "
+                   "updating rows throughout")
+        out.append(_table(["reader", "seconds", "rows/s", "RSS MiB", "vs dump"], rows))
+        lat = []
+        for name in ("writer_alone", "writer_during_snapshot"):
+            entry = snap.get(name, {})
+            if "max_ms" in entry:
+                lat.append([name, f"{entry['commits']}", f"{entry['median_ms']:.3f}",
+                            f"{entry['p99_ms']:.3f}", f"{entry['max_ms']:.3f}"])
+        if lat:
+            out.append(_table(["writer", "commits", "median ms", "p99 ms", "worst ms"], lat))
     semi = results.get("semisync")
     if semi:
         ref = semi.get("mariadb-replica", {}).get("median_ms")

@@ -7,9 +7,11 @@ Order (each step only appends to the binlog, so what a step measures is exactly 
    peer reading from the workload's first binlog file to the end of binlog;
 3. memory: binlake decode and land of the whole backlog (a)–(d) from the first file, then of a
    single 2M-row transaction;
-4. semi-sync commit latency with a real MariaDB replica, binlake ACKing on receive, binlake
+4. snapshot: ``binlake snapshot`` of a 2M-row table of workload (a)'s shape beside
+   ``mariadb-dump``, with a concurrent writer's commit latency (``bench/snapshot.py``);
+5. semi-sync commit latency with a real MariaDB replica, binlake ACKing on receive, binlake
    ACKing after landing, and no replica (asynchronous, the floor);
-5. the table, and JSON under ``bench/results/``.
+6. the table, and JSON under ``bench/results/``.
 """
 
 from __future__ import annotations
@@ -31,7 +33,7 @@ from typing import Any
 
 from devtools.sandbox import MARIADB, SandboxServer, start_server
 
-from . import profile, report, semisync
+from . import profile, report, semisync, snapshot
 from .measure import MeasureError, Measurement, run_measured
 from .pmr_venv import ensure_pmr_venv, pmr_version
 from .workloads import DATABASE, Workload, big_transaction, standard_workloads
@@ -67,6 +69,9 @@ class BenchOptions:
     memory: bool = True
     semisync: bool = True
     semisync_commits: int = 2000
+    snapshot: bool = True
+    #: How long the writer runs alone, for the latency figure without a snapshot.
+    snapshot_writer_seconds: float = 10.0
     profile: bool = False
     #: A peer whose run took longer than this gets no further rounds (its median is over the
     #: rounds it had); keeps a full run bounded when something is pathologically slow.
@@ -311,6 +316,11 @@ def run(options: BenchOptions) -> dict[str, Any]:
             memory["big_transaction"] = bench.memory("big transaction", first, big.rows,
                                                      ("decode", "land"))
             results["memory"] = memory
+
+        if options.snapshot:
+            results["snapshot"] = snapshot.measure(
+                bench, max(1000, int(2_000_000 * options.scale)),
+                options.snapshot_writer_seconds, next(_server_ids))
 
         if options.semisync:
             results["semisync"] = semisync.measure(bench, options.semisync_commits,

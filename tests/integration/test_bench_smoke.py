@@ -45,6 +45,12 @@ def test_bench_smoke(tmp_path: Path) -> None:
             assert "rows_mismatch" not in pmr and pmr["runs"][0]["rows"] == workload["rows"]
     for entry in results["memory"].values():
         assert entry["binlake-land"]["peak_rss_mib"] > 0
+    snap = results["snapshot"]  # binlake snapshot beside mariadb-dump, a writer throughout
+    assert "error" not in snap["mariadb-dump"] and "error" not in snap["binlake-snapshot"], snap
+    assert snap["binlake-snapshot"]["rows_in_lake"] == snap["rows"] == 4000
+    assert "rows_mismatch" not in snap["binlake-snapshot"]
+    for writer in ("writer_alone", "writer_during_snapshot"):
+        assert "error" not in snap[writer] and snap[writer]["commits"] > 0, snap[writer]
     semi = results["semisync"]
     for config in ("mariadb-replica", "binlake-ack-on-receive", "binlake-ack-after-land"):
         assert semi[config]["commits"] > 0
