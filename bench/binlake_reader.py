@@ -157,6 +157,9 @@ def _peak_kib() -> int:
 
 
 def main(argv: list[str] | None = None) -> None:
+    from sinks.parquet import prefer_jemalloc
+
+    prefer_jemalloc()  # as the daemon does at start-up (pyarrow is imported later, if at all)
     parser = argparse.ArgumentParser(prog="python -m bench.binlake_reader")
     parser.add_argument("mode", choices=MODES)
     parser.add_argument("--host", default="127.0.0.1")

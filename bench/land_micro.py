@@ -39,7 +39,7 @@ from decimal import Decimal
 from typing import Any
 
 from protocol.binlog.coltypes import FieldType as T
-from sinks.parquet import ParquetSink, SinkOptions
+from sinks.parquet import ParquetSink, SinkOptions, prefer_jemalloc
 from sinks.parquet.testing import StreamBuilder, col
 
 _ALNUM = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"
@@ -181,6 +181,7 @@ def land(items: Iterable[Any], options: SinkOptions | None = None) -> tuple[floa
 
 
 def main(argv: list[str] | None = None) -> None:
+    prefer_jemalloc()  # as the daemon does at start-up
     parser = argparse.ArgumentParser(prog="python -m bench.land_micro", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("shapes", nargs="*", metavar="SHAPE", help="a, b, c, d (default: all)")

@@ -37,6 +37,7 @@ from protocol import errors
 from replica.config import ConfigError, load_config
 from replica.core.backoff import is_permanent
 from sinks.errors import LakeError, LakeLocked
+from sinks.parquet import prefer_jemalloc
 
 __all__ = ["main", "build_parser", "EXIT_OK", "EXIT_FAILURE", "EXIT_USAGE", "EXIT_PERMANENT",
            "EXIT_LAKE", "hint_for"]
@@ -99,6 +100,9 @@ COMMANDS = {
              "start a sandbox MariaDB, run a workload, land it and read it back with Spark"),
 }
 
+#: Commands that write Parquet: their start-up chooses Arrow's allocator (prefer_jemalloc).
+LANDING_COMMANDS = frozenset({"run", "snapshot", "demo", "compact"})
+
 
 def _verbose_flag(parser: argparse.ArgumentParser, default: Any) -> None:
     parser.add_argument("-v", "--verbose", action="count", default=default,
@@ -127,7 +131,7 @@ def build_parser(argv: Sequence[str] = ()) -> argparse.ArgumentParser:
     _verbose_flag(parser, 0)
     parser.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
-    chosen = next((a for a in argv if not a.startswith("-")), None)
+    chosen = _chosen_command(argv)
     for name, (module_name, takes, help_text) in COMMANDS.items():
         command = sub.add_parser(name, help=help_text, description=help_text,
                                  epilog=EXIT_CODES_HELP,
@@ -138,6 +142,10 @@ def build_parser(argv: Sequence[str] = ()) -> argparse.ArgumentParser:
         if name == chosen:
             _module_arguments(module_name, command)
     return parser
+
+
+def _chosen_command(argv: Sequence[str]) -> str | None:
+    return next((a for a in argv if not a.startswith("-")), None)
 
 
 def _module_arguments(module_name: str, parser: argparse.ArgumentParser) -> None:
@@ -325,6 +333,10 @@ def _utc_now() -> str:
 def run(argv: Sequence[str] | None = None) -> int:
     """Parse ``argv``, run the command, return the exit code (never raises except SystemExit)."""
     arguments = list(sys.argv[1:] if argv is None else argv)
+    if _chosen_command(arguments) in LANDING_COMMANDS:
+        # before the command's module, and with it pyarrow, is imported: Arrow reads its
+        # allocator once, at its first import
+        prefer_jemalloc()
     parser = build_parser(arguments)
     args = parser.parse_args(arguments)  # exits 2 with usage on bad arguments
     if args.command == "run":

@@ -62,7 +62,7 @@ from replica.errors import sole_exception
 from replica.observe import logs
 from replica.observe.metrics import Metrics, serve_http
 from replica.observe.progress import BinlogFile, CatchUpProgress, bytes_behind
-from sinks.parquet import Checkpoint, ParquetSink, SinkOptions
+from sinks.parquet import Checkpoint, ParquetSink, SinkOptions, prefer_jemalloc
 
 log = logging.getLogger("binlake.daemon")
 
@@ -137,6 +137,7 @@ class Daemon:
                  snapshot_request: str | None = None) -> None:
         """``snapshot_tables``: ``binlake snapshot`` — snapshot these tables (as request
         ``snapshot_request``) while streaming, and stop once they are done."""
+        prefer_jemalloc()  # a start-up step; `binlake run` took it before pyarrow's import
         self.config = config
         self.snapshot_tables = list(snapshot_tables) if snapshot_tables is not None else None
         self.snapshot_request = snapshot_request

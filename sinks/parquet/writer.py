@@ -30,15 +30,11 @@ import os
 from dataclasses import dataclass, field
 from typing import Any
 
-# Arrow chooses the allocator behind every buffer, Parquet's encoders included, once: from this
-# variable, when pyarrow is first imported. jemalloc: see prefer_jemalloc(). A user's choice wins.
-os.environ.setdefault("ARROW_DEFAULT_MEMORY_POOL", "jemalloc")
+import pyarrow as pa
+import pyarrow.parquet as pq
 
-import pyarrow as pa  # noqa: E402 - after the allocator choice
-import pyarrow.parquet as pq  # noqa: E402
-
-from protocol.binlog.model import BinlogPosition, RowsEvent, TableMapEvent  # noqa: E402
-from protocol.binlog.transactions import (  # noqa: E402
+from protocol.binlog.model import BinlogPosition, RowsEvent, TableMapEvent
+from protocol.binlog.transactions import (
     Statement,
     TransactionBegin,
     TransactionCommit,
@@ -46,17 +42,17 @@ from protocol.binlog.transactions import (  # noqa: E402
     TransactionPrepared,
     TransactionRollback,
 )
-from protocol.gtid import GtidPosition, GtidSet, MariadbGtid, MysqlGtid  # noqa: E402
+from protocol.gtid import GtidPosition, GtidSet, MariadbGtid, MysqlGtid
 
-from ..errors import LakeError, SinkStateError  # noqa: E402
-from . import commit as C  # noqa: E402
-from . import ddl as D  # noqa: E402
-from . import layout as L  # noqa: E402
-from . import xa as X  # noqa: E402
-from .lock import LakeLock  # noqa: E402
-from .rows import PendingRows, TransactionTags, key_changed_rows, rows_batch  # noqa: E402
-from .schema import COMMIT_TS_FIELD, TableVersion, VersionOrigin, signature  # noqa: E402
-from .types import new_counter  # noqa: E402
+from ..errors import LakeError, SinkStateError
+from . import commit as C
+from . import ddl as D
+from . import layout as L
+from . import xa as X
+from .lock import LakeLock
+from .rows import PendingRows, TransactionTags, key_changed_rows, rows_batch
+from .schema import COMMIT_TS_FIELD, TableVersion, VersionOrigin, signature
+from .types import new_counter
 
 log = logging.getLogger("binlake.sinks.parquet")
 
@@ -147,30 +143,6 @@ def _gtid_tags(gtid: Any) -> tuple[str | None, int | None, int | None, str | Non
 DICTIONARY_PAGE_LIMIT = 16 * 1024
 
 
-def prefer_jemalloc() -> None:
-    """Make jemalloc the process's default Arrow memory pool, unless the user chose one.
-
-    pyarrow's default, mimalloc, keeps the landing buffers' freed memory mapped and pays for
-    fresh pages in system time: measured landing the benchmark's workloads, jemalloc (or the
-    system allocator) gave a peak RSS ~50 MiB lower and ~10% less CPU. ``ARROW_DEFAULT_MEMORY_POOL``
-    still decides when set; a pyarrow built without jemalloc keeps its default.
-    """
-    global _allocator_chosen
-    if _allocator_chosen:
-        return
-    _allocator_chosen = True
-    if os.environ.get("ARROW_DEFAULT_MEMORY_POOL"):
-        return
-    try:
-        pool = pa.jemalloc_memory_pool()
-    except NotImplementedError:
-        return
-    pa.set_memory_pool(pool)
-
-
-_allocator_chosen = False
-
-
 _US_PER_DAY = 86_400 * 1_000_000
 _EPOCH_DATE = _dt.date(1970, 1, 1)
 
@@ -194,7 +166,6 @@ class ParquetSink:
     """
 
     def __init__(self, lake_dir: str, options: SinkOptions | None = None) -> None:
-        prefer_jemalloc()
         self.lake = os.path.abspath(lake_dir)
         self.options = options or SinkOptions()
         self.stats: dict[str, int] = {

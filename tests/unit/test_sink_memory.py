@@ -54,6 +54,9 @@ def write_big_transaction(lake: str, rows: int) -> dict[str, int]:
 def test_two_million_row_transaction_stays_under_300_mb(tmp_path):
     lake = str(tmp_path / "lake")
     env = dict(os.environ, PYTHONPATH=os.getcwd())
+    # the writer stands in for `binlake run`, whose start-up (sinks.parquet.prefer_jemalloc)
+    # chooses Arrow's allocator before pyarrow's first import
+    env.setdefault("ARROW_DEFAULT_MEMORY_POOL", "jemalloc")
     out = subprocess.run([sys.executable, __file__, lake, str(ROWS)], env=env, check=True,
                          capture_output=True, text=True).stdout
     report = json.loads(out.strip().splitlines()[-1])
