@@ -539,46 +539,56 @@ def _literal(tokens: list[_Token]) -> DefaultValue | None:
 # becomes a password store.
 #
 # These are regular expressions over the raw text, not a parse: between keywords they accept
-# whitespace and ``/* … */`` comments, a literal may be single- or double-quoted (with ``\'``,
-# ``''`` escapes), hex (``0x…``, ``X'…'``) or carry a charset introducer (``_binary'…'``).
-# A redacted literal keeps its quote character, so the statement stays well-formed even when the
-# secret sat inside another string (Spider's ``COMMENT 'password "x"'``).
+# whitespace and ``/* … */`` comments, a literal may be single- or double-quoted, hex (``0x…``,
+# ``X'…'``) or carry a charset introducer (``_binary'…'``). Whether ``\'`` ends a literal depends
+# on the session's sql_mode (NO_BACKSLASH_ESCAPES), which the text does not say: every pattern
+# is run under both readings, and the union of what either reading calls a secret is redacted —
+# at worst a little more than the password, never less. A redacted literal keeps its quote
+# character, so the statement stays well-formed even when the secret sat inside another string
+# (Spider's ``COMMENT 'password "x"'``).
 
 _GAP = r"(?:\s|/\*(?:[^*]|\*(?!/))*\*/)"  # whitespace or one /* comment */
 _S = _GAP + "+"
 _S0 = _GAP + "*"
-_LITERAL = (r"""(?:_\w+\s*)?(?:'(?:[^'\\]|\\.|'')*'|"(?:[^"\\]|\\.|"")*"|0x[0-9a-f]+\b"""
-            r"""|x'[0-9a-f]*')""")
-_NAME = r"(?:\w+|" + _LITERAL + ")"
-_SECRET_PATTERNS = tuple(re.compile(pattern, re.IGNORECASE | re.DOTALL) for pattern in (
-    # IDENTIFIED BY [PASSWORD] 'x' | IDENTIFIED WITH plugin BY|AS 'x' | IDENTIFIED VIA p USING 'x'
-    # (also after AND/INITIAL AUTHENTICATION and 2FACTOR: the keyword is the same)
-    r"(\bIDENTIFIED" + _S + r"(?:(?:WITH|VIA)" + _S + _NAME + _S + r")?"
-    r"(?:BY|AS|USING)" + _S + r"(?:PASSWORD" + _S0 + r")?)(" + _LITERAL + ")",
-    # MariaDB's alternatives: IDENTIFIED VIA a USING 'x' OR b USING 'y'
-    r"(\bOR" + _S + _NAME + _S + r"(?:USING|AS|BY)" + _S + r")(" + _LITERAL + ")",
-    # PASSWORD('x'), OLD_PASSWORD('x'), USING PASSWORD('x')
-    r"(\b(?:OLD_)?PASSWORD" + _S0 + r"\(" + _S0 + r")(" + _LITERAL + ")",
-    # SET PASSWORD [FOR user] = 'x'
-    r"(\bSET" + _S + r"PASSWORD\b[^=]*=" + _S0 + r")(" + _LITERAL + ")",
-    # MASTER_PASSWORD = 'x', SOURCE_PASSWORD = 'x' (CHANGE MASTER / CHANGE REPLICATION SOURCE)
-    r"(\b(?:MASTER|SOURCE)_PASSWORD" + _S0 + "=" + _S0 + r")(" + _LITERAL + ")",
-    # PASSWORD = 'x' (START SLAVE/REPLICA … PASSWORD='x'), PASSWORD 'x' (CREATE/ALTER SERVER
-    # … OPTIONS (PASSWORD 'x'), Spider/CONNECT option strings)
-    r"(\bPASSWORD(?:" + _S0 + "=" + _S0 + "|" + _S + r"))(" + _LITERAL + ")",
-    # ALTER USER … IDENTIFIED BY 'new' REPLACE 'old', SET PASSWORD = 'new' REPLACE 'old'
-    r"(\bREPLACE" + _S + r")(" + _LITERAL + ")",
-))
+_QUOTED = {
+    "escapes": r"""'(?:[^'\\]|\\.|'')*'|"(?:[^"\\]|\\.|"")*\"""",  # the default sql_mode
+    "no_escapes": r"""'(?:[^']|'')*'|"(?:[^"]|"")*\"""",  # NO_BACKSLASH_ESCAPES
+}
+# A quoted literal may also run to the end of the text (one that never closes under a reading).
+_UNCLOSED = r"""|'[^']*\Z|"[^"]*\Z"""
+
+
+def _secret_patterns(quoted: str) -> tuple[re.Pattern[str], ...]:
+    literal = r"(?:_\w+\s*)?(?:" + quoted + _UNCLOSED + r"|0x[0-9a-f]+\b|x'[0-9a-f]*')"
+    name = r"(?:\w+|" + literal + ")"
+    secret = "(" + literal + ")"
+    return tuple(re.compile(pattern, re.IGNORECASE | re.DOTALL) for pattern in (
+        # IDENTIFIED BY [PASSWORD] 'x' | IDENTIFIED WITH plugin BY|AS 'x' | IDENTIFIED VIA p
+        # USING 'x' (also after AND / INITIAL AUTHENTICATION / 2FACTOR: the keyword is the same)
+        r"\bIDENTIFIED" + _S + r"(?:(?:WITH|VIA)" + _S + name + _S + r")?"
+        r"(?:BY|AS|USING)" + _S + r"(?:PASSWORD" + _S0 + r")?" + secret,
+        # MariaDB's alternatives: IDENTIFIED VIA a USING 'x' OR b USING 'y'
+        r"\bOR" + _S + name + _S + r"(?:USING|AS|BY)" + _S + secret,
+        # PASSWORD('x'), OLD_PASSWORD('x'), USING PASSWORD('x')
+        r"\b(?:OLD_)?PASSWORD" + _S0 + r"\(" + _S0 + secret,
+        # SET PASSWORD [FOR user] = 'x'
+        r"\bSET" + _S + r"PASSWORD\b[^=]*=" + _S0 + secret,
+        # MASTER_PASSWORD = 'x', SOURCE_PASSWORD = 'x' (CHANGE MASTER / REPLICATION SOURCE)
+        r"\b(?:MASTER|SOURCE)_PASSWORD" + _S0 + "=" + _S0 + secret,
+        # PASSWORD = 'x' (START SLAVE/REPLICA … PASSWORD='x'), PASSWORD 'x' (CREATE/ALTER
+        # SERVER … OPTIONS (PASSWORD 'x'), Spider/CONNECT option strings)
+        r"\bPASSWORD(?:" + _S0 + "=" + _S0 + "|" + _S + r")" + secret,
+        # ALTER USER … IDENTIFIED BY 'new' REPLACE 'old', SET PASSWORD = 'new' REPLACE 'old'
+        r"\bREPLACE" + _S + secret,
+    ))
+
+
+_SECRET_PATTERNS = _secret_patterns(_QUOTED["escapes"]) + _secret_patterns(_QUOTED["no_escapes"])
 #: user:password@ in a URL (FEDERATED/FederatedX/CONNECT ``CONNECTION='mysql://u:p@h/db/t'``).
-_URL_PASSWORD = re.compile(r"(\b[a-z][a-z0-9+.-]*://[^\s:/@'\"]*:)[^\s@'\"/]*(@)", re.IGNORECASE)
+_URL_PASSWORD = re.compile(r"\b[a-z][a-z0-9+.-]*://[^\s:/@'\"]*:([^\s@'\"/]*)@", re.IGNORECASE)
+_DOUBLE_QUOTED = re.compile(r'(?:_\w+\s*)?"')
 REDACTED = "'<redacted>'"
 _MARKERS = ("PASSWORD", "IDENTIFIED", "://")
-
-
-def _redacted_literal(match: re.Match[str]) -> str:
-    literal = match.group(2).lstrip()
-    quote = '"' if literal.endswith('"') else "'"
-    return match.group(1) + quote + "<redacted>" + quote
 
 
 def redact_secrets(query: str) -> str:
@@ -590,8 +600,23 @@ def redact_secrets(query: str) -> str:
     upper = query.upper()
     if not any(marker in upper for marker in _MARKERS):
         return query
-    redacted = query
-    for pattern in _SECRET_PATTERNS:
-        redacted = pattern.sub(_redacted_literal, redacted)
-    redacted = _URL_PASSWORD.sub(r"\1<redacted>\2", redacted)
-    return query if redacted == query else redacted
+    # (start, end, is a literal): literals become a quoted '<redacted>', a URL's password bare
+    spans = [(match.start(1), match.end(1), True)
+             for pattern in _SECRET_PATTERNS for match in pattern.finditer(query)]
+    spans += [(match.start(1), match.end(1), False) for match in _URL_PASSWORD.finditer(query)]
+    if not spans:
+        return query
+    merged: list[tuple[int, int, bool]] = []
+    for start, end, literal in sorted(spans):
+        if merged and start < merged[-1][1]:  # overlapping readings: redact their union
+            last = merged[-1]
+            merged[-1] = (last[0], max(last[1], end), last[2] or literal)
+        else:
+            merged.append((start, end, literal))
+    out, pos = [], 0
+    for start, end, literal in merged:
+        quote = '"' if _DOUBLE_QUOTED.match(query, start) else "'"
+        out += [query[pos:start], f"{quote}<redacted>{quote}" if literal else "<redacted>"]
+        pos = end
+    out.append(query[pos:])
+    return "".join(out)

@@ -25,6 +25,10 @@ CASES = [
     ("CREATE OR REPLACE USER u IDENTIFIED BY 'x' PASSWORD EXPIRE NEVER",
      f"CREATE OR REPLACE USER u IDENTIFIED BY {R} PASSWORD EXPIRE NEVER"),
     ("/*!80001 CREATE USER u IDENTIFIED BY 'exec' */", f"/*!80001 CREATE USER u IDENTIFIED BY {R} */"),
+    # sql_mode NO_BACKSLASH_ESCAPES: 'nbe\' is a whole literal ending in a backslash
+    ("CREATE USER u IDENTIFIED BY 'nbe\\'", f"CREATE USER u IDENTIFIED BY {R}"),
+    ("CREATE USER u IDENTIFIED BY 'nbe\\', v IDENTIFIED BY 'w2'",
+     f"CREATE USER u IDENTIFIED BY {R}"),  # both readings' secrets, merged
     # IDENTIFIED VIA … USING (MariaDB), with alternatives
     ("create user u identified via ed25519 using password('s3cr''et')",
      f"create user u identified via ed25519 using password({R})"),
