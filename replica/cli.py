@@ -95,6 +95,8 @@ COMMANDS = {
     "snapshot": ("replica.commands.snapshot", "config",
                  "land tables' existing rows (_op = R) into the lake, beside a running daemon "
                  "or on its own, and exit once they are committed"),
+    "compact": ("replica.commands.compact", "config",
+                "rewrite old partitions' small files into large ones (safe beside `run`)"),
     "decode": ("replica.commands.decode", "args", "decode binlog files offline and print their events"),
     "demo": ("replica.commands.demo", "args",
              "start a sandbox MariaDB, run a workload, land it and read it back with Spark"),
@@ -193,7 +195,7 @@ def _dispatch(args: argparse.Namespace) -> int:
     if takes == "args":
         return _call(module_name, args)
     config = load_config(args.config, flags=_flags_from(args),
-                         require_server_id=args.command != "status")
+                         require_server_id=args.command not in ("status", "compact"))
     args.json_errors = config.log.format == "json"
     from replica.observe.logs import setup_logging
 

@@ -297,6 +297,18 @@ class LakeConfig:
         "within about this delay).", unit="seconds"))
     compression: str = field(default="zstd", metadata=_key(
         "Parquet compression codec.", choices=COMPRESSIONS))
+    compact_interval: float = field(default=0.0, metadata=_key(
+        "Compact the lake in the background this often, in seconds; 0 = off (run `binlake "
+        "compact` from cron instead).", unit="seconds"))
+    compact_min_age: float = field(default=3600.0, metadata=_key(
+        "Compaction rewrites a partition only when all its files are older than this, in "
+        "seconds; a stream_changes query must not fall further behind than this.",
+        unit="seconds"))
+    compact_target_size: int = field(default=128 * 1024 * 1024, metadata=_key(
+        "Size of the files compaction writes (suffixes KiB, MiB, GiB).", unit="bytes"))
+    compact_grace: float = field(default=3600.0, metadata=_key(
+        "Seconds the files compaction replaced stay in _compacted_trash/ before deletion.",
+        unit="seconds"))
 
 
 @dataclass(frozen=True, slots=True)

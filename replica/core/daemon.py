@@ -212,6 +212,8 @@ class Daemon:
     async def _start_services(self, nursery: trio.Nursery) -> None:
         nursery.start_soon(self._watch_signals)
         nursery.start_soon(self._report_progress)
+        if self.config.lake.compact_interval > 0:
+            nursery.start_soon(self._compact_in_background)
         setup = logs.current_setup()
         if setup is not None:
             await nursery.start(logs.reopen_logs_on_sighup, setup)
@@ -223,6 +225,27 @@ class Daemon:
             port = listeners[0].socket.getsockname()[1]
             self.metrics_address = (self.config.metrics.host, int(port))
             log.info("metrics on http://%s:%s/metrics", self.config.metrics.host, port)
+
+    async def _compact_in_background(self) -> None:
+        """``lake.compact_interval``: the same compaction as ``binlake compact``, in a worker
+        thread (it swaps partitions under the publish lock, so landing goes on meanwhile).
+        A failed run is logged and retried at the next interval: landing matters more."""
+        from replica.commands.compact import options_from
+        from sinks.parquet.compact import compact_lake
+
+        options = options_from(self.config)
+        while True:
+            await trio.sleep(self.config.lake.compact_interval)
+            try:
+                stats = await trio.to_thread.run_sync(
+                    compact_lake, self.config.lake.path, options, abandon_on_cancel=True)
+            except Exception as exc:  # noqa: BLE001 - reported, retried next interval
+                log.warning("background compaction failed (retried in %.0f s): %s",
+                            self.config.lake.compact_interval, exc)
+                continue
+            if stats.partitions:
+                log.info("compacted %d partitions: %d files -> %d", stats.partitions,
+                         stats.files_in, stats.files_out)
 
     async def _watch_signals(self) -> None:
         with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:

@@ -15,6 +15,10 @@ even across a crash at any instant. The protocol:
 4. the checkpoint is replaced atomically the same way;
 5. the manifest is removed.
 
+Step 3 runs under a shared ``flock`` on ``<lake>/_publish.lock`` (:func:`publish_lock`):
+compaction (``sinks/parquet/compact.py``) takes it exclusively for the instant it swaps a
+partition directory, so no file is renamed into a partition while it is being replaced.
+
 At start (:func:`recover`) a manifest, if present, is rolled forward: renames whose source still
 exists are redone, files still there are deleted, the checkpoint is written, the manifest removed. Without a manifest nothing
 in staging was ever promised, so staging is simply emptied: those transactions are after the
@@ -25,19 +29,22 @@ file, which only grows).
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import json
 import os
 import shutil
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
 from protocol.binlog.model import BinlogPosition
 
 from ..errors import LakeCorrupted
-from .layout import CHECKPOINT, MANIFEST, STAGING
+from .layout import CHECKPOINT, MANIFEST, PUBLISH_LOCK, STAGING
 
 __all__ = ["CHECKPOINT", "MANIFEST", "OS", "STAGING", "Checkpoint", "FileSystem", "commit",
+           "publish_lock",
            "recover", "write_checkpoint"]
 
 
@@ -190,6 +197,22 @@ def dumps(doc: dict[str, Any]) -> bytes:
     return (json.dumps(doc, indent=1, sort_keys=True, ensure_ascii=False) + "\n").encode()
 
 
+@contextlib.contextmanager
+def publish_lock(lake: str, *, exclusive: bool = False) -> Iterator[None]:
+    """Hold ``<lake>/_publish.lock``: shared while files are renamed into partitions (the
+    daemon), exclusive while compaction swaps a partition directory. Held for milliseconds."""
+    try:
+        fd = os.open(os.path.join(lake, PUBLISH_LOCK), os.O_RDWR | os.O_CREAT, 0o644)
+    except FileNotFoundError:  # a simulated file system (tests): no real lake to share
+        yield
+        return
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH)
+        yield
+    finally:
+        os.close(fd)  # closing the only descriptor releases the lock
+
+
 # --- the commit protocol -------------------------------------------------------------------------
 
 
@@ -224,23 +247,29 @@ def write_checkpoint(lake: str, checkpoint_doc: dict[str, Any], fs: FileSystem =
 def _apply(lake: str, pairs: list[tuple[str, str]], checkpoint_doc: dict[str, Any],
            known_dirs: set[str], deletes: list[str], fs: FileSystem) -> None:
     touched: set[str] = set()
-    for src, dst in pairs:
-        src_path = os.path.join(lake, src)
-        dst_path = os.path.join(lake, dst)
-        if fs.exists(src_path):
-            directory = os.path.dirname(dst_path)
-            ensure_dir(directory, known_dirs, fs)
-            fs.replace(src_path, dst_path)
-            touched.add(directory)
-        elif not fs.exists(dst_path):
-            raise LakeCorrupted(f"commit record names {src}, but neither it nor {dst} exists")
-    for doomed in deletes:
-        path = os.path.join(lake, doomed)
-        if fs.exists(path):
-            fs.remove(path)
-            touched.add(os.path.dirname(path))
-    for directory in sorted(touched):
-        fs.fsync(directory)
+    with publish_lock(lake):
+        for src, dst in pairs:
+            src_path = os.path.join(lake, src)
+            dst_path = os.path.join(lake, dst)
+            if fs.exists(src_path):
+                directory = os.path.dirname(dst_path)
+                ensure_dir(directory, known_dirs, fs)
+                try:
+                    fs.replace(src_path, dst_path)
+                except FileNotFoundError:  # retention removed a partition we had seen
+                    known_dirs.discard(directory)
+                    ensure_dir(directory, known_dirs, fs)
+                    fs.replace(src_path, dst_path)
+                touched.add(directory)
+            elif not fs.exists(dst_path):
+                raise LakeCorrupted(f"commit record names {src}, but neither it nor {dst} exists")
+        for doomed in deletes:
+            path = os.path.join(lake, doomed)
+            if fs.exists(path):
+                fs.remove(path)
+                touched.add(os.path.dirname(path))
+        for directory in sorted(touched):
+            fs.fsync(directory)
     write_checkpoint(lake, checkpoint_doc, fs)
 
 

@@ -11,6 +11,10 @@
                                                    (<db> = _no_database for DDL without one)
     <lake>/<db>/<table>/_schema/v<N>.json          schema version N of the table
     <lake>/<db>/<table>/schema_version=<N>/commit_date=<YYYY-MM-DD>/part-<first seq>-<k>.parquet
+    <lake>/<db>/<table>/schema_version=<N>/commit_date=<YYYY-MM-DD>/compacted-g<gen>-<first seq>-<k>.parquet
+    <lake>/<db>/<table>/_state/seq=<S>/                 materialised current state as of _seq S
+    <lake>/_publish.lock, _compact.lock                 see sinks/parquet/compact.py
+    <lake>/_compact.json, _compact_staging/, _compacted_trash/   compaction's own commit files
 
 Everything that is not data starts with ``_``, which Spark skips when it lists a directory.
 Database and table names are used verbatim except for characters a path or Spark would read
@@ -29,6 +33,18 @@ STAGING = "_staging"
 DDL_DIR = "_ddl"
 XA_DIR = "_xa"
 SCHEMA_DIR = "_schema"
+STATE_DIR = "_state"
+PUBLISH_LOCK = "_publish.lock"
+COMPACT_LOCK = "_compact.lock"
+COMPACT_MANIFEST = "_compact.json"
+COMPACT_GENERATION = "_compact_generation.json"
+COMPACT_STAGING = "_compact_staging"
+COMPACT_TRASH = "_compacted_trash"
+STATE_STAGING = "_state_staging"
+
+#: Data files the daemon writes, and those compaction writes: readers tell them apart by name.
+ORIGINAL_PREFIX = "part-"
+COMPACTED_PREFIX = "compacted-g"
 
 _ALWAYS_ESCAPED = frozenset("/\\%\x00")
 
@@ -74,3 +90,22 @@ def ddl_file(database: str, first_seq: int) -> str:
 def xa_file(seq: int, index: int) -> str:
     """A prepared XA part's rows (one file per table version): ``seq`` is the prepare's."""
     return posixpath.join(XA_DIR, f"xa-{seq:016d}-{index:03d}.arrow")
+
+
+def compacted_file(partition: str, generation: int, first_seq: int, index: int) -> str:
+    """A compacted file's name: unique because no two compactions share a generation."""
+    return posixpath.join(partition,
+                          f"{COMPACTED_PREFIX}{generation:08d}-{first_seq:016d}-{index:03d}.parquet")
+
+
+def is_original(name: str) -> bool:
+    """A file the daemon landed (not yet replaced by compaction)."""
+    return name.startswith(ORIGINAL_PREFIX) and name.endswith(".parquet")
+
+
+def compacted_generation(name: str) -> int | None:
+    """The compaction generation of a compacted file's name; ``None`` for any other file."""
+    if not (name.startswith(COMPACTED_PREFIX) and name.endswith(".parquet")):
+        return None
+    digits = name[len(COMPACTED_PREFIX):].split("-", 1)[0]
+    return int(digits) if digits.isdigit() else None

@@ -13,7 +13,8 @@ from __future__ import annotations
 from .readers import read_changes, stream_changes
 from .schema import union_schema, version_schema
 from .session import spark_session
-from .state import current_state, last_reset_seq, read_current_state
+from .state import current_state, last_reset_seq, materialize_state, read_current_state
 
-__all__ = ["current_state", "last_reset_seq", "read_changes", "read_current_state",
+__all__ = ["current_state", "last_reset_seq", "materialize_state", "read_changes",
+           "read_current_state",
            "spark_session", "stream_changes", "union_schema", "version_schema"]

@@ -8,10 +8,20 @@ Streaming reads the whole table directory with the union schema known when the q
 Files appear atomically (renamed from staging) and are never rewritten, which is what Spark's
 file source requires. A schema version created after the query started is read with the
 start-time schema: new columns are not seen until the query is restarted.
+
+Compaction (``sinks/parquet/compact.py``) replaces the daemon's ``part-*`` files by
+``compacted-g<generation>-*`` files holding the same rows. Spark's file source remembers the
+paths it has delivered, so a compacted file would look new. :func:`stream_changes` therefore
+reads the daemon's files from one source, and from a second source only the compacted files
+of generations that existed when the query *first* started (its *fence*, kept in the query's
+checkpoint directory): those rows were no longer in ``part-*`` files, so nothing delivers them
+twice; every later compaction only rewrites files the query had already delivered as
+``part-*`` files — provided the query is never more than ``lake.compact_min_age`` behind.
 """
 
 from __future__ import annotations
 
+import json
 import os
 from typing import Any, cast
 
@@ -27,11 +37,13 @@ def table_path(lake: str, database: str, table: str) -> str:
     return os.path.join(lake, L.table_dir(database, table))
 
 
-def _aligned(df: DataFrame, target: S.StructType, version: int) -> DataFrame:
+def _aligned(df: DataFrame, target: S.StructType, version: int | None) -> DataFrame:
+    """``df`` cast to ``target`` by column name (absent columns null); ``version`` fills
+    ``schema_version`` (``None``: ``df`` has its own, as a materialised state does)."""
     present = set(df.columns)
     columns: list[Column] = []
     for f in target.fields:
-        if f.name == "schema_version":
+        if f.name == "schema_version" and version is not None:
             columns.append(F.lit(version).cast(f.dataType).alias(f.name))
         elif f.name == "_before":
             columns.append(_aligned_struct(df, f.dataType).alias(f.name))
@@ -86,15 +98,62 @@ def read_changes(spark: SparkSession, lake: str, database: str, table: str) -> D
 
 
 def stream_changes(spark: SparkSession, lake: str, database: str, table: str,
-                   **options: str) -> DataFrame:
+                   checkpoint_location: str | None = None, **options: str) -> DataFrame:
     """A Structured Streaming DataFrame over the table's change log (explicit schema).
 
-    ``options`` go to the file source (``maxFilesPerTrigger``, ``latestFirst``…).
+    Pass the query's ``checkpoint_location`` (the one given to ``writeStream``) so that a
+    restarted query keeps the compaction fence it started with (``_binlake_fence.json`` in that
+    directory); without it the fence is taken afresh at every call, which is right only for a
+    query that is never restarted. ``options`` go to the file source (``maxFilesPerTrigger``…).
     """
     versions = load_versions(lake, database, table)
     if not versions:
         raise FileNotFoundError(f"no landed table {database}.{table} under {lake}")
-    reader = spark.readStream.schema(union_schema(versions))
-    for key, value in options.items():
-        reader = reader.option(key, value)
-    return reader.parquet(table_path(lake, database, table))
+    path = table_path(lake, database, table)
+    fence = stream_fence(lake, database, table, checkpoint_location)
+
+    def source(glob: str) -> DataFrame:
+        reader = spark.readStream.schema(union_schema(versions))
+        for key, value in options.items():
+            reader = reader.option(key, value)
+        return reader.option("pathGlobFilter", glob).parquet(path)
+
+    landed = source(f"{L.ORIGINAL_PREFIX}*.parquet")
+    if fence == 0:
+        return landed
+    generation = F.regexp_extract(F.input_file_name(), rf"{L.COMPACTED_PREFIX}(\d+)-", 1)
+    compacted = (source(f"{L.COMPACTED_PREFIX}*.parquet")
+                 .where(generation.cast("long") <= F.lit(fence)))
+    return landed.unionByName(compacted)
+
+
+def compacted_generations(lake: str, database: str, table: str) -> int:
+    """The highest compaction generation among the table's files (0: never compacted)."""
+    highest = 0
+    for root, _dirs, files in os.walk(table_path(lake, database, table)):
+        if os.sep + "_" in root:
+            continue
+        for name in files:
+            generation = L.compacted_generation(name)
+            if generation is not None and generation > highest:
+                highest = generation
+    return highest
+
+
+def stream_fence(lake: str, database: str, table: str, checkpoint_location: str | None) -> int:
+    """The compaction generation a streaming query reads compacted files up to (see the module
+    docstring): fixed at its first start, remembered in its checkpoint directory."""
+    if checkpoint_location is None or "://" in checkpoint_location \
+            and not checkpoint_location.startswith("file:"):
+        return compacted_generations(lake, database, table)
+    directory = checkpoint_location.removeprefix("file://").removeprefix("file:")
+    record = os.path.join(directory, "_binlake_fence.json")
+    if os.path.exists(record):
+        with open(record, encoding="utf-8") as f:
+            return int(json.load(f)["generation"])
+    fence = compacted_generations(lake, database, table)
+    os.makedirs(directory, exist_ok=True)
+    with open(record + ".tmp", "w", encoding="utf-8") as f:
+        json.dump({"generation": fence, "table": f"{database}.{table}"}, f)
+    os.replace(record + ".tmp", record)
+    return fence

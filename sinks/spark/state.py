@@ -18,6 +18,8 @@ from __future__ import annotations
 import glob
 import json
 import os
+import shutil
+import uuid
 from collections.abc import Sequence
 from typing import Any
 
@@ -26,7 +28,7 @@ from pyspark.sql import functions as F
 
 from ..parquet import ddl as D
 from ..parquet import layout as L
-from .readers import read_changes
+from .readers import _aligned, read_changes
 from .schema import load_versions
 
 METADATA_COLUMNS = ("_op", "_seq", "_row", "_gtid", "_gtid_domain", "_gtid_server_id",
@@ -40,7 +42,8 @@ def _is_missing(name: str) -> Column:
 
 def current_state(df: DataFrame, key_columns: Sequence[str] | None = None,
                   columns: Sequence[str] | None = None,
-                  partial_images: bool | None = None) -> DataFrame:
+                  partial_images: bool | None = None, *,
+                  keep_metadata: bool = False) -> DataFrame:
     """The present rows of the table whose change log is ``df``.
 
     Args:
@@ -50,6 +53,8 @@ def current_state(df: DataFrame, key_columns: Sequence[str] | None = None,
         columns: the data columns to return; by default those marked ``binlake.current``
             (the latest schema version's), else every non-metadata column.
         partial_images: merge rows that lack columns; ``None`` checks ``_missing`` to decide.
+        keep_metadata: return each key's winning change row whole (every column of ``df``,
+            merged, ``_missing`` null) instead of ``columns``: what a materialised state holds.
     """
     data = [f for f in df.schema.fields if f.name not in METADATA_COLUMNS]
     if key_columns is None:
@@ -62,11 +67,18 @@ def current_state(df: DataFrame, key_columns: Sequence[str] | None = None,
     if partial_images is None:
         partial_images = bool(df.where(F.col("_missing").isNotNull()).limit(1).count())
     order = [F.col("_seq").desc(), F.col("_row").desc()]
+    if keep_metadata:
+        columns = [f.name for f in data]
+    output = [F.col(f"`{c}`") for c in columns]
+    if keep_metadata:
+        output += [F.lit(None).cast(df.schema["_missing"].dataType).alias("_missing")
+                   if m == "_missing" else F.col(m)
+                   for m in METADATA_COLUMNS if m in df.columns]
     if not partial_images:
         latest = Window.partitionBy(*[F.col(f"`{k}`") for k in key_columns]).orderBy(*order)
         return (df.withColumn("__rank", F.row_number().over(latest))
                 .where((F.col("__rank") == 1) & (F.col("_op") != "D"))
-                .select(*[F.col(f"`{c}`") for c in columns]))
+                .select(*output))
     keyed = df
     for k in key_columns:
         keyed = keyed.withColumn(
@@ -84,7 +96,7 @@ def current_state(df: DataFrame, key_columns: Sequence[str] | None = None,
     latest = Window.partitionBy(*keys).orderBy(*order)
     return (merged.withColumn("__rank", F.row_number().over(latest))
             .where((F.col("__rank") == 1) & (F.col("_op") != "D"))
-            .select(*[F.col(f"`{c}`") for c in columns]))
+            .select(*output))
 
 
 def ddl_entries(lake: str, database: str, table: str) -> list[dict[str, Any]]:
@@ -125,10 +137,13 @@ def fill_added_defaults(changes: DataFrame, entries: list[dict[str, Any]]) -> Da
 
 
 def read_current_state(spark: SparkSession, lake: str, database: str, table: str,
-                       key_columns: Sequence[str] | None = None) -> DataFrame:
+                       key_columns: Sequence[str] | None = None, *,
+                       use_state: bool = True) -> DataFrame:
     """The table's present rows, with its current columns (those of its latest schema version).
 
-    The key defaults to the primary key recorded in the latest ``_schema/v<N>.json``.
+    The key defaults to the primary key recorded in the latest ``_schema/v<N>.json``. With
+    ``use_state`` (the default) it starts from the latest materialised state
+    (:func:`materialize_state`) and replays only the changes after it.
     """
     versions = load_versions(lake, database, table)
     if not versions:
@@ -137,10 +152,83 @@ def read_current_state(spark: SparkSession, lake: str, database: str, table: str
     keys = list(key_columns or latest["primary_key"])
     if not keys:
         raise ValueError(f"{database}.{table} has no primary key recorded; pass key_columns")
+    changes = _changes_for_state(spark, lake, database, table, use_state=use_state)
+    return current_state(changes, keys, [c["name"] for c in latest["columns"]])
+
+
+def _changes_for_state(spark: SparkSession, lake: str, database: str, table: str, *,
+                       use_state: bool, upto_seq: int | None = None) -> DataFrame:
+    """The change rows current state is computed from: the latest materialised state's rows
+    (if any, and if no TRUNCATE/DROP/CREATE came after it) plus the changes after it, reset
+    and ADD COLUMN defaults applied."""
     changes = read_changes(spark, lake, database, table)
     entries = ddl_entries(lake, database, table)
     reset = max((int(e["seq"]) for e in entries if e.get("resets_table")), default=0)
+    state = latest_state(lake, database, table) if use_state else None
+    if state is not None and state[0] >= reset and (upto_seq is None or state[0] <= upto_seq):
+        seq, path = state
+        rows = _aligned(spark.read.parquet(path), changes.schema, None)
+        changes = rows.unionByName(changes.where(F.col("_seq") > seq))
+    if upto_seq is not None:
+        changes = changes.where(F.col("_seq") <= upto_seq)
     if reset:
         changes = changes.where(F.col("_seq") > reset)
-    changes = fill_added_defaults(changes, [e for e in entries if int(e["seq"]) > reset])
-    return current_state(changes, keys, [c["name"] for c in latest["columns"]])
+    return fill_added_defaults(changes, [e for e in entries if int(e["seq"]) > reset])
+
+
+# --- materialised state ------------------------------------------------------------------------
+
+
+def state_dirs(lake: str, database: str, table: str) -> list[tuple[int, str]]:
+    """The table's complete materialised states ``(seq, directory)``, oldest first."""
+    base = os.path.join(lake, L.table_dir(database, table), L.STATE_DIR)
+    found = []
+    for name in os.listdir(base) if os.path.isdir(base) else []:
+        if name.startswith("seq=") and name[4:].isdigit():
+            found.append((int(name[4:]), os.path.join(base, name)))
+    return sorted(found)
+
+
+def latest_state(lake: str, database: str, table: str) -> tuple[int, str] | None:
+    states = state_dirs(lake, database, table)
+    return states[-1] if states else None
+
+
+def materialize_state(spark: SparkSession, lake: str, database: str, table: str,
+                      key_columns: Sequence[str] | None = None, *, keep: int = 2) -> int | None:
+    """Write the table's current state as of the lake's checkpoint ``_seq`` S to
+    ``<table>/_state/seq=S/`` and return S (``None`` when the state is already that recent).
+
+    Built from the previous state plus the changes after it, so each run reads little. The
+    rows are the winning change row of each live key, whole (metadata included), so that
+    later partial row images still merge onto them. Spark writes into ``<lake>/_state_staging``;
+    one directory rename publishes the state (a reader sees all of it or none). The ``keep``
+    latest states stay; older ones are deleted.
+    """
+    with open(os.path.join(lake, L.CHECKPOINT), encoding="utf-8") as f:
+        upto = int(json.load(f)["seq"])
+    previous = latest_state(lake, database, table)
+    if previous is not None and previous[0] >= upto:
+        return None
+    versions = load_versions(lake, database, table)
+    if not versions:
+        raise FileNotFoundError(f"no landed table {database}.{table} under {lake}")
+    keys = list(key_columns or list(versions.values())[-1]["primary_key"])
+    if not keys:
+        raise ValueError(f"{database}.{table} has no primary key recorded; pass key_columns")
+    changes = _changes_for_state(spark, lake, database, table, use_state=True, upto_seq=upto)
+    state = current_state(changes, keys, keep_metadata=True)
+    staging = os.path.join(lake, L.STATE_STAGING, L.table_dir(database, table),
+                           f"seq={upto}-{uuid.uuid4().hex}")
+    saved = spark.conf.get("spark.sql.parquet.outputTimestampType")
+    spark.conf.set("spark.sql.parquet.outputTimestampType", "TIMESTAMP_MICROS")
+    try:
+        state.write.parquet(staging)
+    finally:
+        spark.conf.set("spark.sql.parquet.outputTimestampType", saved or "INT96")
+    target = os.path.join(lake, L.table_dir(database, table), L.STATE_DIR, f"seq={upto}")
+    os.makedirs(os.path.dirname(target), exist_ok=True)
+    os.rename(staging, target)
+    for _seq, old in state_dirs(lake, database, table)[:-keep]:
+        shutil.rmtree(old, ignore_errors=True)
+    return upto

@@ -1,0 +1,386 @@
+"""Compaction: rewrite a partition's many small files into a few large ones, atomically.
+
+The daemon lands a file per table per flush; Spark pays for every file it lists and opens.
+Compaction replaces the daemon's files (``part-*.parquet``) of one partition directory
+(``schema_version=N/commit_date=D``) by files of about ``target_size`` bytes
+(``compacted-g<generation>-<first _seq>-<k>.parquet``), with the very same rows — every column,
+``_seq``/``_row``/``_before`` included — sorted by ``(_seq, _row)``.
+
+The switch is one atomic step that readers and the daemon cannot observe half-done:
+
+1. under ``<lake>/_compact.lock`` (one compaction at a time; never the daemon's writer lock),
+   a new partition directory is built in ``<lake>/_compact_staging/g<gen>/…``: the compacted
+   files (written, ``fsync``-ed) plus hard links to files it keeps (earlier compacted files);
+2. ``<lake>/_compact.json`` records the partition, its inputs and its outputs;
+3. holding ``<lake>/_publish.lock`` exclusively (the daemon holds it shared while it renames
+   files into partitions) the partition is checked to hold exactly the inputs, and the staged
+   directory and the live one are exchanged by ``renameat2(RENAME_EXCHANGE)``: any listing of
+   the partition sees either all the old files or all the new ones, never both, never neither;
+4. the old directory is moved to ``<lake>/_compacted_trash/g<gen>/…`` (deleted after the grace
+   period by a later run) and the record removed.
+
+A compaction killed at any instant leaves every partition either old or new; the next run (or
+the daemon's background compaction) finishes the bookkeeping (:func:`recover_compaction`).
+A daemon starting meanwhile empties only ``_staging/``, never ``_compact_staging/``.
+Only the daemon's files are inputs: a compacted file is never rewritten, so a streaming reader
+can tell a compacted file from new data by its name and generation (``sinks/spark/readers``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import ctypes.util
+import fcntl
+import json
+import logging
+import os
+import shutil
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from ..errors import SinkError
+from . import layout as L
+from .commit import dumps, fsync_path, publish_lock, replace_atomically
+
+log = logging.getLogger("binlake.compact")
+
+__all__ = ["CompactError", "CompactOptions", "CompactStats", "compact_lake", "drop_history", "partitions",
+           "recover_compaction"]
+
+#: Arrow bytes buffered per row group of a compacted file (about the daemon's row groups).
+ROW_GROUP_BYTES = 32 * 1024 * 1024
+_AT_FDCWD = -100
+_RENAME_EXCHANGE = 2
+
+
+class CompactError(SinkError):
+    """Compaction cannot proceed safely here (e.g. the filesystem cannot swap directories)."""
+
+
+@dataclass(frozen=True, slots=True)
+class CompactOptions:
+    """``min_age``: a partition is rewritten only when all its daemon files are older (seconds).
+    ``target_size``: bytes per compacted file. ``grace``: seconds replaced files stay in the
+    trash. ``compression``: the lake's codec."""
+
+    min_age: float = 3600.0
+    target_size: int = 128 * 1024 * 1024
+    grace: float = 3600.0
+    compression: str = "zstd"
+
+
+@dataclass(slots=True)
+class CompactStats:
+    """What one run did: partitions rewritten, files before and after, rows moved."""
+
+    partitions: int = 0
+    files_in: int = 0
+    files_out: int = 0
+    rows: int = 0
+    skipped_busy: int = 0
+    tables: dict[str, int] = field(default_factory=dict)
+
+
+# --- locks and the directory swap ----------------------------------------------------------------
+
+
+@contextlib.contextmanager
+def compact_lock(lake: str) -> Iterator[None]:
+    """``<lake>/_compact.lock``, exclusive: a second compaction waits for the first."""
+    fd = os.open(os.path.join(lake, L.COMPACT_LOCK), os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)
+
+
+_renameat2: Any = None
+
+
+def exchange(a: str, b: str) -> None:
+    """Swap two directories atomically (Linux ``renameat2(RENAME_EXCHANGE)``, ext4/xfs/btrfs/
+    tmpfs). No fallback: two plain renames would let a reader see the partition missing."""
+    global _renameat2
+    if _renameat2 is None:
+        libc = ctypes.CDLL(ctypes.util.find_library("c"), use_errno=True)
+        func = getattr(libc, "renameat2", None)
+        if func is None:
+            raise CompactError("this C library has no renameat2: compaction needs Linux "
+                               "(glibc 2.28+) to swap partition directories atomically")
+        func.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_int, ctypes.c_char_p,
+                         ctypes.c_uint]
+        _renameat2 = func
+    if _renameat2(_AT_FDCWD, os.fsencode(a), _AT_FDCWD, os.fsencode(b), _RENAME_EXCHANGE) != 0:
+        errno = ctypes.get_errno()
+        raise CompactError(f"cannot swap {b} atomically ({os.strerror(errno)}): the lake's "
+                           "filesystem must support renameat2(RENAME_EXCHANGE)")
+
+
+# --- what to compact -----------------------------------------------------------------------------
+
+
+def partitions(lake: str) -> Iterator[str]:
+    """Every ``<db>/<table>/schema_version=N/commit_date=D`` directory, relative to the lake."""
+    for db in sorted(os.listdir(lake)):
+        db_path = os.path.join(lake, db)
+        if db.startswith(("_", ".")) or not os.path.isdir(db_path):
+            continue
+        for table in sorted(os.listdir(db_path)):
+            table_path = os.path.join(db_path, table)
+            if table.startswith(("_", ".")) or not os.path.isdir(table_path):
+                continue
+            for version in sorted(os.listdir(table_path)):
+                if not version.startswith("schema_version="):
+                    continue
+                version_path = os.path.join(table_path, version)
+                for date in sorted(os.listdir(version_path)):
+                    if date.startswith("commit_date="):
+                        yield "/".join((db, table, version, date))
+
+
+def _next_generation(lake: str) -> int:
+    path = os.path.join(lake, L.COMPACT_GENERATION)
+    current = 0
+    if os.path.exists(path):
+        with open(path, "rb") as f:
+            current = int(json.load(f)["generation"])
+    replace_atomically(path, dumps({"generation": current + 1}))
+    return current + 1
+
+
+# --- recovery and the trash ----------------------------------------------------------------------
+
+
+def recover_compaction(lake: str) -> None:
+    """Finish what a killed compaction left (call under the compaction lock).
+
+    If the record's outputs are in the live partition, the swap happened: the old directory
+    goes to the trash. Otherwise it did not: the staged files are simply dropped. Either way
+    no reader ever saw both."""
+    manifest = os.path.join(lake, L.COMPACT_MANIFEST)
+    tmp = manifest + ".tmp"
+    if os.path.exists(tmp):
+        os.remove(tmp)
+    if os.path.exists(manifest):
+        with open(manifest, "rb") as f:
+            record = json.load(f)
+        live = os.path.join(lake, record["partition"])
+        staged = _staged_dir(lake, int(record["generation"]), record["partition"])
+        names = set(os.listdir(live)) if os.path.isdir(live) else set()
+        if set(record["outputs"]) <= names and os.path.isdir(staged):
+            _to_trash(lake, int(record["generation"]), record["partition"], staged)
+            log.info("compaction of %s was swapped before a stop; its old files went to the "
+                     "trash", record["partition"])
+        else:
+            log.info("compaction of %s stopped before its swap; dropped its staged files",
+                     record["partition"])
+        os.remove(manifest)
+        fsync_path(lake)
+    staging = os.path.join(lake, L.COMPACT_STAGING)
+    if os.path.isdir(staging):
+        shutil.rmtree(staging)
+
+
+def purge_trash(lake: str, grace: float, now: float) -> int:
+    """Delete trash generations older than ``grace`` seconds; returns how many."""
+    trash = os.path.join(lake, L.COMPACT_TRASH)
+    if not os.path.isdir(trash):
+        return 0
+    purged = 0
+    for name in sorted(os.listdir(trash)):
+        path = os.path.join(trash, name)
+        if now - os.stat(path).st_mtime >= grace:
+            shutil.rmtree(path)
+            purged += 1
+    return purged
+
+
+def _staged_dir(lake: str, generation: int, partition: str) -> str:
+    return os.path.join(lake, L.COMPACT_STAGING, f"g{generation:08d}", partition)
+
+
+def _to_trash(lake: str, generation: int, partition: str, old: str) -> None:
+    target = os.path.join(lake, L.COMPACT_TRASH, f"g{generation:08d}", partition)
+    os.makedirs(os.path.dirname(target), exist_ok=True)
+    os.rename(old, target)
+    fsync_path(os.path.dirname(target))
+    fsync_path(os.path.dirname(old))
+
+
+# --- one partition -------------------------------------------------------------------------------
+
+
+def _write_outputs(lake: str, partition: str, inputs: list[str], staged: str, generation: int,
+                   options: CompactOptions) -> tuple[list[str], int] | None:
+    """Write the compacted files of ``inputs`` into ``staged``; ``None`` if they cannot be
+    merged (schemas differ, which the daemon never does within a partition)."""
+    live = os.path.join(lake, partition)
+    schema = pq.read_schema(os.path.join(live, inputs[0]))
+    for name in inputs:
+        if not pq.read_schema(os.path.join(live, name)).equals(schema, check_metadata=False):
+            log.warning("not compacting %s: %s has another schema than %s", partition, name,
+                        inputs[0])
+            return None
+    outputs: list[str] = []
+    rows = 0
+    writer: pq.ParquetWriter | None = None
+    current: str | None = None
+    buffered: list[pa.Table] = []
+    buffered_bytes = 0
+
+    def flush_group() -> None:
+        nonlocal writer, current, buffered_bytes, rows
+        if not buffered:
+            return
+        group = pa.concat_tables(buffered).sort_by([("_seq", "ascending"),
+                                                    ("_row", "ascending")])
+        buffered.clear()
+        buffered_bytes = 0
+        if writer is None:
+            first_seq = int(group.column("_seq")[0].as_py())
+            name = os.path.basename(L.compacted_file(partition, generation, first_seq,
+                                                     len(outputs)))
+            current = os.path.join(staged, name)
+            outputs.append(name)
+            writer = pq.ParquetWriter(current, schema, compression=options.compression,
+                                      write_statistics=True)
+        writer.write_table(group, row_group_size=max(1, group.num_rows))
+        rows += group.num_rows
+        if os.path.getsize(current or "") >= options.target_size:
+            close_file()
+
+    def close_file() -> None:
+        nonlocal writer
+        if writer is not None:
+            writer.close()
+            writer = None
+            fsync_path(current or "")
+
+    for name in inputs:  # name order is _seq order: a part's name is its first _seq
+        table = pq.read_table(os.path.join(live, name), schema=schema)
+        buffered.append(table)
+        buffered_bytes += table.nbytes
+        if buffered_bytes >= min(ROW_GROUP_BYTES, options.target_size):
+            flush_group()
+    flush_group()
+    close_file()
+    return outputs, rows
+
+
+def compact_partition(lake: str, partition: str, generation: int, options: CompactOptions,
+                      now: float, stats: CompactStats) -> None:
+    """Rewrite one partition if all its daemon files are older than ``min_age``."""
+    live = os.path.join(lake, partition)
+    names = sorted(os.listdir(live))
+    inputs = [n for n in names if L.is_original(n)]
+    kept = [n for n in names if not L.is_original(n)]
+    if len(inputs) < 2:
+        return
+    if any(now - os.stat(os.path.join(live, n)).st_mtime < options.min_age for n in inputs):
+        return
+    staged = _staged_dir(lake, generation, partition)
+    os.makedirs(staged)
+    result = _write_outputs(lake, partition, inputs, staged, generation, options)
+    if result is None:
+        shutil.rmtree(staged)
+        return
+    outputs, rows = result
+    for name in kept:  # earlier compacted files stay, under the same path (hard links)
+        os.link(os.path.join(live, name), os.path.join(staged, name))
+    fsync_path(staged)
+    manifest = os.path.join(lake, L.COMPACT_MANIFEST)
+    replace_atomically(manifest, dumps({"generation": generation, "partition": partition,
+                                        "inputs": inputs, "kept": kept, "outputs": outputs}))
+    with publish_lock(lake, exclusive=True):
+        swapped = set(os.listdir(live)) == set(names)
+        if swapped:
+            exchange(staged, live)
+    if swapped:
+        fsync_path(os.path.dirname(live))
+        _to_trash(lake, generation, partition, staged)
+        stats.partitions += 1
+        stats.files_in += len(inputs)
+        stats.files_out += len(outputs)
+        stats.rows += rows
+        table = "/".join(partition.split("/")[:2])
+        stats.tables[table] = stats.tables.get(table, 0) + len(inputs) - len(outputs)
+    else:  # the daemon landed a file here meanwhile: the next run takes it too
+        shutil.rmtree(staged)
+        stats.skipped_busy += 1
+    os.remove(manifest)
+    fsync_path(lake)
+
+
+def compact_lake(lake: str, options: CompactOptions | None = None,
+                 now: float | None = None) -> CompactStats:
+    """Compact every partition of every table of ``lake`` that is old enough; see the module
+    docstring. Safe beside a running (or starting) daemon and another compaction."""
+    options = options or CompactOptions()
+    lake = os.path.abspath(lake)
+    stats = CompactStats()
+    if not os.path.isdir(lake):
+        raise CompactError(f"no lake at {lake}")
+    with compact_lock(lake):
+        recover_compaction(lake)
+        clock = time.time() if now is None else now
+        purge_trash(lake, options.grace, clock)
+        generation = _next_generation(lake)
+        for partition in list(partitions(lake)):
+            compact_partition(lake, partition, generation, options, clock, stats)
+        staging = os.path.join(lake, L.COMPACT_STAGING)
+        if os.path.isdir(staging):
+            shutil.rmtree(staging)
+    return stats
+
+
+# --- retention ---------------------------------------------------------------------------------
+
+
+def _max_seq(path: str) -> int:
+    """The largest ``_seq`` in a data file, from its footer statistics (never its data)."""
+    metadata = pq.ParquetFile(path).metadata
+    index = metadata.schema.to_arrow_schema().get_field_index("_seq")
+    highest = -1
+    for group in range(metadata.num_row_groups):
+        stats = metadata.row_group(group).column(index).statistics
+        if stats is None or not stats.has_min_max:
+            return 2**63 - 1  # unknown: never covered
+        highest = max(highest, int(stats.max))
+    return highest
+
+
+def drop_history(lake: str, database: str, table: str, covered_seq: int, before: str,
+                 now: float | None = None) -> int:
+    """Retention: remove the table's change-log partitions dated before ``before``
+    (``YYYY-MM-DD``) whose rows all have ``_seq <= covered_seq`` (a materialised state covers
+    them). History is lost: ``read_changes`` no longer returns those rows. Each partition goes
+    to the trash in one rename under the publish lock; returns how many went."""
+    lake = os.path.abspath(lake)
+    prefix = L.table_dir(database, table) + "/"
+    stamp = int(time.time() if now is None else now)
+    dropped = 0
+    with compact_lock(lake):
+        for partition in list(partitions(lake)):
+            if not partition.startswith(prefix) or partition.rsplit("=", 1)[1] >= before:
+                continue
+            live = os.path.join(lake, partition)
+            names = set(os.listdir(live))
+            if any(_max_seq(os.path.join(live, n)) > covered_seq for n in names
+                   if n.endswith(".parquet")):
+                continue
+            target = os.path.join(lake, L.COMPACT_TRASH, f"retired-{stamp}", partition)
+            os.makedirs(os.path.dirname(target), exist_ok=True)
+            with publish_lock(lake, exclusive=True):
+                if set(os.listdir(live)) != names:
+                    continue
+                os.rename(live, target)
+            fsync_path(os.path.dirname(live))
+            dropped += 1
+    return dropped
