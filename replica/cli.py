@@ -242,10 +242,13 @@ _HINTS = {
                          "socket (server.socket)",
     "UnsupportedAuthPlugin": "switch the user to a supported plugin (mysql_native_password, "
                              "caching_sha2_password, sha256_password, ed25519, parsec)",
-    "TlsError": "check server.tls_mode, tls_ca and tls_cert/tls_key; tls_mode = preferred uses "
-                "TLS only when the server offers it",
+    "TlsError": "check server.tls_mode, tls_ca and tls_cert/tls_key: a server other than "
+                "loopback needs tls_mode = verify-ca with tls_ca (its CA) unless MariaDB 11.4+ "
+                "zero-configuration TLS vouches for it; tls_mode = preferred uses TLS only when "
+                "the server offers it",
     "SSLCertVerificationError": "the server's certificate is not trusted: set server.tls_ca to "
-                                "its CA, or use tls_mode = required to skip verification",
+                                "the CA that signed it (verify-identity also checks the host "
+                                "name)",
     "ChecksumMismatch": "the stream was damaged: check the network path, or the binlog file on "
                         "the server if this repeats",
     "HeartbeatTimeout": "the server stopped sending: check it is up and the network between",

@@ -6,7 +6,7 @@ import pytest
 
 from protocol.binlog.ddl import DdlKind as K
 from sinks.parquet import ddl as D
-from sinks.parquet.layout import dir_name
+from sinks.parquet.layout import ddl_file, dir_name
 
 
 @pytest.mark.parametrize(("query", "code", "tables"), [
@@ -63,6 +63,15 @@ def test_resetting_types():
 ])
 def test_directory_names_are_visible_to_spark_and_unambiguous(name, escaped):
     assert dir_name(name) == escaped
+
+
+def test_ddl_without_a_database_has_a_readable_directory():
+    assert ddl_file("", 7) == "_ddl/_no_database/ddl-0000000000000007.jsonl"
+    # a real database called _no_database cannot collide: its leading _ is escaped
+    assert ddl_file("_no_database", 7) == "_ddl/%5Fno_database/ddl-0000000000000007.jsonl"
+    assert D.classify("CREATE TABLE shop.t (a INT)", "").database == "shop"
+    assert D.classify("CREATE USER u", "").database == ""
+    assert D.classify("GRANT ALL ON *.* TO u", "crm").database == "crm"
 
 
 @pytest.mark.parametrize(("query", "defaults"), [
