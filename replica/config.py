@@ -276,6 +276,9 @@ class SnapshotConfig:
 
     chunk_rows: int = field(default=10_000, metadata=_key(
         "Rows read (and landed) per chunk: memory is bounded by one chunk."))
+    chunk_pause: float = field(default=0.0, metadata=_key(
+        "Seconds to wait between two chunks, to spare a busy server (0: none).",
+        unit="seconds"))
     on_new_tables: bool = field(default=True, metadata=_key(
         "Snapshot tables that filter.include gained since the lake last ran, at start "
         "(false: warn and leave it to binlake snapshot)."))
@@ -771,6 +774,8 @@ def _validate(config: Config, origin_of: typing.Callable[[str], str],
         fail("start.gtid", "is required when start.from = gtid")
     if start.from_ == "file" and not start.file:
         fail("start.file", "is required when start.from = file")
+    if config.snapshot.chunk_pause < 0:
+        fail("snapshot.chunk_pause", f"must be 0 or more, got {config.snapshot.chunk_pause}")
     if config.snapshot.chunk_rows < 1:
         fail("snapshot.chunk_rows", f"must be at least 1, got {config.snapshot.chunk_rows}")
     if start.pos < 4:

@@ -503,7 +503,8 @@ class Daemon:
         """Run pending snapshots; a daemon then waits for requests, a batch run returns."""
         assert self.snapshots is not None
         reader = SnapshotReader(self.snapshots, ConnectOptions.from_config(self.config.server),
-                                chunk_rows=self.config.snapshot.chunk_rows)
+                                chunk_rows=self.config.snapshot.chunk_rows,
+                                chunk_pause=self.config.snapshot.chunk_pause)
         batch = self._snapshots_pending()
         while True:
             if self.snapshot_tables is None:

@@ -502,6 +502,7 @@ class SnapshotReader:
     coordinator: SnapshotCoordinator
     connect: ConnectOptions
     chunk_rows: int = 10_000
+    chunk_pause: float = 0.0  # seconds between chunks
     grace: float = GRACE
     #: Called with a table's finished entry (done or failed).
     on_table_done: Callable[[dict[str, Any]], None] | None = None
@@ -545,7 +546,7 @@ class SnapshotReader:
                 key_names = list(key.names) if key is not None else []
                 if entry.get("key") != key_names:  # a new (or changed) key: from the start
                     entry["key"] = key_names
-                    entry["last_key"] = None
+                    entry["last_key"] = entry["high_key"] = None
                 coordinator.watch(database, name, table.key_columns, entry.get("one_time", False))
                 if described_at < 0:
                     log.info("snapshot of %s.%s: %s", database, name,
@@ -573,12 +574,24 @@ class SnapshotReader:
         coordinator = self.coordinator
         width = len(table.table_map.columns)
         source = f"{quote_name(table.database)}.{quote_name(table.name)}"
+        if key is not None and entry.get("high_key") is None:
+            # The table's last key now: rows inserted later come from the stream, so a table
+            # that grows faster than it is read is done once it is read up to here.
+            top = await conn.query(
+                f"SELECT {', '.join(key.fetch)} FROM {source} ORDER BY "
+                f"{', '.join(c + ' DESC' for c in key.compare)} LIMIT 1")
+            entry["high_key"] = [lit(_text(v)) for lit, v in zip(key.literal, top[0],
+                                                                  strict=True)] if top else []
         while True:
             last = entry.get("last_key")
+            top_key = entry.get("high_key")
             if key is None:
                 sql = f"SELECT {table.select_list} FROM {source}"
             else:
-                where = f" WHERE {key.where(last)}" if last else ""
+                terms = [f"({key.where(last)})"] if last else []
+                if top_key:
+                    terms.append(f"NOT ({key.where(top_key)})")
+                where = f" WHERE {' AND '.join(terms)}" if terms else ""
                 sql = (f"SELECT {table.select_list}, {', '.join(key.fetch)} FROM {source}"
                        f"{where} ORDER BY {', '.join(key.compare)} LIMIT {self.chunk_rows}")
             before = coordinator.changes(table.database, table.name)
@@ -586,7 +599,7 @@ class SnapshotReader:
                 await trio.sleep(self.grace)  # as for the first chunk: see GRACE
             read_time_us = time.time_ns() // 1000 + self._clock_offset_us
             try:
-                rows = await conn.query(sql)
+                rows = await conn.query(sql) if top_key != [] else []  # []: it was empty
                 high = await binlog_end(conn)
                 columns = table.decode_rows([r[:width] for r in rows])
             except (ServerError, ValueError) as exc:
@@ -615,6 +628,8 @@ class SnapshotReader:
             if done:
                 self._finish(entry, "done", None)
                 return True
+            if self.chunk_pause:
+                await trio.sleep(self.chunk_pause)
 
     def _finish(self, entry: dict[str, Any], status: str, message: str | None) -> None:
         entry["status"] = status
