@@ -1,9 +1,12 @@
 """``binlake demo``: the whole product on a laptop, in one command.
 
 1. start a sandbox MariaDB on loopback (installing Debian's ``mariadb-server`` if it is missing),
-2. run a small, realistic shop workload on it (inserts, updates, a primary-key change, deletes,
-   a rolled-back transaction, an ``ALTER TABLE`` halfway through),
-3. run the daemon until it has caught up with the server's binlog (``replica.stop_at_end``),
+2. give it a small shop database with rows in it, then ``RESET MASTER``: like a production
+   server, its binlog no longer holds how those rows got there,
+3. run the daemon with ``start.from = "snapshot"`` until the tables' existing rows have landed
+   (as ``R`` rows) and it has caught up (``replica.stop_at_end``); then run the rest of the shop
+   workload (inserts, updates, a primary-key change, deletes, a rolled-back transaction, an
+   ``ALTER TABLE``) and the daemon again, which resumes from its checkpoint,
 4. read the lake back with Spark and print, per table, the change log by operation and the
    current state next to what ``SELECT`` says on the server — they must agree.
 
@@ -50,8 +53,10 @@ def _say(text: str) -> None:
     print(text, flush=True)
 
 
-def workload_sql(rows: int, seed: int) -> list[str]:
-    """The demo's workload: batches of SQL, each run as one client call."""
+def workload_sql(rows: int, seed: int) -> tuple[list[str], list[str]]:
+    """The demo's workload as batches of SQL, each run as one client call: what the database
+    holds before binlake starts (the schema, customers, products and most orders), and the
+    changes made while binlake replicates (the last orders, updates, deletes, an ALTER)."""
     rng = random.Random(seed)
     batches = [
         "CREATE DATABASE shop",
@@ -93,6 +98,7 @@ def workload_sql(rows: int, seed: int) -> list[str]:
         batches.append("BEGIN; INSERT INTO shop.orders VALUES " + ",".join(values) + "; "
                        f"UPDATE shop.products SET stock = stock - 1 WHERE sku = "
                        f"'SKU-{rng.randint(1, 30):04d}' AND stock > 0; COMMIT")
+    existing, batches = batches[:-1], batches[-1:]  # the last order batch comes later
     batches += [
         "UPDATE shop.customers SET email = NULL WHERE id % 7 = 0",
         "UPDATE shop.customers SET id = 1000 WHERE id = 1",  # a primary-key change
@@ -102,7 +108,7 @@ def workload_sql(rows: int, seed: int) -> list[str]:
         "BEGIN; DELETE FROM shop.orders; ROLLBACK",  # leaves no trace in the binlog's data
         "UPDATE shop.orders SET note = 'rush' WHERE qty = 5",
     ]
-    return batches
+    return existing, batches
 
 
 DEMO_MARKER = "_binlake_demo_lake"
@@ -159,13 +165,17 @@ def run(args: argparse.Namespace) -> int:
             f"CREATE USER 'binlake'@'127.0.0.1' IDENTIFIED BY '{password}'; "
             "GRANT REPLICATION SLAVE, BINLOG MONITOR, SELECT ON *.* TO 'binlake'@'127.0.0.1'"
         )
-        _say(f"2/4  running the sample workload ({args.rows} orders, seed {args.seed}) …")
+        existing, changes = workload_sql(args.rows, args.seed)
+        _say(f"2/4  a shop database with rows in it (seed {args.seed}), then RESET MASTER: "
+             "the binlog no longer has them …")
         started = time.monotonic()
-        for batch in workload_sql(args.rows, args.seed):
+        for batch in existing:
             server.sql(batch)
+        server.sql("RESET MASTER")
         _say(f"     done in {time.monotonic() - started:.1f} s")
 
-        _say(f"3/4  binlake: replicating into {lake} until caught up …")
+        _say(f"3/4  binlake: start.from = snapshot into {lake}, then the shop's next changes "
+             "(the last orders, updates, deletes, an ALTER) …")
         env = {
             "BINLAKE_SERVER_HOST": "127.0.0.1",
             "BINLAKE_SERVER_PORT": str(server.port),
@@ -173,12 +183,18 @@ def run(args: argparse.Namespace) -> int:
             "BINLAKE_SERVER_PASSWORD": password,
             "BINLAKE_REPLICA_SERVER_ID": str(server.server_id + 1000),
             "BINLAKE_REPLICA_STOP_AT_END": "true",
-            "BINLAKE_START_FROM": "earliest",
+            "BINLAKE_START_FROM": "snapshot",
             "BINLAKE_LAKE_PATH": lake,
             "BINLAKE_METRICS_ADDRESS": "",
         }
         config = load_config(None, env=env)
-        daemon = Daemon(config)
+        started = time.monotonic()
+        trio.run(Daemon(config).run)
+        _say(f"     the existing rows of {', '.join(f'shop.{t}' for t in TABLES)} landed as "
+             f"snapshot rows in {time.monotonic() - started:.1f} s")
+        for batch in changes:
+            server.sql(batch)
+        daemon = Daemon(config)  # resumes after the snapshot, from the lake's checkpoint
         started = time.monotonic()
         trio.run(daemon.run)
         stats = daemon.pipeline.stats
@@ -214,8 +230,9 @@ def _spark_summary(lake: str, expected: dict[str, int]) -> int:
             rows = state.count()
             match = "matches" if rows == expected[table] else "DIFFERS FROM"
             ok = ok and rows == expected[table]
-            _say(f"\n  shop.{table}: change log I={by_op.get('I', 0)} U={by_op.get('U', 0)} "
-                 f"D={by_op.get('D', 0)}; current state {rows} rows — {match} "
+            _say(f"\n  shop.{table}: change log R={by_op.get('R', 0)} I={by_op.get('I', 0)} "
+                 f"U={by_op.get('U', 0)} D={by_op.get('D', 0)}; current state {rows} rows — "
+                 f"{match} "
                  f"SELECT COUNT(*) = {expected[table]}")
             visible = [c for c in state.columns if not c.startswith("_")]
             for row in state.select(*visible).orderBy(visible[0]).limit(3).collect():
