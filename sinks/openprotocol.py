@@ -6,7 +6,16 @@ item becomes ``{"key": {...}, "value": {...}}``:
 * Row Changed Event (``"t": 1``) — one per changed row: ``{"u": cols}`` for an insert or an
   update (with ``"p": cols`` holding the before image when the row image carries it), and
   ``{"d": cols}`` for a delete. Like TiCDC, an UPDATE that changes the handle key (the primary
-  key) is emitted as a delete of the old key followed by an insert of the new one.
+  key) is emitted as a delete of the old key followed by an insert of the new one — when the
+  after image is complete. A MINIMAL/NOBLOB after image lacks columns, and an insert of the new
+  key alone would lose them; such a key change stays one ``{"u": new, "p": old}`` (the update
+  with its old value), which links the two keys so a consumer can carry the unchanged columns
+  from the old key to the new one.
+* A MySQL partial JSON update (``binlog_row_value_options=PARTIAL_JSON``) whose row image has
+  no before value for the column (``binlog_row_image=MINIMAL``) cannot give the new document:
+  the column is left out of ``"u"``, like any column absent from the image, and the value gains
+  ``"jd": {column: operations}`` where operations is the JSON text of
+  :meth:`protocol.binlog.values.JsonDiff.to_json_text` (apply them to the previous document).
 * DDL Event (``"t": 2``) — ``{"q": query, "t": ddl_type}`` with the seed's DDL type codes.
 * Resolved Event (``"t": 3``) — after every transaction; value ``null``.
 
@@ -36,7 +45,7 @@ from protocol.binlog.transactions import (
     TransactionItem,
     TransactionRollback,
 )
-from protocol.binlog.values import time_text
+from protocol.binlog.values import JsonDiff, time_text
 
 # Open Protocol column type codes are the MYSQL_TYPE_* codes of the type a column stores; the
 # binlog's own variants (TIMESTAMP2, NEWDATE, VAR_STRING, …) map to that type.
@@ -228,15 +237,21 @@ class OpenProtocolEncoder:
         return described
 
     def _image(self, table: TableMapEvent, described: tuple[tuple[str, int, int], ...],
-               indexes: tuple[int, ...], values: tuple[list[Any], ...], row: int) -> dict[str, Any]:
+               indexes: tuple[int, ...], values: tuple[list[Any], ...], row: int,
+               diffs: dict[str, str] | None = None) -> dict[str, Any]:
         image: dict[str, Any] = {}
         for pos, index in enumerate(indexes):
             name, code, flags = described[index]
+            value = values[pos][row]
+            if isinstance(value, JsonDiff):  # no before value to apply it to: see the docstring
+                if diffs is not None:
+                    diffs[name] = value.to_json_text()
+                continue
             cell: dict[str, Any] = {"t": code}
             if flags & FLAG_HANDLE_KEY:
                 cell["h"] = True
             cell["f"] = flags
-            cell["v"] = encode_value(table.columns[index], code, values[pos][row])
+            cell["v"] = encode_value(table.columns[index], code, value)
             image[name] = cell
         return image
 
@@ -257,12 +272,18 @@ class OpenProtocolEncoder:
             else:
                 assert event.before is not None and event.after is not None
                 before = self._image(table, described, event.before_columns, event.before, row)
-                after = self._image(table, described, event.after_columns, event.after, row)
-                if pk and _key_changed(before, after, [described[i][0] for i in pk]):
+                diffs: dict[str, str] = {}
+                after = self._image(table, described, event.after_columns, event.after, row,
+                                    diffs)
+                value: dict[str, Any] = {"u": after, "p": before}
+                if (pk and len(after) == len(table.columns)
+                        and _key_changed(before, after, [described[i][0] for i in pk])):
+                    # a complete new row: TiCDC's delete + insert (see the module docstring)
                     yield {"key": key, "value": {"d": before}}
-                    yield {"key": key, "value": {"u": after}}
-                else:
-                    yield {"key": key, "value": {"u": after, "p": before}}
+                    value = {"u": after}
+                if diffs:
+                    value["jd"] = diffs
+                yield {"key": key, "value": value}
 
 
 def _key_changed(before: dict[str, Any], after: dict[str, Any], names: list[str]) -> bool:

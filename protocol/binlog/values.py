@@ -29,11 +29,12 @@ from decimal import Decimal
 from typing import Any
 
 __all__ = [
-    "InvalidTemporal", "JsonDiff", "JsonDiffOp", "decimal_size", "decimal_size_checked",
+    "InvalidTemporal", "JsonDiff", "JsonDiffOp", "JSON_DIFF_OP_NAMES", "decimal_size", "decimal_size_checked",
     "decimal_groups", "decimal_decoder", "datetime2_invalid",
     "decode_decimal", "decode_date", "decode_datetime2", "decode_timestamp2", "decode_time2",
     "decode_time_old", "decode_datetime_old", "fractional_size", "json_binary_to_text",
     "json_binary_to_python", "json_to_text", "mysql_double_text", "apply_json_diff",
+    "apply_json_diff_text",
     "mariadb_uuid_text", "inet4_text", "inet6_text", "decode_mysql_latin1", "time_text",
 ]
 
@@ -602,6 +603,9 @@ class JsonDiffOp:
     REMOVE = 2
 
 
+JSON_DIFF_OP_NAMES = ("REPLACE", "INSERT", "REMOVE")  # by JsonDiffOp value
+
+
 @dataclass(frozen=True, slots=True)
 class JsonDiff:
     """The JSON diff vector of a partially updated JSON column, surfaced as is.
@@ -611,6 +615,19 @@ class JsonDiff:
     """
 
     ops: tuple[tuple[int, str, str | None], ...]
+
+    def to_json_text(self) -> str:
+        """The operations as JSON text, the form every output keeps them in:
+        ``[{"op": "REPLACE", "path": "$.a", "value": 2}, {"op": "REMOVE", "path": "$.b"}]`` —
+        ``op`` is REPLACE, INSERT or REMOVE, ``value`` the JSON value exactly as MySQL prints it
+        (absent for REMOVE). Applying them in order to the previous document gives the new one
+        (JSON_REPLACE / JSON_ARRAY_INSERT-or-JSON_INSERT / JSON_REMOVE semantics)."""
+        parts = []
+        for op, path, value in self.ops:
+            name = JSON_DIFF_OP_NAMES[op] if 0 <= op < len(JSON_DIFF_OP_NAMES) else str(op)
+            text = f'{{"op": "{name}", "path": {json.dumps(path, ensure_ascii=False)}'
+            parts.append(text + ("}" if value is None else f', "value": {value}}}'))
+        return "[" + ", ".join(parts) + "]"
 
 
 def _parse_path(path: str) -> list[str | int]:
@@ -646,6 +663,15 @@ def _parse_path(path: str) -> list[str | int]:
         else:
             raise ValueError(f"unsupported JSON path {path!r}")
     return legs
+
+
+def apply_json_diff_text(document: str, operations: str) -> str:
+    """Apply a :meth:`JsonDiff.to_json_text` operations text to a JSON document's text (as MySQL
+    prints it) and return the new document's text, as MySQL prints it: what a reader of the
+    lake does with a ``_json_diff`` (``sinks.spark.state``)."""
+    ops = [(JSON_DIFF_OP_NAMES.index(o["op"]), o["path"], o.get("value"))
+           for o in json.loads(operations)]
+    return json_to_text(apply_json_diff(json.loads(document), ops))
 
 
 def apply_json_diff(before: Any, ops: list[tuple[int, str, Any]]) -> Any:

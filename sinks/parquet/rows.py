@@ -10,11 +10,16 @@ An UPDATE that changes the primary key is landed as two rows: ``D`` carrying the
 ``I`` carrying the new row, with consecutive ``_row`` numbers; both carry the old row in
 ``_before`` (an ``I`` with a ``_before`` is the second half of a key change). A consumer that
 keys on the primary key therefore sees the old key disappear and the new one appear, exactly as
-if the application had deleted and re-inserted the row.
+if the application had deleted and re-inserted the row; the I's ``_before`` links the two.
+
+A MySQL PARTIAL_UPDATE_ROWS row whose JSON column holds a diff with no before value to apply it
+to (``binlog_row_image=MINIMAL``) lands that column as absent (in ``_missing``) with the diff's
+operations in ``_json_diff`` (``JsonDiff.to_json_text``, keyed by column name).
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -22,7 +27,9 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from protocol.binlog.events import EventType
 from protocol.binlog.model import RowsEvent, RowsKind
+from protocol.binlog.values import JsonDiff
 
 from .schema import COMMIT_TS_FIELD, TableVersion
 
@@ -38,6 +45,7 @@ _add = pc.add
 _INSERT = RowsKind.INSERT
 _DELETE = RowsKind.DELETE
 _READ = RowsKind.READ
+_PARTIAL_UPDATE_ROWS = EventType.PARTIAL_UPDATE_ROWS
 
 
 @dataclass(frozen=True, slots=True)
@@ -181,6 +189,7 @@ class _Builder:
         self.before_null: list[bool] = []
         self.ops = _Runs()
         self.missing = _Runs()
+        self.json_diffs = _Runs()
         # Per rows event: its tags (seq, gtid…, file, pos, commit time, ``_row`` minus the
         # row's index in the batch) and where its rows end in the batch.
         self.tags: list[tuple[Any, ...]] = []
@@ -205,10 +214,12 @@ class _Builder:
             self.before_null.extend([False] * n)
         self.count += n
 
-    def tag(self, op: str, missing: list[str] | None) -> None:
-        """The rows added last (up to ``count``) are ``op`` rows with these absent columns."""
+    def tag(self, op: str, missing: list[str] | None, json_diff: str | None = None) -> None:
+        """The rows added last (up to ``count``) are ``op`` rows with these absent columns
+        (and these JSON diffs)."""
         self.ops.add(op, self.count)
         self.missing.add(missing, self.count)
+        self.json_diffs.add(json_diff, self.count)
 
 
 def rows_batch(version: TableVersion, group: Sequence[PendingRows],
@@ -239,12 +250,15 @@ def rows_batch(version: TableVersion, group: Sequence[PendingRows],
         else:
             before, before_missing = _image(version, event.before_columns, event.before, n)
             main, missing = _image(version, event.after_columns, event.after, n)
-            if not entry.moved:
+            diffs = None
+            if event.header.type_code == _PARTIAL_UPDATE_ROWS:
+                main, diffs = _json_diffs(version, main, n)
+            if not entry.moved and diffs is None:
                 out.images(main, before, n)
                 out.tag("U", missing or None)
             else:
-                _split_key_changes(out, main, before, set(entry.moved), n,
-                                   missing or None, before_missing or None)
+                _row_by_row(out, main, before, set(entry.moved), n, missing, before_missing or None,
+                            diffs)
         tags = entry.tags
         add_tags((tags.seq, tags.gtid, tags.gtid_domain, tags.gtid_server_id, tags.gtid_uuid,
                   tags.gtid_tag, tags.gtid_seq, event.header.file or tags.file,
@@ -254,18 +268,50 @@ def rows_batch(version: TableVersion, group: Sequence[PendingRows],
     return _to_batch(version, out, with_commit_time)
 
 
-def _split_key_changes(out: _Builder, main: Sequence[Sequence[Any]],
-                       before: Sequence[Sequence[Any]],
-                       moved: set[int], n: int, missing: list[str] | None,
-                       before_missing: list[str] | None) -> None:
-    """Each key-changing UPDATE row becomes D(old) + I(new); other rows stay U."""
+def _json_diffs(version: TableVersion, main: Sequence[Sequence[Any]], n: int
+                ) -> tuple[Sequence[Sequence[Any]], list[tuple[list[str], str] | None] | None]:
+    """A PARTIAL_UPDATE_ROWS after image with its JSON diffs taken out, and per row the JSON
+    columns that held a diff instead of a value (MySQL MINIMAL image + PARTIAL_JSON: no before
+    value to apply it to) with the row's ``_json_diff`` text; ``None`` when no row has one.
+    Those columns become ``None`` and are listed in ``_missing``; the event is not changed."""
+    names: list[list[str]] = [[] for _ in range(n)]
+    texts: list[list[str]] = [[] for _ in range(n)]
+    columns = list(main)
+    for slot, name in enumerate(version.names):
+        values = columns[slot]
+        if not any(isinstance(v, JsonDiff) for v in values):
+            continue
+        copy = list(values)
+        for i, value in enumerate(copy):
+            if isinstance(value, JsonDiff):
+                copy[i] = None
+                names[i].append(name)
+                texts[i].append(f"{json.dumps(name, ensure_ascii=False)}: "
+                                f"{value.to_json_text()}")
+        columns[slot] = copy
+    if not any(names):
+        return main, None
+    return columns, [(names[i], "{" + ", ".join(texts[i]) + "}") if names[i] else None
+                     for i in range(n)]
+
+
+def _row_by_row(out: _Builder, main: Sequence[Sequence[Any]], before: Sequence[Sequence[Any]],
+                moved: set[int], n: int, missing: list[str],
+                before_missing: list[str] | None,
+                diffs: list[tuple[list[str], str] | None] | None) -> None:
+    """UPDATE rows one by one: each key-changing row becomes D(old) + I(new) (the I keeps the
+    old row in ``_before``); a row with JSON diffs lists those columns in ``_missing`` and
+    carries the diffs in ``_json_diff``; other rows stay U."""
     for i in range(n):
         old = [values[i] for values in before]
         if i in moved:
             out.images([[v] for v in old], [[v] for v in old], 1)
             out.tag("D", before_missing)
         out.images([[values[i]] for values in main], [[v] for v in old], 1)
-        out.tag("I" if i in moved else "U", missing)
+        diff = diffs[i] if diffs is not None else None
+        row_missing = [*missing, *diff[0]] if diff is not None else missing
+        out.tag("I" if i in moved else "U", row_missing or None,
+                diff[1] if diff is not None else None)
 
 
 def _row_numbers(offsets: Sequence[int], ends: list[int]) -> pa.Array:
@@ -309,6 +355,6 @@ def _to_batch(version: TableVersion, out: _Builder, with_commit_time: bool) -> p
     ]
     if with_commit_time:
         columns.append(_per_event(commit_time, ends, COMMIT_TS_FIELD.type))
-    columns += [out.missing.array(_MISSING), before]
+    columns += [out.missing.array(_MISSING), out.json_diffs.array(_STRING), before]
     schema = version.schema if with_commit_time else version.staging_schema
     return pa.RecordBatch.from_arrays(columns, schema=schema)

@@ -41,6 +41,9 @@ METADATA_FIELDS: tuple[pa.Field, ...] = (
     pa.field("_binlog_pos", pa.int64()),  # start of the rows event
     pa.field("_commit_ts", T.TIMESTAMP_UTC),
     pa.field("_missing", pa.list_(pa.string())),  # columns absent from a MINIMAL/NOBLOB image
+    # MySQL PARTIAL_JSON without a before image: {"column": [operations]} as JSON text (the
+    # column itself is in _missing); see protocol.binlog.values.JsonDiff.to_json_text
+    pa.field("_json_diff", pa.string()),
 )
 #: Names a data column cannot have: the metadata columns and the partition columns.
 METADATA_NAMES = frozenset(f.name for f in METADATA_FIELDS) | {"_before", "schema_version",

@@ -1,12 +1,15 @@
 """Reduce a change log to the table's present rows.
 
 The latest change per primary key by the total order ``(_seq, _row)`` wins; keys whose latest
-change is a delete disappear. A primary-key change was landed as D(old key) + I(new key), so it
-needs no special case here.
+change is a delete disappear. A primary-key change was landed as D(old key) + I(new key), so
+with full row images it needs no special case here.
 
 Row images that lack columns (``binlog_row_image=MINIMAL``/``NOBLOB``: listed in ``_missing``)
-are merged: each column takes its value from the latest change that carried it, and a key
-column absent from an UPDATE's after image comes from its before image.
+are merged: each column takes its value from the latest change of the same source row that
+carried it, and a key column absent from an UPDATE's after image comes from its before image.
+"The same source row" follows primary-key changes (the I half carries the old key in
+``_before``), so a moved row keeps the columns its new key's image left out. A MySQL partial
+JSON update without a before image (``_json_diff``) is applied to the row's previous document.
 
 :func:`read_current_state` also uses the DDL log: changes before a table's last TRUNCATE /
 DROP / CREATE are left out, and a column added with a DEFAULT gets that default in rows last
@@ -25,6 +28,7 @@ from typing import Any
 
 from pyspark.sql import Column, DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
+from pyspark.sql import types as S
 
 from ..parquet import ddl as D
 from ..parquet import layout as L
@@ -33,7 +37,8 @@ from .schema import load_versions
 
 METADATA_COLUMNS = ("_op", "_seq", "_row", "_gtid", "_gtid_domain", "_gtid_server_id",
                     "_gtid_uuid", "_gtid_tag", "_gtid_seq", "_binlog_file", "_binlog_pos",
-                    "_commit_ts", "_missing", "_before", "schema_version", "commit_date")
+                    "_commit_ts", "_missing", "_json_diff", "_before", "schema_version",
+                    "commit_date")
 
 
 def _is_missing(name: str) -> Column:
@@ -71,8 +76,8 @@ def current_state(df: DataFrame, key_columns: Sequence[str] | None = None,
         columns = [f.name for f in data]
     output = [F.col(f"`{c}`") for c in columns]
     if keep_metadata:
-        output += [F.lit(None).cast(df.schema["_missing"].dataType).alias("_missing")
-                   if m == "_missing" else F.col(m)
+        output += [F.lit(None).cast(df.schema[m].dataType).alias(m)
+                   if m in ("_missing", "_json_diff") else F.col(m)
                    for m in METADATA_COLUMNS if m in df.columns]
     if not partial_images:
         latest = Window.partitionBy(*[F.col(f"`{k}`") for k in key_columns]).orderBy(*order)
@@ -83,8 +88,8 @@ def current_state(df: DataFrame, key_columns: Sequence[str] | None = None,
     for k in key_columns:
         keyed = keyed.withColumn(
             k, F.when(_is_missing(k), F.col("_before").getField(k)).otherwise(F.col(f"`{k}`")))
-    keys = [F.col(f"`{k}`") for k in key_columns]
-    history = (Window.partitionBy(*keys).orderBy(F.col("_seq"), F.col("_row"))
+    keyed = _with_lineage(keyed, key_columns)
+    history = (Window.partitionBy("__lineage").orderBy(F.col("_seq"), F.col("_row"))
                .rowsBetween(Window.unboundedPreceding, Window.currentRow))
     merged = keyed
     for c in columns:
@@ -93,10 +98,100 @@ def current_state(df: DataFrame, key_columns: Sequence[str] | None = None,
         carried = F.when(~_is_missing(c), F.struct(F.col(f"`{c}`").alias("v")))
         merged = merged.withColumn(c, F.last(carried, ignorenulls=True).over(history)
                                    .getField("v"))
-    latest = Window.partitionBy(*keys).orderBy(*order)
-    return (merged.withColumn("__rank", F.row_number().over(latest))
-            .where((F.col("__rank") == 1) & (F.col("_op") != "D"))
-            .select(*output))
+    latest = Window.partitionBy("__lineage").orderBy(*order)
+    state = (merged.withColumn("__rank", F.row_number().over(latest))
+             .where((F.col("__rank") == 1) & (F.col("_op") != "D")))
+    state = _apply_json_diffs(keyed, state, [c for c in columns if c not in key_columns])
+    return state.select(*output)
+
+
+def _with_lineage(df: DataFrame, key_columns: Sequence[str]) -> DataFrame:
+    """``__lineage``: which row of the source table each change belongs to, across primary-key
+    changes.
+
+    A key's history is cut into segments, each starting at an ``I``/``R`` (a row that did not
+    exist before); a segment is ``struct(key…, start _seq, start _row)``. A key change landed
+    as D(old key) + I(new key) in consecutive ``_row``s, the I carrying ``_before``: the I's
+    segment continues the D's. Following those links back gives each segment its first one,
+    the lineage — so the columns a MINIMAL/NOBLOB image left out of the new key's row are
+    carried over from the old key's. Links are few (one per key change) and resolved on the
+    driver.
+    """
+    keys = [F.col(f"`{k}`") for k in key_columns]
+    by_key = (Window.partitionBy(*keys).orderBy(F.col("_seq"), F.col("_row"))
+              .rowsBetween(Window.unboundedPreceding, Window.currentRow))
+    start = F.last(F.when(F.col("_op").isin("I", "R"), F.struct(
+        F.col("_seq").alias("s"), F.col("_row").alias("r"))), ignorenulls=True).over(by_key)
+    df = df.withColumn("__start", start).withColumn("__segment", F.struct(
+        *[F.col(f"`{k}`").alias(f"k{i}") for i, k in enumerate(key_columns)],
+        # -1: the key's changes before its first insert (a lake started mid-stream); no NULLs
+        # in a join key
+        F.coalesce(F.col("__start").getField("s"), F.lit(-1)).alias("s"),
+        F.coalesce(F.col("__start").getField("r"), F.lit(-1)).alias("r")))
+    moved_in = (df.where((F.col("_op") == "I") & F.col("_before").isNotNull())
+                .select("_seq", "_row", F.col("__segment").alias("new")))
+    moved_out = (df.where(F.col("_op") == "D")
+                 .select("_seq", (F.col("_row") + 1).alias("_row"), F.col("__segment").alias("old")))
+    links = moved_in.join(moved_out, ["_seq", "_row"]).select("new", "old").collect()
+    if not links:
+        return df.withColumn("__lineage", F.col("__segment"))
+    parent = {row["new"]: row["old"] for row in links}
+
+    def root(segment: Any) -> Any:
+        seen = set()
+        while segment in parent and segment not in seen:
+            seen.add(segment)
+            segment = parent[segment]
+        return segment
+
+    segment_type = df.schema["__segment"].dataType
+    roots = df.sparkSession.createDataFrame(
+        [(new, root(new)) for new in parent],
+        S.StructType([S.StructField("__segment", segment_type),
+                      S.StructField("__root", segment_type)]))
+    return (df.join(F.broadcast(roots), ["__segment"], "left")
+            .withColumn("__lineage", F.coalesce(F.col("__root"), F.col("__segment")))
+            .drop("__root"))
+
+
+def _apply_json_diffs(history: DataFrame, state: DataFrame, columns: Sequence[str]) -> DataFrame:
+    """Columns whose history holds MySQL partial JSON updates without a before image
+    (``_json_diff``): fold each lineage's changes — a full value, then the diffs after it —
+    into the current document. Without a full value before a diff the column is NULL."""
+    if "_json_diff" not in history.columns:
+        return state
+    with_diffs = history.where(F.col("_json_diff").isNotNull())
+    diffed = [c for c in columns
+              if with_diffs.where(F.col("_json_diff").contains(json.dumps(c))).limit(1).count()]
+    for c in diffed:
+        entries = (history.where(~_is_missing(c) | F.col("_json_diff").isNotNull())
+                   .groupBy("__lineage").agg(F.sort_array(F.collect_list(F.struct(
+                       "_seq", "_row", (~_is_missing(c)).alias("present"),
+                       F.col(f"`{c}`").cast("string").alias("value"), "_json_diff"))).alias("h")))
+        folded = entries.select("__lineage", _fold_json(F.col("h"), F.lit(c)).alias("__folded"))
+        state = (state.join(folded, ["__lineage"], "left")
+                 .withColumn(c, F.col("__folded").getField("v").cast(state.schema[c].dataType))
+                 .drop("__folded"))
+    return state
+
+
+def _fold_json_history(history: list[Any], column: str) -> tuple[str | None]:
+    from protocol.binlog.values import apply_json_diff_text
+
+    document = None
+    for entry in history:
+        if entry["present"]:
+            document = entry["value"]
+            continue
+        diff = json.loads(entry["_json_diff"]).get(column) if entry["_json_diff"] else None
+        if diff is not None and document is not None:
+            document = apply_json_diff_text(document, json.dumps(diff))
+    return (document,)
+
+
+# a lambda: pyspark would try to read a pandas UDF kind from the function's type hints
+_fold_json = F.udf(lambda history, column: _fold_json_history(history, column),
+                   S.StructType([S.StructField("v", S.StringType())]))
 
 
 def ddl_entries(lake: str, database: str, table: str) -> list[dict[str, Any]]:
