@@ -41,6 +41,7 @@ from typing import TextIO
 from protocol.errors import GtidError, ServerError
 from protocol.gtid import GtidPosition, GtidSet
 from replica.config import Config
+from sinks.parquet import layout as L
 
 __all__ = [
     "Status",
@@ -143,7 +144,7 @@ def _on(value: str | None) -> bool:
 
 def _read_checkpoint(lake: str) -> tuple[dict[str, object] | None, str | None]:
     """The lake's ``_checkpoint.json`` (read only, never recovered here), or why not."""
-    path = os.path.join(lake, "_checkpoint.json")
+    path = os.path.join(lake, L.CHECKPOINT)
     try:
         with open(path, "rb") as f:
             doc = json.load(f)

@@ -34,6 +34,7 @@ import trio
 
 from replica.config import load_config
 from replica.core.daemon import Daemon
+from sinks.parquet import layout as L
 
 TABLES = ("customers", "products", "orders")
 
@@ -111,7 +112,7 @@ def workload_sql(rows: int, seed: int) -> tuple[list[str], list[str]]:
     return existing, batches
 
 
-DEMO_MARKER = "_binlake_demo_lake"
+DEMO_MARKER = L.DEMO_MARKER
 
 
 class DemoRefused(Exception):

@@ -23,6 +23,7 @@ import trio
 from replica.config import Config, ConfigError
 from replica.core.snapshot import remove_request, requests_done, write_request
 from sinks.errors import LakeLocked
+from sinks.parquet import layout as L
 from sinks.parquet.lock import LakeLock
 
 log = logging.getLogger("binlake.snapshot")
@@ -63,7 +64,7 @@ def lake_in_use(lake: str) -> bool:
 
 def _checkpoint_state(lake: str) -> dict[str, Any]:
     try:
-        with open(os.path.join(lake, "_checkpoint.json"), encoding="utf-8") as f:
+        with open(os.path.join(lake, L.CHECKPOINT), encoding="utf-8") as f:
             doc = json.load(f)
     except (FileNotFoundError, ValueError):  # not yet, or being replaced (never half-written)
         return {}

@@ -36,13 +36,11 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, TextIO
 
 from replica.config import Config
+from sinks.parquet import layout as L
 
 __all__ = ["TableFacts", "LakeFacts", "ServerPosition", "Status", "lake_facts",
            "server_position", "collect", "render_text", "add_arguments", "run"]
 
-_CHECKPOINT = "_checkpoint.json"
-_MANIFEST = "_commit.json"
-_SCHEMA_DIR = "_schema"
 
 
 @dataclass(slots=True)
@@ -103,10 +101,6 @@ class Status:
 # --- the lake -----------------------------------------------------------------------------------
 
 
-def _hidden(name: str) -> bool:
-    return name.startswith(("_", "."))
-
-
 def _read_json(path: str) -> Any:
     with open(path, "rb") as f:
         return json.load(f)
@@ -119,18 +113,18 @@ def lake_facts(path: str) -> LakeFacts:
     facts = LakeFacts(path=os.path.abspath(path), exists=os.path.isdir(path))
     if not facts.exists:
         return facts
-    checkpoint = os.path.join(path, _CHECKPOINT)
+    checkpoint = os.path.join(path, L.CHECKPOINT)
     if os.path.exists(checkpoint):
         doc = _read_json(checkpoint)
         facts.checkpoint = doc if isinstance(doc, dict) else None
-    facts.commit_in_progress = os.path.exists(os.path.join(path, _MANIFEST))
+    facts.commit_in_progress = os.path.exists(os.path.join(path, L.MANIFEST))
     for database_dir in sorted(os.listdir(path)):
         database_path = os.path.join(path, database_dir)
-        if _hidden(database_dir) or not os.path.isdir(database_path):
+        if L.is_hidden(database_dir) or not os.path.isdir(database_path):
             continue
         for table_dir in sorted(os.listdir(database_path)):
             table_path = os.path.join(database_path, table_dir)
-            if _hidden(table_dir) or not os.path.isdir(table_path):
+            if L.is_hidden(table_dir) or not os.path.isdir(table_path):
                 continue
             facts.tables.append(_table_facts(table_path, database_dir, table_dir, facts, pq))
     return facts
@@ -138,24 +132,20 @@ def lake_facts(path: str) -> LakeFacts:
 
 def _table_facts(table_path: str, database_dir: str, table_dir: str, lake: LakeFacts,
                  pq: Any) -> TableFacts:
-    from urllib.parse import unquote
-
     versions: list[int] = []
-    names = (unquote(database_dir), unquote(table_dir))  # layout.dir_name percent-encodes
-    schema_dir = os.path.join(table_path, _SCHEMA_DIR)
+    names = (L.name_of_dir(database_dir), L.name_of_dir(table_dir))
+    schema_dir = os.path.join(table_path, L.SCHEMA_DIR)
     if os.path.isdir(schema_dir):
-        for entry in os.listdir(schema_dir):
-            if entry.startswith("v") and entry.endswith(".json") and entry[1:-5].isdigit():
-                versions.append(int(entry[1:-5]))
-        versions.sort()
+        versions = sorted(v for v in map(L.schema_version_of, os.listdir(schema_dir))
+                          if v is not None)
         if versions:
-            doc = _read_json(os.path.join(schema_dir, f"v{versions[-1]}.json"))
+            doc = _read_json(os.path.join(schema_dir, L.schema_file_name(versions[-1])))
             names = (doc.get("database", names[0]), doc.get("table", names[1]))
     table = TableFacts(database=names[0], table=names[1], schema_versions=versions)
     for root, dirs, files in os.walk(table_path):
-        dirs[:] = sorted(d for d in dirs if not _hidden(d))
+        dirs[:] = sorted(d for d in dirs if not L.is_hidden(d))
         for name in sorted(files):
-            if _hidden(name) or not name.endswith(".parquet"):
+            if not L.is_data_file(name):
                 continue
             file_path = os.path.join(root, name)
             try:

@@ -58,6 +58,7 @@ from replica.core.connection import Connection, ConnectOptions
 from replica.core.snapshot_describe import describe_table
 from sinks.parquet import ParquetSink
 from sinks.parquet import ddl as D
+from sinks.parquet import layout as L
 
 log = logging.getLogger("binlake.snapshot")
 
@@ -73,7 +74,7 @@ GRACE = 1.0
 KEYLESS_ATTEMPTS = 5
 
 #: Directory in the lake where ``binlake snapshot`` leaves requests for a running daemon.
-REQUESTS_DIR = "_snapshot_requests"
+REQUESTS_DIR = L.SNAPSHOT_REQUESTS_DIR
 
 #: Seconds between looks at the requests directory.
 REQUEST_POLL = 1.0

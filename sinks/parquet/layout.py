@@ -5,6 +5,8 @@
     <lake>/_checkpoint.json                        every transaction up to here is landed
     <lake>/_commit.json                            roll-forward record of a commit in progress
     <lake>/_lock                                   the writer's flock (one writer per lake)
+    <lake>/_binlake_demo_lake                      marks a lake `binlake demo` made (and may replace)
+    <lake>/_snapshot_requests/<id>.json            `binlake snapshot` asks the running daemon
     <lake>/_staging/                               files being written (emptied at start)
     <lake>/_xa/xa-<seq>-<k>.arrow                  rows of XA transactions prepared, not yet ended
     <lake>/_ddl/<db>/ddl-<first seq>.jsonl         the DDL log, one file per commit that had DDL
@@ -16,7 +18,9 @@
     <lake>/_publish.lock, _compact.lock                 see sinks/parquet/compact.py
     <lake>/_compact.json, _compact_staging/, _compacted_trash/   compaction's own commit files
 
-Everything that is not data starts with ``_``, which Spark skips when it lists a directory.
+Everything that is not data starts with ``_``, which Spark skips when it lists a directory
+(:func:`is_hidden`). Code elsewhere (the commands, the Spark readers) names these paths through
+this module, never by spelling them.
 Database and table names are used verbatim except for characters a path or Spark would read
 differently (``/``, ``\\``, ``%``, NUL, and a leading ``_`` or ``.``), which are
 percent-encoded: a table called ``_audit`` lives in ``%5Faudit``.
@@ -25,6 +29,7 @@ percent-encoded: a table called ``_audit`` lives in ``%5Faudit``.
 from __future__ import annotations
 
 import posixpath
+from urllib.parse import unquote
 
 CHECKPOINT = "_checkpoint.json"
 MANIFEST = "_commit.json"
@@ -41,6 +46,9 @@ COMPACT_GENERATION = "_compact_generation.json"
 COMPACT_STAGING = "_compact_staging"
 COMPACT_TRASH = "_compacted_trash"
 STATE_STAGING = "_state_staging"
+DEMO_MARKER = "_binlake_demo_lake"
+SNAPSHOT_REQUESTS_DIR = "_snapshot_requests"
+DATA_SUFFIX = ".parquet"
 
 #: Data files the daemon writes, and those compaction writes: readers tell them apart by name.
 ORIGINAL_PREFIX = "part-"
@@ -60,21 +68,57 @@ def dir_name(name: str) -> str:
     return "".join(out) or "%00"
 
 
+def name_of_dir(directory: str) -> str:
+    """The database or table name a directory holds (the inverse of :func:`dir_name`)."""
+    return unquote(directory)
+
+
+def is_hidden(name: str) -> bool:
+    """Not data: a file or directory that Spark skips when it lists the lake."""
+    return name.startswith(("_", "."))
+
+
+def is_data_file(name: str) -> bool:
+    return name.endswith(DATA_SUFFIX) and not is_hidden(name)
+
+
 def table_dir(database: str, table: str) -> str:
     return posixpath.join(dir_name(database), dir_name(table))
 
 
+def version_dir(version: int) -> str:
+    """The partition directory of a schema version, under the table's directory."""
+    return f"schema_version={version}"
+
+
+def schema_file_name(version: int) -> str:
+    """A schema version's file name, under the table's ``_schema`` directory."""
+    return f"v{version}.json"
+
+
+def schema_version_of(file_name: str) -> int | None:
+    """The version a ``_schema`` file name holds; None for any other name."""
+    if file_name.startswith("v") and file_name.endswith(".json") and file_name[1:-5].isdigit():
+        return int(file_name[1:-5])
+    return None
+
+
 def schema_file(database: str, table: str, version: int) -> str:
-    return posixpath.join(table_dir(database, table), SCHEMA_DIR, f"v{version}.json")
+    return posixpath.join(table_dir(database, table), SCHEMA_DIR, schema_file_name(version))
 
 
 def part_file(database: str, table: str, version: int, commit_date: str, first_seq: int,
               index: int) -> str:
     """A data file's name: unique because ``first_seq`` only grows from commit to commit."""
     return posixpath.join(
-        table_dir(database, table), f"schema_version={version}", f"commit_date={commit_date}",
-        f"part-{first_seq:016d}-{index:03d}.parquet",
+        table_dir(database, table), version_dir(version), f"commit_date={commit_date}",
+        f"part-{first_seq:016d}-{index:03d}{DATA_SUFFIX}",
     )
+
+
+def staged_file(count: int) -> str:
+    """A Parquet file being written, in staging until a commit renames it to its part file."""
+    return posixpath.join(STAGING, f"part-{count:08d}{DATA_SUFFIX}")
 
 
 #: The DDL log's directory for statements run without a default database that name none

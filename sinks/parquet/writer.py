@@ -885,7 +885,7 @@ class ParquetSink:
             self._convert_part_pending(part)
         if part.writer is None:
             self._staged_count += 1
-            part.staged = f"{L.STAGING}/part-{self._staged_count:08d}.parquet"
+            part.staged = L.staged_file(self._staged_count)
             self._io_path = os.path.join(self.lake, part.staged)
             name_key = (L.table_dir(version.database, version.table)
                         + f"/{version.version}/{part.commit_date}", part.first_seq)

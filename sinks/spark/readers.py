@@ -83,7 +83,7 @@ def read_changes(spark: SparkSession, lake: str, database: str, table: str) -> D
     base = table_path(lake, database, table)
     frames = []
     for number, doc in versions.items():
-        directory = os.path.join(base, f"schema_version={number}")
+        directory = os.path.join(base, L.version_dir(number))
         if not os.path.isdir(directory):
             continue  # a version whose rows have not landed yet
         df = (spark.read.schema(version_schema(doc)).option("basePath", directory)

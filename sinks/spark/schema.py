@@ -51,10 +51,10 @@ def load_versions(lake: str, database: str, table: str) -> dict[int, dict[str, A
     directory = os.path.join(lake, L.table_dir(database, table), L.SCHEMA_DIR)
     versions = {}
     for path in glob.glob(os.path.join(directory, "v*.json")):
-        number = os.path.basename(path)[1:-5]
-        if number.isdigit():
+        number = L.schema_version_of(os.path.basename(path))
+        if number is not None:
             with open(path, encoding="utf-8") as f:
-                versions[int(number)] = json.load(f)
+                versions[number] = json.load(f)
     return dict(sorted(versions.items()))
 
 

@@ -6,7 +6,18 @@ import pytest
 
 from protocol.binlog.ddl import DdlKind as K
 from sinks.parquet import ddl as D
-from sinks.parquet.layout import ddl_file, dir_name
+from sinks.parquet.layout import (
+    STAGING,
+    ddl_file,
+    dir_name,
+    is_data_file,
+    is_hidden,
+    name_of_dir,
+    part_file,
+    schema_file,
+    schema_version_of,
+    staged_file,
+)
 
 
 @pytest.mark.parametrize(("query", "code", "tables"), [
@@ -63,6 +74,20 @@ def test_resetting_types():
 ])
 def test_directory_names_are_visible_to_spark_and_unambiguous(name, escaped):
     assert dir_name(name) == escaped
+    assert not is_hidden(escaped)
+    if name:
+        assert name_of_dir(escaped) == name  # what `binlake status` shows
+
+
+def test_schema_files_and_data_files_are_named_in_one_place():
+    assert schema_file("shop", "_t", 3) == "shop/%5Ft/_schema/v3.json"
+    assert [schema_version_of(n) for n in ("v3.json", "v12.json", "vx.json", "v3.json.tmp")] \
+        == [3, 12, None, None]
+    assert part_file("a", "b", 2, "2024-01-02", 7, 1) == \
+        "a/b/schema_version=2/commit_date=2024-01-02/part-0000000000000007-001.parquet"
+    assert is_data_file("part-0000000000000007-001.parquet")
+    assert not is_data_file("_part.parquet") and not is_data_file("x.arrow")
+    assert staged_file(5) == "_staging/part-00000005.parquet" and is_hidden(STAGING)
 
 
 def test_ddl_without_a_database_has_a_readable_directory():
