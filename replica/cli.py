@@ -25,6 +25,7 @@ import datetime as _dt
 import importlib
 import inspect
 import json
+import logging
 import os
 import sys
 import traceback
@@ -304,6 +305,7 @@ def _report(exc: BaseException, verbose: int, secrets: Sequence[str] = (),
         return text
 
     hint = hint_for(exc)
+    _log_to_file(masked(_describe(exc)), type(exc).__name__, hint)
     if json_errors:  # log shippers parse every line of a JSON-logging daemon
         document = {"time": _utc_now(), "level": "error", "logger": PROG,
                     "message": masked(_describe(exc)), "error": type(exc).__name__}
@@ -320,6 +322,18 @@ def _report(exc: BaseException, verbose: int, secrets: Sequence[str] = (),
         print(f"  fix: {hint}", file=sys.stderr)
     if not verbose and not isinstance(exc, ConfigError):
         print("  (run with -v for the traceback)", file=sys.stderr)
+
+
+def _log_to_file(message: str, error: str, hint: str | None) -> None:
+    """The error that ends the command is the last line of ``log.file`` too (in its format):
+    whoever reads the file must not find a calm INFO as the last word of a dead daemon."""
+    from replica.observe.logs import ReopenableFileHandler, current_setup
+
+    setup = current_setup()
+    if setup is None or not isinstance(setup.handler, ReopenableFileHandler):
+        return  # logging goes to stderr, where the line below is printed anyway
+    extra = {"error": error, **({"fix": hint} if hint else {})}
+    logging.getLogger(PROG).error("%s", message, extra=extra)
 
 
 def _json_errors(args: argparse.Namespace) -> bool:

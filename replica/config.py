@@ -371,6 +371,9 @@ class LogConfig:
     level: str = field(default="info", metadata=_key("Minimum level logged.", choices=LOG_LEVELS))
     file: str | None = field(default=None, metadata=_key(
         "Append to this file instead of stderr; reopened on SIGHUP (logrotate)."))
+    progress_interval: float = field(default=10.0, metadata=_key(
+        "While the daemon is catching up, one progress line (transactions and rows landed, "
+        "rate, lag, time left) this often, in seconds.", unit="seconds"))
 
 
 @dataclass(frozen=True, slots=True)
@@ -763,6 +766,7 @@ def _validate(config: Config, origin_of: typing.Callable[[str], str],
                           ("replica.heartbeat_period", replica.heartbeat_period),
                           ("replica.stop_timeout", replica.stop_timeout),
                           ("lake.flush_interval", config.lake.flush_interval),
+                          ("log.progress_interval", config.log.progress_interval),
                           ("reconnect.initial_delay", config.reconnect.initial_delay),
                           ("reconnect.max_delay", config.reconnect.max_delay)):
         if not value > 0:

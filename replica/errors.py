@@ -9,7 +9,7 @@ failures as retryable — ``replica.core.backoff.classify`` among it — sees th
 from __future__ import annotations
 
 __all__ = ["ReplicaError", "ConnectError", "ConnectTimeout", "ConnectionLost", "ReadTimeout",
-           "HeartbeatTimeout", "sole_exception"]
+           "HeartbeatTimeout", "sole_exception", "describe"]
 
 
 class ReplicaError(Exception):
@@ -58,3 +58,19 @@ def sole_exception(group: BaseExceptionGroup[BaseException]) -> BaseException:
         elif not isinstance(exc, trio.Cancelled):
             leaves.append(exc)
     return leaves[0] if len(leaves) == 1 else group
+
+
+def describe(exc: BaseException) -> str:
+    """``Type: detail`` in one line, never with an empty detail: an exception without text of
+    its own (an SSL EOF, a reset socket) is described by its cause's text, else by its type."""
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        text = str(current).strip()
+        if text and not text.endswith(":"):
+            line = text.splitlines()[0]
+            return f"{type(exc).__name__}: {line}" if current is exc else \
+                f"{type(exc).__name__}: {line} ({type(current).__name__})"
+        current = current.__cause__ or current.__context__
+    return type(exc).__name__

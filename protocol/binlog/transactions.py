@@ -70,7 +70,6 @@ class TransactionCommit:
     commit_time_us: int  # UTC microseconds; second precision where the server gives no more
     server_id: int
     xid: int | None = None
-    ack_requested: bool = False  # semi-sync: the master waits for our ACK of ``end``
     #: ``XA COMMIT <xid>`` of an earlier :class:`TransactionPrepared`: the XA id (as that
     #: item's ``xid``) whose prepared rows commit now. ``None`` for every other commit.
     xa: str | None = None

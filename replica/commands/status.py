@@ -8,14 +8,13 @@ Lake facts come from the lake alone, cheaply, and never change it:
 * per table: its schema versions (``_schema/v<N>.json``), data files, and rows landed — the
   row counts are read from the Parquet *footers* only, never from the data.
 
-If the server of the configuration answers, the lag:
+If the server of the configuration answers, its binlog end (``SHOW MASTER STATUS`` / ``SHOW
+BINARY LOG STATUS``), GTID position (``@@gtid_binlog_pos`` / ``@@gtid_executed``) and the lag, by
+the one definition the daemon's /readyz and /metrics use (:mod:`replica.observe.lag`):
 
-* the server's binlog end (``SHOW MASTER STATUS`` / ``SHOW BINARY LOG STATUS``) and GTID
-  position (``@@gtid_binlog_pos`` / ``@@gtid_executed``);
 * ``caught_up``: the lake's resume position is the server's end, or its GTID state is the
-  server's (then ``seconds_behind`` is 0);
-* ``seconds_behind``: otherwise, the server's clock now minus the last landed commit time (an
-  upper bound when the server has been idle since);
+  server's (then ``seconds_behind`` and ``bytes_behind`` are 0);
+* ``seconds_behind``: otherwise, the server's clock now minus the last landed commit time;
 * ``bytes_behind``: binlog bytes between the resume position and the server's end (from
   ``SHOW BINARY LOGS``; absent without the REPLICATION CLIENT/BINLOG MONITOR privilege).
 
@@ -36,6 +35,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, TextIO
 
 from replica.config import Config
+from replica.observe.lag import ServerEnd, lag_of_checkpoint, query_server_end
 from sinks.parquet import layout as L
 
 __all__ = ["TableFacts", "LakeFacts", "ServerPosition", "Status", "lake_facts",
@@ -161,12 +161,6 @@ def _table_facts(table_path: str, database_dir: str, table_dir: str, lake: LakeF
 # --- the server ---------------------------------------------------------------------------------
 
 
-def _text(value: str | bytes | None) -> str | None:
-    if value is None:
-        return None
-    return value.decode("utf-8", "replace") if isinstance(value, bytes) else value
-
-
 async def server_position(config: Config, checkpoint: dict[str, Any] | None) -> ServerPosition:
     """Ask the server for its end, and compare with the checkpoint; never raises for the
     server's sake (an unreachable server is a fact to report)."""
@@ -181,88 +175,36 @@ async def server_position(config: Config, checkpoint: dict[str, Any] | None) -> 
         return ServerPosition(reachable=False, error=_one_line(exc))
     result = ServerPosition(reachable=True, version=conn.server_version,
                             flavor="mariadb" if conn.is_mariadb else "mysql")
-    logs: list[tuple[str, int]] = []
+    end: ServerEnd | None = None
     try:
         async with conn:
-            logs = await _ask(conn, result)
+            end = await _ask(conn, result)
     except Exception as exc:
         result.error = _one_line(exc)
-    _compare(result, checkpoint, logs)
+    _compare(result, checkpoint, end)
     return result
 
 
-async def _ask(conn: Any, result: ServerPosition) -> list[tuple[str, int]]:
-    """Fill in the server's clock, GTID and binlog end; return SHOW BINARY LOGS."""
-    from protocol.errors import ServerError
-
-    if conn.is_mariadb:
-        rows = await conn.query("SELECT UNIX_TIMESTAMP(NOW(6)), @@gtid_binlog_pos")
-        now, gtid = rows[0]
-        status_sql = "SHOW MASTER STATUS"
+async def _ask(conn: Any, result: ServerPosition) -> ServerEnd:
+    """Fill in the server's clock, GTID and binlog end."""
+    end = await query_server_end(conn)
+    result.now_us = end.now_us
+    result.gtid = end.gtid
+    if end.position is None:
+        result.error = "no binlog position: the user lacks REPLICATION CLIENT/BINLOG MONITOR"
     else:
-        rows = await conn.query("SELECT UNIX_TIMESTAMP(NOW(6)), @@gtid_executed")
-        now, gtid = rows[0]
-        status_sql = "SHOW BINARY LOG STATUS"
-    result.now_us = round(float(_text(now) or 0) * 1_000_000)
-    result.gtid = (_text(gtid) or "").replace("\n", "") or None
-    try:
-        rows = await conn.query(status_sql)
-        if rows:
-            result.binlog_file = _text(rows[0][0])
-            result.binlog_pos = int(_text(rows[0][1]) or 0)
-        logs = [(_text(r[0]) or "", int(_text(r[1]) or 0))
-                for r in await conn.query("SHOW BINARY LOGS")]
-    except ServerError as exc:
-        result.error = f"{exc.message} (binlog position unknown)"
-        return []
-    return logs
+        result.binlog_file, result.binlog_pos = end.position.file, end.position.pos
+    return end
 
 
 def _compare(result: ServerPosition, checkpoint: dict[str, Any] | None,
-             logs: list[tuple[str, int]]) -> None:
-    if checkpoint is None:
+             end: ServerEnd | None) -> None:
+    if checkpoint is None or end is None:
         return
-    file, pos = checkpoint.get("binlog_file"), checkpoint.get("binlog_pos")
-    at_end = (file is not None and file == result.binlog_file and pos == result.binlog_pos)
-    same_gtid = _same_gtid_state(checkpoint.get("gtid_state"), result.gtid, result.flavor)
-    if result.binlog_file is not None or result.gtid is not None:
-        result.caught_up = at_end or same_gtid
-    if isinstance(file, str) and isinstance(pos, int) and result.binlog_file is not None:
-        result.bytes_behind = _distance(logs, file, pos, result.binlog_file,
-                                        result.binlog_pos or 0)
-    commit_us = checkpoint.get("commit_time_us")
-    if result.caught_up:
-        result.seconds_behind = 0.0
-    elif isinstance(commit_us, int) and result.now_us is not None:
-        result.seconds_behind = max(0.0, (result.now_us - commit_us) / 1_000_000)
-
-
-def _same_gtid_state(lake: object, server: str | None, flavor: str | None) -> bool:
-    from protocol.errors import GtidError
-    from protocol.gtid import GtidPosition, GtidSet
-
-    if not isinstance(lake, str) or not lake or not server:
-        return False
-    try:
-        if flavor == "mariadb":
-            return GtidPosition.parse(lake) == GtidPosition.parse(server)
-        return GtidSet.parse(lake) == GtidSet.parse(server)
-    except GtidError:
-        return False
-
-
-def _distance(logs: list[tuple[str, int]], file: str, pos: int, end_file: str,
-              end_pos: int) -> int | None:
-    """Binlog bytes from ``file:pos`` to ``end_file:end_pos`` (None if not computable)."""
-    if file == end_file:
-        return max(0, end_pos - pos)
-    names = [name for name, _size in logs]
-    if file not in names or end_file not in names:
-        return None
-    total = 0
-    for name, size in logs[names.index(file):names.index(end_file)]:
-        total += size - (pos if name == file else 0)
-    return total + end_pos
+    lag = lag_of_checkpoint(checkpoint, end)
+    result.caught_up = lag.caught_up
+    result.seconds_behind = lag.seconds
+    result.bytes_behind = lag.bytes
 
 
 def _one_line(exc: BaseException) -> str:

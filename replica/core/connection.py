@@ -149,7 +149,19 @@ def _translate_stream_errors(what: str) -> Iterator[None]:
     try:
         yield
     except (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as exc:
-        raise ConnectionLost(f"connection lost while {what}: {exc}") from exc
+        raise ConnectionLost(f"connection lost while {what}: {_reason(exc)}") from exc
+
+
+def _reason(exc: BaseException) -> str:
+    """What broke, never empty: trio's BrokenResourceError around an SSL EOF or a reset socket
+    has no text of its own, its cause has."""
+    for current in (exc, exc.__cause__, exc.__context__):
+        if current is not None and str(current).strip():
+            return f"{type(current).__name__}: {str(current).strip()}" if current is not exc \
+                else str(current).strip()
+    cause = exc.__cause__ or exc.__context__
+    return type(cause or exc).__name__ + (" (the peer closed the connection)"
+                                          if isinstance(exc, trio.BrokenResourceError) else "")
 
 
 class Connection:

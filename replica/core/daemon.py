@@ -16,6 +16,12 @@ SIGTERM/SIGINT stop reading at once; the open transaction is abandoned (it is no
 checkpoint and will be streamed again), everything complete is flushed and committed, pending
 semi-sync ACKs are sent, and the process exits 0 — all within ``replica.stop_timeout``.
 SIGHUP reopens the log file.
+
+What it tells the operator: beside the stream, a side connection reads the server's end (binlog
+position, GTID state, clock) every few seconds for the lag (:mod:`replica.observe.lag`), which
+/readyz, /metrics and the progress lines share. A lost connection is one WARNING, its return
+one INFO; the failed attempts in between are DEBUG lines, summed up in a WARNING once a minute
+while it lasts. The stop is summed up in one line.
 """
 
 from __future__ import annotations
@@ -23,7 +29,6 @@ from __future__ import annotations
 import contextlib
 import logging
 import signal
-import sys
 import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, replace
@@ -32,7 +37,7 @@ from typing import Any
 import trio
 
 from protocol.binlog.model import BinlogPosition
-from protocol.errors import ServerError
+from protocol.errors import ProtocolError, ServerError
 from protocol.gtid import GtidPosition, GtidSet
 from replica.config import Config, FilterConfig
 from replica.core import early_stop
@@ -58,16 +63,19 @@ from replica.core.snapshot import (
     remove_request,
     requests_done,
 )
-from replica.errors import sole_exception
+from replica.errors import describe, sole_exception
 from replica.observe import logs
+from replica.observe.lag import query_server_end
 from replica.observe.metrics import Metrics, serve_http
-from replica.observe.progress import BinlogFile, CatchUpProgress, bytes_behind
+from replica.observe.progress import Landed, Progress, format_duration, format_summary
 from sinks.parquet import Checkpoint, ParquetSink, SinkOptions, prefer_jemalloc
 
 log = logging.getLogger("binlake.daemon")
 
-#: Seconds between catch-up progress lines (only when stderr is a terminal).
-PROGRESS_INTERVAL = 2.0
+#: Seconds between reads of the server's end (for the lag), at most.
+SERVER_END_INTERVAL = 2.0
+#: While reconnecting, a WARNING that sums up the failed attempts this often (seconds).
+OUTAGE_REPORT_INTERVAL = 60.0
 
 __all__ = ["Daemon", "run", "sink_options", "start_point"]
 
@@ -91,6 +99,7 @@ def pipeline_options(config: Config) -> PipelineOptions:
         skip_server_ids=frozenset(filters.skip_server_ids),
         skip_gtid_domains=frozenset(filters.skip_gtid_domains),
         semi_sync=SemiSyncMode(config.semi_sync.mode),
+        tick=PipelineOptions.tick_for(config.lake.flush_interval),
     )
 
 
@@ -121,12 +130,30 @@ def _parse_gtid(text: str, *, mariadb: bool) -> GtidPosition | GtidSet:
     return GtidPosition.parse(text) if mariadb else GtidSet.parse(text)
 
 
+def describe_start(start: StartPoint, session: ReplicationSession) -> str:
+    """Where a dump started, for people: the position (and what it was resolved from)."""
+    if isinstance(start, StartFrom):
+        where = session.start_position
+        label = f"the {'oldest binlog' if start is StartFrom.EARLIEST else 'current end'}"
+        return f"{where} ({label})" if where is not None else label
+    return str(start)
+
+
 @dataclass(slots=True)
 class _Attempt:
     """What one connection achieved, for the backoff and for logs."""
 
     started: float
     streamed: bool = False
+
+
+@dataclass(slots=True)
+class _Outage:
+    """The time without a stream, from the first failure to the next stream."""
+
+    started: float
+    attempts: int = 0
+    reported: float = 0.0  # when the last summary WARNING was logged
 
 
 class Daemon:
@@ -150,6 +177,15 @@ class Daemon:
         self.metrics = metrics or Metrics(ready_max_lag=config.metrics.ready_max_lag)
         self.sink = ParquetSink(config.lake.path, sink_options(config))
         self.pipeline = Pipeline(self.sink, pipeline_options(config), self.metrics)
+        self.lag = self.pipeline.lag
+        self.metrics.lag = self.lag.measure
+        #: Seconds between reads of the server's end (for the lag).
+        self.server_end_interval = min(SERVER_END_INTERVAL, config.log.progress_interval)
+        # A heartbeat or an end read proves "at the end" this long (a few missed ones).
+        self.lag.fresh_for = max(2 * config.replica.heartbeat_period,
+                                 3 * self.server_end_interval) + 1.0
+        self.started = time.monotonic()
+        self._outage: _Outage | None = None
         self.backoff = Backoff.from_config(config.reconnect)
         self._stopping = False
         self._stream_scope: trio.CancelScope | None = None
@@ -157,10 +193,7 @@ class Daemon:
         self._session: ReplicationSession | None = None
         #: Set once the metrics endpoint listens: (host, port).
         self.metrics_address: tuple[str, int] | None = None
-        #: Log catch-up progress lines (position vs the server's binlog end): for a person
-        #: watching a terminal, not for log shippers.
-        self.show_progress = sys.stderr.isatty()
-        self._progress: CatchUpProgress | None = None
+        self.progress = Progress(self.started, live_lag=config.lake.flush_interval + 1.0)
         self._filters_checked = False
 
     def stop(self) -> None:
@@ -205,12 +238,20 @@ class Daemon:
             raise sole_exception(group) from None
         finally:
             final = self.pipeline.close()
-            if final is not None:
-                log.info("landed up to transaction %d (%s); stopped", final.seq, final.position)
+            where = (f"; the lake is complete up to transaction {final.seq} ({final.position})"
+                     if final is not None else "")
+            log.info("stopped: %s%s", format_summary(self.landed, time.monotonic() - self.started),
+                     where)
         return 0
+
+    @property
+    def landed(self) -> Landed:
+        stats = self.pipeline.stats
+        return Landed(stats.landed_transactions, stats.landed_rows)
 
     async def _start_services(self, nursery: trio.Nursery) -> None:
         nursery.start_soon(self._watch_signals)
+        nursery.start_soon(self._watch_server_end)
         nursery.start_soon(self._report_progress)
         if self.config.lake.compact_interval > 0:
             nursery.start_soon(self._compact_in_background)
@@ -257,30 +298,38 @@ class Daemon:
                 self.stop()
 
     async def _report_progress(self) -> None:
-        """Bytes behind the binlog end seen at connect, for the metrics; and, in a terminal,
-        a catch-up progress line. (Idle heartbeats report 0 bytes behind: see the pipeline.)"""
+        """A progress line every ``log.progress_interval`` while catching up (see
+        :class:`~replica.observe.progress.Progress`)."""
         while True:
-            await trio.sleep(PROGRESS_INTERVAL)
-            session, progress = self._session, self._progress
-            if session is None or progress is None or progress.done:
-                continue
-            position = session.position
-            behind = bytes_behind(progress.files, position)
-            if behind is not None:
-                self.metrics.set_bytes_behind(behind)
-            line = progress.update(time.monotonic(), position)
-            if line is not None and self.show_progress:
+            await trio.sleep(self.config.log.progress_interval)
+            if not self.lag.connected:
+                continue  # the reconnect lines say what is going on
+            line = self.progress.sample(time.monotonic(), self.landed, self.lag.measure())
+            if line is not None:
                 log.info("%s", line)
 
-    async def _catch_up_target(self, conn: Connection) -> CatchUpProgress | None:
-        """The server's binlog files and sizes now: where this connection's catch-up ends."""
+    async def _watch_server_end(self) -> None:
+        """Read the server's end every few seconds on a side connection, for the lag.
+
+        Failures are DEBUG lines: the stream's own connection reports the server's trouble,
+        and without fresh reads the lag only grows (it never claims a false 0).
+        """
+        options = ConnectOptions.from_config(
+            self.config.server, read_timeout=min(self.config.server.read_timeout, 10.0))
+        conn: Connection | None = None
         try:
-            rows = await conn.query("SHOW BINARY LOGS")
-            files = [BinlogFile(_text(row[0]), int(_text(row[1]))) for row in rows]
-        except (ServerError, ValueError, IndexError) as exc:  # progress is a nicety, not a need
-            log.debug("no catch-up progress: SHOW BINARY LOGS failed: %s", exc)
-            return None
-        return CatchUpProgress(files)
+            while True:
+                try:
+                    if conn is None:
+                        conn = await Connection.open(options)
+                    self.lag.server_end(await query_server_end(conn))
+                except (OSError, ProtocolError, ValueError, IndexError) as exc:
+                    log.debug("reading the server's end for the lag failed: %s", describe(exc))
+                    await _close_quietly(conn)
+                    conn = None
+                await trio.sleep(self.server_end_interval)
+        finally:
+            await _close_quietly(conn)
 
     async def _check_filters(self, conn: Connection) -> None:
         """Once per daemon: say which filter patterns match no table on the server. An include
@@ -337,13 +386,38 @@ class Daemon:
                                          >= self.config.reconnect.healthy_after):
                     self.backoff.reset()
                 if self.backoff.exhausted:
-                    log.error("giving up after %d attempts: %s", self.backoff.attempts, exc)
+                    log.error("giving up after %d attempts: %s", self.backoff.attempts,
+                              describe(exc))
                     raise
                 delay = self.backoff.next_delay()
-                log.warning("replication interrupted (%s: %s); reconnecting in %.1f s",
-                            type(exc).__name__, exc, delay)
+                self._note_failure(exc, delay, lost=attempt.streamed)
                 with self._abandoned_on_stop():
                     await trio.sleep(delay)
+
+    def _note_failure(self, exc: BaseException, delay: float, *, lost: bool) -> None:
+        """One WARNING when the stream is lost (or the first connection fails); DEBUG for
+        every further attempt, and a summary WARNING once a minute while it lasts."""
+        now = time.monotonic()
+        outage = self._outage
+        if outage is None:
+            self._outage = _Outage(started=now, attempts=1, reported=now)
+            what = "connection to the server lost" if lost else "cannot connect to the server"
+            log.warning("%s (%s); reconnecting in %.1f s", what, describe(exc), delay)
+            return
+        outage.attempts += 1
+        log.debug("reconnect attempt %d failed (%s); next in %.1f s", outage.attempts,
+                  describe(exc), delay)
+        if now - outage.reported >= OUTAGE_REPORT_INTERVAL:
+            outage.reported = now
+            log.warning("still not streaming after %d attempts over %s (last: %s); "
+                        "reconnecting", outage.attempts, format_duration(now - outage.started),
+                        describe(exc))
+
+    def _note_streaming(self) -> None:
+        outage, self._outage = self._outage, None
+        if outage is not None:
+            log.info("streaming again after %s (%d failed attempts)",
+                     format_duration(time.monotonic() - outage.started), outage.attempts)
 
     async def _connect_and_stream(self, attempt: _Attempt) -> bool:
         """One connection: True when the daemon is done (stopped or caught up)."""
@@ -375,12 +449,16 @@ class Daemon:
                     self._planned = True
                 if self._snapshots_pending():
                     options = replace(options, non_blocking=False)  # stop when they are done
-                self._progress = await self._catch_up_target(conn)
                 schema_source = await self._schema_source_for(conn)
                 session = await ReplicationSession.start(conn, options)
             if session is None:  # stopped while registering
                 return True
-            log.info("streaming from %s (server %s)", start, conn.server_version)
+            if self._outage is None:
+                log.info("streaming from %s (server %s)", describe_start(start, session),
+                         conn.server_version)
+            else:
+                log.debug("streaming from %s", describe_start(start, session))
+            self._note_streaming()
             attempt.streamed = True
             self._session = session
             with trio.CancelScope() as scope:
@@ -539,6 +617,15 @@ class Daemon:
             changed = True
         if changed:
             self.snapshots.set_state(state)
+
+
+async def _close_quietly(conn: Connection | None) -> None:
+    if conn is None:
+        return
+    with trio.move_on_after(1.0) as closing:
+        closing.shield = True
+        with contextlib.suppress(Exception):
+            await conn.close()
 
 
 def _text(value: str | bytes | None) -> str:

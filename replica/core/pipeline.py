@@ -8,8 +8,15 @@ time and neither awaits while it is inside the sink, so no lock is needed):
 * the reader decodes each packet and hands its transaction items to the sink; when the master
   waits for a semi-sync ACK and the mode is ack-after-land, it flushes at once and ACKs the
   durable position;
-* the ticker wakes every ``tick`` seconds so that time-based flushes happen on an idle stream
-  too (the reader is then parked in a read), and ACKs whatever became durable.
+* the ticker wakes every ``tick`` seconds (half of ``lake.flush_interval``, at most 0.5 s) so
+  that time-based flushes happen on an idle stream too (the reader is then parked in a read),
+  and ACKs whatever became durable.
+
+What the operator sees follows the lake, not the stream: rows per table and operation and
+source transactions are counted when their flush made them durable (a transaction abandoned by
+a reconnect and streamed again counts once), each flush's duration goes to the land-duration
+histogram, and the :class:`~replica.observe.lag.LagTracker` learns the landed position. Decode
+time, CRC failures and semi-sync ACKs are counted where they happen.
 
 Backpressure is the reader itself: it does not read the next packet until the sink has taken
 the previous one, so a slow lake slows the TCP stream down instead of filling memory.
@@ -30,6 +37,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
@@ -37,7 +45,7 @@ import trio
 
 from protocol.binlog.ddl import classify, redact_secrets
 from protocol.binlog.events import HeartbeatEvent, IncidentEvent
-from protocol.binlog.model import RowsEvent
+from protocol.binlog.model import BinlogPosition, RowsEvent
 from protocol.binlog.stream import EventStream
 from protocol.binlog.transactions import (
     Statement,
@@ -48,11 +56,13 @@ from protocol.binlog.transactions import (
     TransactionPrepared,
     TransactionRollback,
 )
+from protocol.errors import ChecksumMismatch
 from protocol.gtid import MariadbGtid
 from replica.core.schema_source import SchemaSource
 from replica.core.session import ReplicationSession, SemiSyncMode
 from replica.core.snapshot import SnapshotCoordinator
 from replica.errors import sole_exception
+from replica.observe.lag import LagTracker
 from replica.observe.metrics import Metrics
 from sinks.parquet import Checkpoint, ParquetSink
 
@@ -71,9 +81,22 @@ class PipelineOptions:
     tick: float = 0.5  # seconds between time-based flush checks
     verify_checksums: bool = True
 
+    @staticmethod
+    def tick_for(flush_interval: float) -> float:
+        """The ticker's period for ``lake.flush_interval``: half of it (a flush is due one
+        interval after the first unflushed commit, and is noticed within one tick), at most
+        0.5 s, at least 10 ms."""
+        return max(0.01, min(0.5, flush_interval / 2))
+
 
 @dataclass(slots=True)
 class PipelineStats:
+    """Counts of this process's life (all sessions), for progress lines and tests.
+
+    ``transactions``, ``rows`` and ``tables`` count what was handed to the sink;
+    ``landed_transactions`` and ``landed_rows`` what a flush made durable.
+    """
+
     transactions: int = 0
     skipped_transactions: int = 0
     rows: int = 0
@@ -82,6 +105,11 @@ class PipelineStats:
     events: int = 0
     bytes: int = 0
     acks: int = 0
+    landed_transactions: int = 0
+    landed_rows: int = 0
+    crc_failures: int = 0
+    decode_seconds: float = 0.0
+    land_seconds: float = 0.0
     last_commit_time_us: int | None = None
     tables: set[tuple[str, str]] = field(default_factory=set)
 
@@ -95,20 +123,35 @@ class Pipeline:
         self.options = options or PipelineOptions()
         self.metrics = metrics
         self.stats = PipelineStats()
+        #: The lag, fed with what lands and with heartbeats; asked by /readyz, /metrics and
+        #: the progress lines.
+        self.lag = LagTracker(self.stream_state)
         self._skipping = False
-        self._clock_offset = 0.0
-        self._landed: Checkpoint | None = None
+        self._landed_seq = 0
+        self._landed_chunks = 0
         self._schema_source: SchemaSource | None = None
         #: Set by the daemon when snapshots may run: sees every landed rows event and DDL,
         #: and lands snapshot chunks between transactions.
         self.snapshots: SnapshotCoordinator | None = None
+        self._session: ReplicationSession | None = None
+        self._assembler: TransactionAssembler | None = None
+        # Rows per (database, table, op) of the open transaction, and of committed ones not
+        # durable yet: counted in the metrics when a flush lands them.
+        self._txn_rows: Counter[tuple[str, str, str]] = Counter()
+        self._unlanded_rows: Counter[tuple[str, str, str]] = Counter()
+        self._xa_rows: dict[str, Counter[tuple[str, str, str]]] = {}  # prepared, by XA id
+        sink.clock = time.perf_counter
+        sink.on_flush = self._landed_flush
 
     # --- lifecycle ---------------------------------------------------------------------------
 
     def open(self) -> Checkpoint | None:
         """Recover the lake; return the checkpoint to resume from (None: a new lake)."""
         checkpoint = self.sink.open()
-        self._landed = checkpoint
+        if checkpoint is not None:
+            self._landed_seq = checkpoint.seq
+            self.lag.landed(checkpoint.position, checkpoint.commit_time_us,
+                            checkpoint.gtid_state)
         return checkpoint
 
     def close(self) -> Checkpoint | None:
@@ -118,12 +161,20 @@ class Pipeline:
         again from its beginning.
         """
         self.sink.close()
-        self._note_landed()
+        self._txn_rows.clear()
         return self.sink.durable_position
 
     @property
     def durable(self) -> Checkpoint | None:
         return self.sink.durable_position
+
+    def stream_state(self) -> tuple[BinlogPosition | None, bool]:
+        """(the position the stream received up to, whether anything received is not landed)
+        — for the lag: a stream at the server's end with nothing unlanded is caught up."""
+        session, assembler = self._session, self._assembler
+        if session is None or assembler is None:
+            return None, True
+        return session.position, assembler.in_transaction or self.sink.unlanded
 
     # --- streaming -----------------------------------------------------------------------------
 
@@ -136,8 +187,12 @@ class Pipeline:
         session that starts at :attr:`durable`. ``schema_source`` names the columns of
         TABLE_MAPs that do not (binlog_row_metadata other than FULL).
         """
-        self._clock_offset = session.clock_offset
         self._schema_source = schema_source
+        self._txn_rows.clear()  # an open transaction of an earlier session is streamed again
+        self._assembler = TransactionAssembler()
+        self._session = session
+        self.lag.set_connected(True, clock_offset=session.clock_offset,
+                               start=session.start_position)
         if self.metrics is not None:
             self.metrics.set_connected(True)
         try:
@@ -150,6 +205,8 @@ class Pipeline:
         finally:
             if self.snapshots is not None:
                 self.snapshots.stream_stopped()
+            self.lag.set_connected(False)
+            self._session = None
             if self.metrics is not None:
                 self.metrics.set_connected(False)
         self.sink.flush()
@@ -159,48 +216,76 @@ class Pipeline:
         source = self._schema_source
         decoder = EventStream(verify_checksums=self.options.verify_checksums,
                               table_map_hook=source.enrich if source is not None else None)
-        assembler = TransactionAssembler()
+        assembler = self._assembler
+        assert assembler is not None
         after_land = self.options.semi_sync is SemiSyncMode.ACK_AFTER_LAND
+        on_receive = self.options.semi_sync is SemiSyncMode.ACK_ON_RECEIVE
         metrics = self.metrics
         stats = self.stats
-        while True:
-            packet = await session.next_event()
-            if packet is None:
-                return
-            data = packet.data
-            stats.bytes += len(data)
-            if source is not None:  # describe the tables it maps before its rows are decoded
-                await source.prepare(decoder.tables_mapped_by(data))
-            for event in decoder.feed(data):
-                stats.events += 1
-                if metrics is not None:
-                    metrics.count_event(type(event).__name__, event.header.event_size)
-                if isinstance(event, HeartbeatEvent):
-                    if not assembler.in_transaction and metrics is not None:
-                        metrics.set_lag(0.0, 0)  # heartbeats come only at the binlog's end
-                    continue
-                if isinstance(event, IncidentEvent):
-                    log.error("the server logged an incident at %s:%d: %s — changes around "
-                              "it may be missing from the binlog", event.header.file,
-                              event.header.position, event)
-                for item in assembler.feed(event):
-                    self._handle(item)
-            snapshots = self.snapshots
-            if snapshots is not None:
-                if assembler.in_transaction:
-                    snapshots.between_transactions = False
-                else:  # a snapshot chunk may land here, between two transactions
-                    snapshots.at_boundary(session.position)
-            if packet.ack_requested and after_land:
-                self.sink.flush()
-                self._note_landed()
-                await self.ack_durable(session)
+        clock = time.perf_counter
+        decode_seconds = 0.0
+        try:
+            while True:
+                packet = await session.next_event()
+                if packet is None:
+                    return
+                data = packet.data
+                stats.bytes += len(data)
+                if packet.ack_requested and on_receive:  # the session ACKed it on arrival
+                    stats.acks += 1
+                    if metrics is not None:
+                        metrics.count_ack()
+                if source is not None:  # describe the tables it maps before its rows are decoded
+                    await source.prepare(decoder.tables_mapped_by(data))
+                started = clock()
+                try:
+                    events = decoder.feed(data)
+                except ChecksumMismatch:
+                    stats.crc_failures += 1
+                    if metrics is not None:
+                        metrics.count_crc_failure()
+                    raise
+                decode_seconds += clock() - started
+                for event in events:
+                    stats.events += 1
+                    if metrics is not None:
+                        metrics.count_event(type(event).__name__, event.header.event_size)
+                    if isinstance(event, HeartbeatEvent):
+                        # The server sends one only when it has nothing more: the stream is at
+                        # its end (caught up, once what was received is landed).
+                        if not assembler.in_transaction:
+                            self.lag.heartbeat(session.position)
+                        continue
+                    if isinstance(event, IncidentEvent):
+                        log.error("the server logged an incident at %s:%d: %s — changes around "
+                                  "it may be missing from the binlog", event.header.file,
+                                  event.header.position, event)
+                    for item in assembler.feed(event):
+                        self._handle(item)
+                if decode_seconds >= 0.05:  # to the counter in slices, not per event
+                    self._count_decode(decode_seconds)
+                    decode_seconds = 0.0
+                snapshots = self.snapshots
+                if snapshots is not None:
+                    if assembler.in_transaction:
+                        snapshots.between_transactions = False
+                    else:  # a snapshot chunk may land here, between two transactions
+                        snapshots.at_boundary(session.position)
+                if packet.ack_requested and after_land:
+                    self.sink.flush()
+                    await self.ack_durable(session)
+        finally:
+            self._count_decode(decode_seconds)
+
+    def _count_decode(self, seconds: float) -> None:
+        self.stats.decode_seconds += seconds
+        if self.metrics is not None and seconds > 0:
+            self.metrics.count_decode_seconds(seconds)
 
     async def _tick(self, session: ReplicationSession) -> None:
         while True:
             await trio.sleep(self.options.tick)
             if self.sink.maybe_flush(time.monotonic()):
-                self._note_landed()
                 await self.ack_durable(session)
 
     async def ack_durable(self, session: ReplicationSession) -> None:
@@ -211,6 +296,8 @@ class Pipeline:
             return
         if await session.ack(durable.position):
             self.stats.acks += 1
+            if self.metrics is not None:
+                self.metrics.count_ack()
 
     # --- items ---------------------------------------------------------------------------------
 
@@ -226,11 +313,10 @@ class Pipeline:
             self.sink.handle(item)
             self.stats.rows += item.row_count
             self.stats.tables.add((table.schema, table.table))
-            if self.metrics is not None:
-                self.metrics.count_rows(table.schema, table.table, item.kind.name.lower(),
-                                        item.row_count)
+            self._txn_rows[(table.schema, table.table, item.kind.name.lower())] += item.row_count
             return
         if isinstance(item, TransactionBegin):
+            self._txn_rows.clear()
             self._skipping = self._skips(item)
             if self._skipping:
                 self.stats.skipped_transactions += 1
@@ -253,16 +339,29 @@ class Pipeline:
         # TransactionPrepared (XA PREPARE) goes to the sink as it is: the sink keeps the rows
         # durable but invisible until XA COMMIT (TransactionCommit.xa) lands them or XA
         # ROLLBACK (TransactionRollback.xa) drops them — see sinks/parquet/xa.py.
+        if isinstance(item, TransactionPrepared):
+            # its rows count when XA COMMIT lands them (and never after XA ROLLBACK)
+            self._xa_rows[item.xid] = self._txn_rows.copy()
+            self._txn_rows.clear()
+        elif isinstance(item, TransactionRollback):
+            self._txn_rows.clear()
+            if item.xa is not None:
+                self._xa_rows.pop(item.xa, None)
         if isinstance(item, TransactionCommit):
             self.stats.transactions += 1
             self.stats.last_commit_time_us = item.commit_time_us
-            if self.metrics is not None and item.commit_time_us:
-                server_now = time.time() + self._clock_offset
-                self.metrics.set_lag(server_now - item.commit_time_us / 1e6)
+            rows = self._txn_rows
+            if item.xa is not None:  # XA COMMIT: the prepared part's rows land now
+                rows.update(self._xa_rows.pop(item.xa, ()))
+            if rows:
+                self._unlanded_rows.update(rows)
+                skipped = self.sink.stats["skipped_transactions"]
+                self.sink.handle(item)  # may flush (size, row count): see _landed_flush
+                if self.sink.stats["skipped_transactions"] != skipped:  # landed before
+                    self._unlanded_rows.subtract(rows)
+                rows.clear()
+                return
         self.sink.handle(item)
-        if (isinstance(item, TransactionCommit | TransactionPrepared | TransactionRollback)
-                and self.sink.durable_position is not self._landed):
-            self._note_landed()
 
     def _ddl_accepted(self, statement: Statement) -> bool:
         """Whether a DDL statement follows the filters into the lake's DDL log: it names an
@@ -288,15 +387,27 @@ class Pipeline:
         gtid = begin.gtid
         return isinstance(gtid, MariadbGtid) and gtid.domain in self.options.skip_gtid_domains
 
-    def _note_landed(self) -> None:
-        durable = self.sink.durable_position
-        if durable is None or durable is self._landed:
-            return
-        self._landed = durable
-        if self.metrics is not None:
+    def _landed_flush(self, durable: Checkpoint, seconds: float | None) -> None:
+        """The sink made everything committed durable: count it, and tell the lag."""
+        # _seq numbers snapshot chunks too; they are not source transactions
+        chunks = self.sink.stats.get("snapshot_chunks", 0)
+        landed = durable.seq - self._landed_seq - (chunks - self._landed_chunks)
+        self._landed_seq, self._landed_chunks = durable.seq, chunks
+        stats = self.stats
+        stats.landed_transactions += landed
+        stats.land_seconds += seconds or 0.0
+        rows = self._unlanded_rows
+        stats.landed_rows += sum(rows.values())
+        metrics = self.metrics
+        if metrics is not None:
+            for (database, table, op), n in rows.items():
+                if n > 0:
+                    metrics.count_rows(database, table, op, n)
             position = durable.position
-            self.metrics.landed(
+            metrics.landed(
                 gtid=durable.gtid, file=position.file if position else "",
                 position=position.pos if position else 0,
                 commit_time=durable.commit_time_us / 1e6 if durable.commit_time_us else None,
-            )
+                transactions=landed, seconds=seconds)
+        rows.clear()
+        self.lag.landed(durable.position, durable.commit_time_us, durable.gtid_state)

@@ -13,14 +13,16 @@ The HTTP side is a deliberately tiny HTTP/1.0-style responder on trio (no thread
 read one request head, answer, close. It serves three fixed paths to scrapers and probes, so a
 general HTTP implementation would only add surface.
 
-Lag is reported by the daemon with :meth:`Metrics.set_lag` on every landed batch and heartbeat.
-Readiness ages the last report: a daemon that stops reporting (a stuck pipeline) drifts past the
-threshold and turns unready instead of showing a frozen "0 seconds behind".
+Lag is not reported but read: ``/readyz`` and the ``binlake_lag_*`` gauges ask the daemon's
+:class:`~replica.observe.lag.LagTracker` at the moment of the request, so they show the same
+figure as each other and as ``binlake status`` (one definition, in :mod:`replica.observe.lag`).
+Counters are fed by product code only: the pipeline counts events, decode time, rows and
+transactions once they are durable, land durations, CRC failures and semi-sync ACKs; the daemon
+counts reconnects.
 """
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 from functools import partial
 from typing import Any
@@ -28,6 +30,8 @@ from typing import Any
 import trio
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, Info
 from prometheus_client.exposition import choose_encoder
+
+from replica.observe.lag import Lag
 
 __all__ = ["Metrics", "serve_http", "ROW_OPS"]
 
@@ -47,20 +51,24 @@ class Metrics:
       ready_max_lag: seconds behind the server beyond which the daemon is not ready.
       registry: where the metrics are registered; a fresh one by default, so several daemons
         (or tests) in one process do not collide.
-      clock: monotonic seconds, replaceable in tests.
+      lag: the daemon's lag now (:meth:`replica.observe.lag.LagTracker.measure`); None before
+        anything is known.
     """
 
     def __init__(self, ready_max_lag: float = 300.0, registry: CollectorRegistry | None = None,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+                 lag: Callable[[], Lag | None] | None = None) -> None:
         self.registry = registry if registry is not None else CollectorRegistry()
         self.ready_max_lag = ready_max_lag
-        self._clock = clock
+        self.lag: Callable[[], Lag | None] = lag if lag is not None else (lambda: None)
         r = self.registry
         self.events = Counter("binlake_events", "Binlog events received, by event type.",
                               ["type"], registry=r)
         self.rows = Counter("binlake_rows", "Row changes landed, by table and operation.",
                             ["database", "table", "op"], registry=r)
-        self.transactions = Counter("binlake_transactions", "Transactions landed.", registry=r)
+        self.transactions = Counter("binlake_transactions",
+                                    "Source transactions landed (durable in the lake; a "
+                                    "transaction filtered out whole counts too: the checkpoint "
+                                    "moved past it).", registry=r)
         self.received_bytes = Counter("binlake_received_bytes",
                                       "Bytes of binlog stream received from the server.",
                                       registry=r)
@@ -70,11 +78,14 @@ class Metrics:
                                       "Time to land one batch durably (write, fsync, commit).",
                                       buckets=_LAND_BUCKETS, registry=r)
         self.lag_seconds = Gauge("binlake_lag_seconds",
-                                 "Seconds between the server's commit of the last landed "
-                                 "transaction and its landing (0 when caught up).", registry=r)
+                                 "Seconds the lake is behind the server: 0 when caught up, else "
+                                 "the server's clock minus the time up to which the lake is "
+                                 "complete (NaN before it is known).", registry=r)
         self.lag_bytes = Gauge("binlake_lag_bytes",
-                               "Bytes of binlog between the last landed position and the "
-                               "server's binlog end.", registry=r)
+                               "Bytes of binlog between the landed position and the server's "
+                               "binlog end: 0 when caught up (NaN when unknown).", registry=r)
+        self.lag_seconds.set_function(lambda: _value(self.lag(), "seconds"))
+        self.lag_bytes.set_function(lambda: _value(self.lag(), "bytes"))
         self.last_landed = Info("binlake_last_landed",
                                 "Position of the last landed transaction.", registry=r)
         self.last_landed_time = Gauge("binlake_last_landed_commit_timestamp_seconds",
@@ -94,8 +105,6 @@ class Metrics:
         self._row_children: dict[tuple[str, str, str], Any] = {}
         self._event_children: dict[str, Any] = {}
         self._connected = False
-        self._lag: float | None = None
-        self._lag_reported_at = 0.0
 
     # --- counting (hot path: children are cached, label lookups happen once per key) -------
 
@@ -116,12 +125,25 @@ class Metrics:
         child.inc(n)
 
     def landed(self, *, gtid: str | None, file: str, position: int,
-               commit_time: float | None = None, transactions: int = 1) -> None:
-        """Record that everything up to this position is durably in the lake."""
+               commit_time: float | None = None, transactions: int = 1,
+               seconds: float | None = None) -> None:
+        """Record that everything up to this position is durably in the lake: ``transactions``
+        more source transactions, in a flush that took ``seconds``."""
         self.transactions.inc(transactions)
+        if seconds is not None:
+            self.land_seconds.observe(seconds)
         self.last_landed.info({"gtid": gtid or "", "file": file, "position": str(position)})
         if commit_time is not None:
             self.last_landed_time.set(commit_time)
+
+    def count_crc_failure(self) -> None:
+        self.crc_failures.inc()
+
+    def count_ack(self) -> None:
+        self.semi_sync_acks.inc()
+
+    def count_decode_seconds(self, seconds: float) -> None:
+        self.decode_seconds.inc(seconds)
 
     def count_reconnect(self, reason: BaseException | str) -> None:
         name = reason if isinstance(reason, str) else type(reason).__name__
@@ -133,34 +155,24 @@ class Metrics:
         self._connected = connected
         self.connected_gauge.set(1 if connected else 0)
 
-    def set_lag(self, seconds: float, bytes_behind: int | None = None) -> None:
-        """Report the current lag; call it on every landed batch and every heartbeat."""
-        self._lag = max(0.0, seconds)
-        self._lag_reported_at = self._clock()
-        self.lag_seconds.set(self._lag)
-        if bytes_behind is not None:
-            self.lag_bytes.set(max(0, bytes_behind))
-
-    def set_bytes_behind(self, n: int) -> None:
-        """Binlog bytes between the stream's position and the server's binlog end."""
-        self.lag_bytes.set(max(0, n))
-
-    def effective_lag(self) -> float | None:
-        """The last reported lag plus the time since it was reported; None before any report."""
-        if self._lag is None:
-            return None
-        return self._lag + max(0.0, self._clock() - self._lag_reported_at)
-
     def readiness(self) -> tuple[bool, str]:
         """(ready, reason) as ``/readyz`` reports it."""
         if not self._connected:
             return False, "not connected to the server"
-        lag = self.effective_lag()
-        if lag is None:
-            return False, "connected, no position landed or heartbeat seen yet"
-        if lag > self.ready_max_lag:
-            return False, f"{lag:.1f} s behind the server (threshold {self.ready_max_lag:g} s)"
-        return True, f"connected, {lag:.1f} s behind the server"
+        lag = self.lag()
+        if lag is None or lag.seconds is None:
+            return False, "connected, the lag is not known yet (no landing, heartbeat or end read)"
+        if lag.caught_up:
+            return True, "connected, caught up (0 s behind the server)"
+        if lag.seconds > self.ready_max_lag:
+            return False, (f"{lag.seconds:.1f} s behind the server "
+                           f"(threshold {self.ready_max_lag:g} s)")
+        return True, f"connected, {lag.seconds:.1f} s behind the server"
+
+
+def _value(lag: Lag | None, field: str) -> float:
+    value = None if lag is None else getattr(lag, field)
+    return float("nan") if value is None else float(value)
 
 
 # --- HTTP ------------------------------------------------------------------------------------

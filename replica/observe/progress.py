@@ -1,42 +1,23 @@
-"""Catch-up progress for a person at a terminal: where the stream is against the server's end.
+"""Progress for the operator: lines while the daemon catches up, and a summary when it stops.
 
-A daemon started far behind (a new lake from ``start.from = earliest``, or one that was stopped
-for a day) can stream for minutes before it is live. When stderr is a terminal the daemon asks
-the server for its binlog files and sizes (``SHOW BINARY LOGS``) at connect, and every few
-seconds logs one line: the position reached, the end it is heading for, the share done, the
-bytes left, the rate and an estimate of the time left. Once the position passes the end seen at
-connect it says so once and falls silent; from then on lag is the metrics' business.
+A daemon started far behind (a new lake from ``start.from = earliest``, one stopped for a day,
+a burst the lake could not keep up with) can stream for minutes before it is live. While it is
+behind by more than a live daemon ever is (``lake.flush_interval`` plus a second), it logs one
+INFO line every ``log.progress_interval`` seconds: transactions and rows landed so far, the rate
+over the last interval, the lag (:mod:`replica.observe.lag`) and an estimate of the time left
+from how fast the bytes behind shrink. Reaching the server's end is said once; the stop is
+summed up in one line.
 
-Pure functions and a small state object, so the formatting is unit-tested without a server.
+Pure formatting and a small state object, so the lines are unit-tested without a server.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass
 
-from protocol.binlog.model import BinlogPosition
+from replica.observe.lag import Lag
 
-__all__ = ["BinlogFile", "CatchUpProgress", "bytes_behind", "format_bytes", "format_duration",
-           "format_progress"]
-
-
-@dataclass(frozen=True, slots=True)
-class BinlogFile:
-    """One row of ``SHOW BINARY LOGS``: a binlog file and its size in bytes."""
-
-    name: str
-    size: int
-
-
-def bytes_behind(files: Sequence[BinlogFile], position: BinlogPosition) -> int | None:
-    """Bytes of binlog from ``position`` to the end of the last file; None if the position's
-    file is not among ``files`` (purged since, or not known yet)."""
-    for i, binlog in enumerate(files):
-        if binlog.name == position.file:
-            rest = sum(f.size for f in files[i + 1:])
-            return max(0, binlog.size - position.pos) + rest
-    return None
+__all__ = ["Landed", "Progress", "format_bytes", "format_duration", "format_summary"]
 
 
 def format_bytes(n: float) -> str:
@@ -48,6 +29,8 @@ def format_bytes(n: float) -> str:
 
 
 def format_duration(seconds: float) -> str:
+    if seconds < 10:
+        return f"{seconds:.1f} s"
     seconds = int(round(seconds))
     if seconds < 60:
         return f"{seconds} s"
@@ -58,51 +41,67 @@ def format_duration(seconds: float) -> str:
     return f"{hours} h {minutes:02d} min"
 
 
-def format_progress(position: BinlogPosition, end: BinlogPosition, behind: int, total: int,
-                    rate: float | None) -> str:
-    """The progress line, e.g. ``catching up: mysql-bin.000002:4096 of mysql-bin.000003:1000
-    (61.5%, 2.3 MiB behind, 1.1 MiB/s, ~2 s left)``.
+@dataclass(frozen=True, slots=True)
+class Landed:
+    """What the daemon has landed since it started (durable in the lake)."""
+
+    transactions: int
+    rows: int
+
+
+def format_summary(landed: Landed, elapsed: float) -> str:
+    return (f"{landed.transactions} transactions and {landed.rows} rows landed in "
+            f"{format_duration(elapsed)}")
+
+
+def _lag_text(lag: Lag) -> str:
+    parts = []
+    if lag.seconds is not None:
+        parts.append(format_duration(lag.seconds))
+    if lag.bytes is not None:
+        parts.append(format_bytes(lag.bytes))
+    return " and ".join(parts) + " behind the server" if parts else "behind the server"
+
+
+class Progress:
+    """Decides, sample by sample, whether there is a progress line to log.
 
     Args:
-        behind: bytes from ``position`` to ``end``; total: bytes from where the catch-up began.
-        rate: bytes per second over the last interval (None before there is one).
-    """
-    done = 100.0 if total <= 0 else max(0.0, min(100.0, 100.0 * (total - behind) / total))
-    parts = [f"{done:.1f}%", f"{format_bytes(behind)} behind"]
-    if rate is not None and rate > 0:
-        parts.append(f"{format_bytes(rate)}/s")
-        parts.append(f"~{format_duration(behind / rate)} left")
-    return f"catching up: {position} of {end} ({', '.join(parts)})"
-
-
-class CatchUpProgress:
-    """Turns (time, position) samples into progress lines towards one binlog end.
-
-    :meth:`update` returns the line to show, or None when there is nothing to say: the position
-    is not in the known files, or the end was already reported as reached.
+      started: when the daemon started (monotonic seconds).
+      live_lag: a daemon at most this many seconds behind is live, not catching up.
     """
 
-    def __init__(self, files: Sequence[BinlogFile]) -> None:
-        self.files = tuple(files)
-        last = self.files[-1] if self.files else None
-        self.end = BinlogPosition(last.name, last.size) if last else None
-        self._total: int | None = None
-        self._last: tuple[float, int] | None = None
-        self.done = self.end is None
+    def __init__(self, started: float, live_lag: float) -> None:
+        self.started = started
+        self.live_lag = live_lag
+        self.catching_up = False
+        self._last: tuple[float, Landed, int | None] | None = None
 
-    def update(self, now: float, position: BinlogPosition) -> str | None:
-        if self.done or self.end is None:
+    def sample(self, now: float, landed: Landed, lag: Lag | None) -> str | None:
+        """The line for this sample, or None when there is nothing to say."""
+        previous, self._last = self._last, (now, landed, lag.bytes if lag else None)
+        if lag is None:
             return None
-        behind = bytes_behind(self.files, position)
-        if behind is None:
+        if lag.caught_up:
+            if not self.catching_up:
+                return None
+            self.catching_up = False
+            return (f"caught up with the server: {format_summary(landed, now - self.started)} "
+                    "since the start")
+        if not self.catching_up and (lag.seconds is None or lag.seconds <= self.live_lag):
             return None
-        if self._total is None:
-            self._total = behind
-        if behind <= 0:
-            self.done = True
-            return f"caught up with the binlog end seen at connect ({self.end})"
-        rate = None
-        if self._last is not None and now > self._last[0]:
-            rate = (self._last[1] - behind) / (now - self._last[0])
-        self._last = (now, behind)
-        return format_progress(position, self.end, behind, self._total, rate)
+        self.catching_up = True
+        line = f"catching up: {landed.transactions} transactions and {landed.rows} rows landed"
+        if previous is not None and now > previous[0]:
+            span = now - previous[0]
+            tx_rate = (landed.transactions - previous[1].transactions) / span
+            row_rate = (landed.rows - previous[1].rows) / span
+            line += f" ({tx_rate:.0f} transactions/s, {row_rate:.0f} rows/s)"
+        line += f"; {_lag_text(lag)}"
+        if previous is not None and previous[2] is not None and lag.bytes is not None:
+            gained = (previous[2] - lag.bytes) / (now - previous[0]) if now > previous[0] else 0
+            if gained > 0:
+                line += f", ~{format_duration(lag.bytes / gained)} left"
+            else:
+                line += ", not gaining on the server"
+        return line

@@ -154,14 +154,14 @@ class StreamBuilder:
                          position=BinlogPosition(self.file, header.position),
                          timestamp=header.timestamp)
 
-    def commit(self, *, advance_us: int = 1_000_000, ack: bool = False,
+    def commit(self, *, advance_us: int = 1_000_000,
                xa: str | None = None) -> TransactionCommit:
         assert self._begin is not None
         header = self._header(16, 31)
         commit = TransactionCommit(gtid=self._gtid, begin=self._begin,
                                    end=BinlogPosition(self.file, header.next_position),
                                    commit_time_us=self.time_us, server_id=self.server_id,
-                                   xid=self.pos, ack_requested=ack, xa=xa)
+                                   xid=self.pos, xa=xa)
         self.time_us += advance_us
         return commit
 

@@ -27,6 +27,7 @@ import functools
 import json
 import logging
 import os
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -79,7 +80,6 @@ class SinkOptions:
     memory_limit_bytes: int = 64 * MiB  # all buffered rows; above it, spill / write row groups
     flush_rows: int = 1_000_000  # committed rows since the last flush that force a flush
     flush_interval_s: float = 5.0  # maybe_flush() flushes data older than this
-    flush_on_ack: bool = False  # flush at once when a commit asks for a semi-sync ACK
     compression: str = "zstd"
     compression_level: int = 1  # level 3 costs ~25% more CPU per row for ~2% smaller files
     spill_compression: str | None = "lz4"
@@ -210,6 +210,11 @@ class ParquetSink:
         self._broken: LakeError | None = None
         self._snapshot_state: dict[str, Any] = {}
         self._io_path = self.lake  # what the sink was writing (named by a LakeError)
+        #: Called after each flush that landed something, with the new checkpoint and the
+        #: seconds the flush took by ``clock`` (None without one): the daemon's metrics and lag
+        #: follow it. The sink reads no clock of its own; the caller lends one.
+        self.on_flush: Callable[[C.Checkpoint, float | None], None] | None = None
+        self.clock: Callable[[], float] | None = None
 
     # --- lifecycle ---------------------------------------------------------------------------
 
@@ -257,6 +262,12 @@ class ParquetSink:
     def durable_position(self) -> C.Checkpoint | None:
         """The last landed transaction: resume after it, and ACK (semi-sync) up to it."""
         return self._checkpoint
+
+    @property
+    def unlanded(self) -> bool:
+        """Whether anything handled is not durable yet (an open transaction, unflushed
+        commits)."""
+        return self._txn is not None or self._unflushed_commits > 0
 
     @property
     def invalid_temporal_count(self) -> int:
@@ -655,6 +666,7 @@ class ParquetSink:
         self.stats["transactions"] += 1
         self.stats["rows"] += rows
         self.stats["snapshot_rows"] = self.stats.get("snapshot_rows", 0) + rows
+        self.stats["snapshot_chunks"] = self.stats.get("snapshot_chunks", 0) + 1
         if self._flush_wanted or self._unflushed_rows >= self.options.flush_rows:
             self.flush()
         return tags.seq
@@ -943,10 +955,15 @@ class ParquetSink:
         self._check_usable()
         if self._unflushed_commits == 0 and not self._closed_files:
             return self._checkpoint
+        clock = self.clock
+        started = clock() if clock is not None else 0.0
         try:
-            return self._flush()
+            checkpoint = self._flush()
         except OSError as exc:
             raise self._failed(exc, "committing to the lake") from exc
+        if self.on_flush is not None:
+            self.on_flush(checkpoint, clock() - started if clock is not None else None)
+        return checkpoint
 
     def _flush(self) -> C.Checkpoint:
         for part in self._parts.values():

@@ -40,7 +40,7 @@ from sinks.parquet.commit import CHECKPOINT
 from tests.servers.handle import ServerHandle
 
 __all__ = ["DaemonProcess", "DaemonExited", "STOP_TIMEOUT", "binlog_end", "daemon_settings",
-           "catch_up", "catch_up_config", "free_server_id", "http_get", "read_checkpoint", "trusted_tls", "unique_db"]
+           "catch_up", "catch_up_config", "free_server_id", "http_get", "metric", "read_checkpoint", "trusted_tls", "unique_db"]
 
 REPO = Path(__file__).resolve().parents[2]
 _METRICS_LINE = re.compile(r"metrics on http://([^\s/]+):(\d+)/metrics")
@@ -75,6 +75,20 @@ def http_get(url: str, timeout: float = 5.0) -> tuple[int, str]:
             return response.status, response.read().decode()
     except urllib.error.HTTPError as exc:
         return exc.code, exc.read().decode()
+
+
+def metric(text: str, name: str, **labels: str) -> float | None:
+    """The value of one sample in Prometheus text, or None."""
+    for line in text.splitlines():
+        if line.startswith("#"):
+            continue
+        match = re.match(r"([a-zA-Z_:][\w:]*)(\{[^}]*\})?\s+(\S+)", line)
+        if not match or match.group(1) != name:
+            continue
+        found = dict(re.findall(r'(\w+)="((?:[^"\\]|\\.)*)"', match.group(2) or ""))
+        if all(found.get(k) == v for k, v in labels.items()):
+            return float(match.group(3))
+    return None
 
 
 def read_checkpoint(lake: str | os.PathLike[str]) -> dict[str, Any] | None:

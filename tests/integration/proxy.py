@@ -7,7 +7,13 @@ ways and, on request:
   firewall's connection-table flush does): the daemon sees a broken connection at once;
 * :meth:`TcpProxy.stall` stops forwarding while keeping connections open (a black-holed network
   path): nothing tells the daemon, which must notice the missing heartbeats by itself;
-  :meth:`TcpProxy.resume` forwards again.
+  :meth:`TcpProxy.resume` forwards again;
+* :meth:`TcpProxy.hold_open` stalls only the connections open now (one black-holed stream
+  while the rest of the network works: new connections flow);
+* :meth:`TcpProxy.throttle` limits what flows from the server to the client, in bytes per
+  second (a slow link, to make a catch-up last);
+* :meth:`TcpProxy.corrupt_once` flips one bit in the first server-to-client chunk holding a
+  given byte string (a damaged event: its CRC32 no longer matches).
 
 Threads rather than trio, because the tests around it are synchronous (subprocesses and the
 stock client). Two pump threads per connection; each forwards one direction in chunks and holds
@@ -20,6 +26,7 @@ import contextlib
 import socket
 import struct
 import threading
+import time
 from types import TracebackType
 
 __all__ = ["TcpProxy"]
@@ -48,6 +55,12 @@ class TcpProxy:
         self._closed = False
         #: Connections accepted so far (a reconnecting client makes it grow).
         self.accepted = 0
+        self._held: set[int] = set()  # ids of connections held by hold_open()
+        self._open_ids: set[int] = set()
+        self._rate: float | None = None
+        self._corrupt: bytes | None = None
+        #: Chunks corrupt_once() has damaged.
+        self.corrupted = 0
         self._acceptor = threading.Thread(target=self._accept_loop, name="proxy-accept",
                                           daemon=True)
         self._acceptor.start()
@@ -69,7 +82,25 @@ class TcpProxy:
         self._flowing.clear()
 
     def resume(self) -> None:
+        """Forward again: after stall() and hold_open()."""
+        with self._lock:
+            self._held.clear()
         self._flowing.set()
+
+    def hold_open(self) -> int:
+        """Stall the connections open now (new ones flow); returns how many."""
+        with self._lock:
+            self._held = set(self._open_ids)
+            return len(self._held)
+
+    def throttle(self, bytes_per_second: float | None) -> None:
+        """Limit server-to-client bytes per second (None: no limit)."""
+        self._rate = bytes_per_second
+
+    def corrupt_once(self, marker: bytes) -> None:
+        """Flip the low bit of ``marker``'s first byte in the next server-to-client chunk that
+        holds it."""
+        self._corrupt = marker
 
     @property
     def open_connections(self) -> int:
@@ -106,27 +137,43 @@ class TcpProxy:
                 continue
             with self._lock:
                 self.accepted += 1
+                conn_id = self.accepted
+                self._open_ids.add(conn_id)
                 self._sockets.update((client, server))
             for source, sink, name in ((client, server, "up"), (server, client, "down")):
-                threading.Thread(target=self._pump, args=(source, sink), daemon=True,
-                                 name=f"proxy-{name}-{self.accepted}").start()
+                threading.Thread(target=self._pump, args=(source, sink, conn_id, name == "down"),
+                                 daemon=True, name=f"proxy-{name}-{conn_id}").start()
 
-    def _pump(self, source: socket.socket, sink: socket.socket) -> None:
+    def _pump(self, source: socket.socket, sink: socket.socket, conn_id: int,
+              down: bool) -> None:
         try:
             while True:
-                chunk = source.recv(65536)
+                rate = self._rate if down else None
+                chunk = source.recv(4096 if rate else 65536)
                 if not chunk:
                     with contextlib.suppress(OSError):
                         sink.shutdown(socket.SHUT_WR)
                     return
                 self._flowing.wait()
+                while conn_id in self._held:
+                    time.sleep(0.05)
+                marker = self._corrupt if down else None
+                if marker is not None and marker in chunk:
+                    self._corrupt = None
+                    at = chunk.index(marker)
+                    chunk = chunk[:at] + bytes([chunk[at] ^ 1]) + chunk[at + 1:]
+                    self.corrupted += 1
                 sink.sendall(chunk)
+                if rate:
+                    time.sleep(len(chunk) / rate)
         except OSError:
             _reset(sink)
         finally:
             with self._lock:
                 self._sockets.discard(source)
                 other_done = sink not in self._sockets
+                if other_done:
+                    self._open_ids.discard(conn_id)
             if other_done:  # both directions are over
                 _reset(source)
                 _reset(sink)

@@ -94,25 +94,6 @@ def test_daemon_survives_stop_restart_server_restart_drop_and_stall(
     daemon.assert_secret_never_shown(password)
 
 
-def test_catch_up_progress_in_a_terminal(mariadb_10_11: ServerHandle, tmp_path: Path) -> None:
-    """Started from the oldest binlog with stderr on a terminal, the daemon says how far it is
-    from the server's binlog end (position vs end, or that it reached the end)."""
-    server = mariadb_10_11
-    server.sql("FLUSH BINARY LOGS")  # a new file: the end is in a file after the start
-    settings = daemon_settings(server, tmp_path / "lake", unique_db("e2e_none"),
-                               overrides={"start": {"from": "earliest"}})
-    daemon = DaemonProcess(tmp_path, settings, password=server.users["repl"].password, tty=True)
-    daemon.start()
-    try:
-        match = daemon.wait_for(r"(catching up: \S+:\d+ of \S+:\d+ \([\d.]+%[^)]*\))|"
-                                r"(caught up with the binlog end seen at connect \(\S+\))",
-                                timeout=30)
-        assert "binlake.daemon" in daemon.run_stderr()[:match.start()]
-    finally:
-        code, _took = daemon.terminate(timeout=15)
-    assert code == 0, daemon.run_stderr()
-
-
 @pytest.mark.parametrize("network", ["server_down", "stalled"])
 def test_sigterm_while_reconnecting_exits_promptly(mariadb_10_11: ServerHandle, tmp_path: Path,
                                                    network: str) -> None:

@@ -5,7 +5,6 @@ rows and lag during a run, /readyz follows the server, JSON logs are JSON, passw
 from __future__ import annotations
 
 import json
-import re
 import time
 import uuid
 from pathlib import Path
@@ -16,7 +15,7 @@ from replica.cli import EXIT_PERMANENT
 from tests.servers.handle import ServerHandle
 from tests.servers.plugin import ServerFactory
 
-from .daemon_process import DaemonProcess, daemon_settings, http_get, unique_db
+from .daemon_process import DaemonProcess, daemon_settings, http_get, metric, unique_db
 from .proxy import TcpProxy
 from .workload import Workload, compare_lake, wait_for_lake
 
@@ -85,20 +84,6 @@ def test_user_without_replication_slave_exits_with_one_clear_line(
     daemon.assert_secret_never_shown(password)
 
 
-def _metric(text: str, name: str, **labels: str) -> float | None:
-    """The value of one sample in Prometheus text, or None."""
-    for line in text.splitlines():
-        if line.startswith("#"):
-            continue
-        match = re.match(r"([a-zA-Z_:][\w:]*)(\{[^}]*\})?\s+(\S+)", line)
-        if not match or match.group(1) != name:
-            continue
-        found = dict(re.findall(r'(\w+)="((?:[^"\\]|\\.)*)"', match.group(2) or ""))
-        if all(found.get(k) == v for k, v in labels.items()):
-            return float(match.group(3))
-    return None
-
-
 def _wait_status(url: str, status: int, timeout: float) -> str:
     deadline = time.monotonic() + timeout
     while True:
@@ -132,20 +117,20 @@ def test_metrics_readiness_and_json_logs_during_a_run(mariadb_10_11: ServerHandl
         assert status == 200
         for table, ops in workload.row_events.items():
             for op in ("insert", "update", "delete"):
-                value = _metric(text, "binlake_rows_total", database=database, table=table,
+                value = metric(text, "binlake_rows_total", database=database, table=table,
                                 op=op)
                 assert (value or 0) == ops[op], (table, op, value, ops)
-        assert _metric(text, "binlake_lag_seconds") is not None
+        assert metric(text, "binlake_lag_seconds") is not None
         # caught up: the end seen at connect, or an idle heartbeat, says 0 bytes behind
         deadline = time.monotonic() + 10
-        while _metric(text, "binlake_lag_bytes") != 0 and time.monotonic() < deadline:
+        while metric(text, "binlake_lag_bytes") != 0 and time.monotonic() < deadline:
             time.sleep(0.5)
             text = http_get(f"{base}/metrics")[1]
-        assert _metric(text, "binlake_lag_bytes") == 0
-        assert _metric(text, "binlake_connected") == 1
-        assert (_metric(text, "binlake_transactions_total") or 0) > 0
+        assert metric(text, "binlake_lag_bytes") == 0
+        assert metric(text, "binlake_connected") == 1
+        assert (metric(text, "binlake_transactions_total") or 0) > 0
         assert 'binlake_last_landed_info{' in text and "gtid=\"0-" in text
-        assert (_metric(text, "binlake_received_bytes_total") or 0) > 0
+        assert (metric(text, "binlake_received_bytes_total") or 0) > 0
 
         server.stop()
         try:
@@ -156,7 +141,7 @@ def test_metrics_readiness_and_json_logs_during_a_run(mariadb_10_11: ServerHandl
             server.start()
         _wait_status(f"{base}/readyz", 200, timeout=20)
         status, text = http_get(f"{base}/metrics")
-        assert (_metric(text, "binlake_reconnects_total", reason="EOFError") or 0) >= 1
+        assert (metric(text, "binlake_reconnects_total", reason="EOFError") or 0) >= 1
     finally:
         code, _took = daemon.terminate(timeout=15)
     assert code == 0, daemon.stderr()

@@ -364,3 +364,16 @@ level = "debug"
 
 def test_status_may_load_without_a_server_id() -> None:
     assert load_config(env={}, require_server_id=False).replica.server_id == 0
+
+
+def test_flush_interval_sets_the_pipeline_ticker() -> None:
+    """lake.flush_interval below the ticker's 0.5 s is honoured: the ticker follows it."""
+    from dataclasses import replace
+
+    from replica.config import Config, LakeConfig, ReplicaConfig
+    from replica.core.daemon import pipeline_options
+
+    config = Config(replica=ReplicaConfig(server_id=5))
+    assert pipeline_options(config).tick == 0.5
+    fast = replace(config, lake=LakeConfig(flush_interval=0.1))
+    assert pipeline_options(fast).tick == 0.05

@@ -208,3 +208,28 @@ def test_options_from_config(tmp_path) -> None:  # type: ignore[no-untyped-def]
     from_file = ConnectOptions.from_config(ServerConfig(password_file=str(secret_file)),
                                            read_timeout=None)
     assert from_file.password == "from-file" and from_file.read_timeout is None
+
+
+def test_connection_lost_always_says_why() -> None:
+    """trio's BrokenResourceError around an SSL EOF has no text: the line names the cause."""
+    import ssl
+
+    from replica.core.connection import _translate_stream_errors
+    from replica.errors import describe
+
+    with pytest.raises(ConnectionLost) as lost:
+        with _translate_stream_errors("reading"):
+            try:
+                raise ssl.SSLEOFError(8, "EOF occurred in violation of protocol")
+            except ssl.SSLError as exc:
+                raise trio.BrokenResourceError from exc
+    assert str(lost.value) == ("connection lost while reading: SSLEOFError: EOF occurred in "
+                               "violation of protocol")
+    with pytest.raises(ConnectionLost) as bare:
+        with _translate_stream_errors("reading"):
+            raise trio.BrokenResourceError
+    assert str(bare.value) == ("connection lost while reading: BrokenResourceError (the peer "
+                               "closed the connection)")
+    assert describe(bare.value).startswith("ConnectionLost: connection lost while reading: B")
+    empty = ConnectionLost("")
+    assert describe(empty) == "ConnectionLost"

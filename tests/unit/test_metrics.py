@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import urllib.error
 import urllib.request
 from collections.abc import AsyncIterator
@@ -10,15 +11,8 @@ import pytest
 import trio
 from prometheus_client.parser import text_string_to_metric_families
 
+from replica.observe.lag import Lag
 from replica.observe.metrics import Metrics, serve_http
-
-
-class FakeClock:
-    def __init__(self) -> None:
-        self.now = 1000.0
-
-    def __call__(self) -> float:
-        return self.now
 
 
 def sample(metrics: Metrics, name: str, **labels: str) -> float | None:
@@ -26,62 +20,37 @@ def sample(metrics: Metrics, name: str, **labels: str) -> float | None:
     return value
 
 
-def test_counters() -> None:
-    metrics = Metrics()
-    metrics.count_event("WRITE_ROWS_EVENT_V1", 120)
-    metrics.count_event("WRITE_ROWS_EVENT_V1", 80)
-    metrics.count_event("QUERY_EVENT", 50)
-    metrics.count_rows("shop", "orders", "insert", 3)
-    metrics.count_rows("shop", "orders", "insert")
-    metrics.count_rows("shop", "orders", "delete", 2)
-    metrics.count_reconnect(OSError("refused"))
-    metrics.crc_failures.inc()
-    metrics.semi_sync_acks.inc(5)
-    with metrics.land_seconds.time():
-        pass
-    metrics.decode_seconds.inc(0.25)
-    metrics.landed(gtid="0-1-42", file="mariadb-bin.000002", position=1234, commit_time=1.7e9)
-    assert sample(metrics, "binlake_events_total", type="WRITE_ROWS_EVENT_V1") == 2
-    assert sample(metrics, "binlake_received_bytes_total") == 250
-    assert sample(metrics, "binlake_rows_total", database="shop", table="orders", op="insert") == 4
-    assert sample(metrics, "binlake_rows_total", database="shop", table="orders", op="delete") == 2
-    assert sample(metrics, "binlake_reconnects_total", reason="OSError") == 1
-    assert sample(metrics, "binlake_crc_failures_total") == 1
-    assert sample(metrics, "binlake_semi_sync_acks_total") == 5
-    assert sample(metrics, "binlake_land_duration_seconds_count") == 1
-    assert sample(metrics, "binlake_transactions_total") == 1
-    assert sample(metrics, "binlake_last_landed_info", gtid="0-1-42", file="mariadb-bin.000002",
-                  position="1234") == 1
-    assert sample(metrics, "binlake_last_landed_commit_timestamp_seconds") == 1.7e9
-    with pytest.raises(ValueError):
-        metrics.count_rows("shop", "orders", "upsert")
-
-
 def test_two_instances_do_not_collide() -> None:
     Metrics().count_rows("a", "b", "insert")
     assert sample(Metrics(), "binlake_rows_total", database="a", table="b", op="insert") is None
 
 
-def test_readiness_needs_connection_and_fresh_small_lag() -> None:
-    clock = FakeClock()
-    metrics = Metrics(ready_max_lag=10, clock=clock)
+class FakeLag:
+    def __init__(self) -> None:
+        self.value: Lag | None = None
+
+    def __call__(self) -> Lag | None:
+        return self.value
+
+
+def test_readiness_reads_the_one_lag() -> None:
+    lag = FakeLag()
+    metrics = Metrics(ready_max_lag=10, lag=lag)
     assert metrics.readiness() == (False, "not connected to the server")
     metrics.set_connected(True)
     assert not metrics.readiness()[0]  # connected, no lag known yet
-    metrics.set_lag(2.0, bytes_behind=4096)
-    assert metrics.readiness()[0]
+    assert math.isnan(sample(metrics, "binlake_lag_seconds") or 0.0)
+    lag.value = Lag(False, 2.0, 4096)
+    assert metrics.readiness() == (True, "connected, 2.0 s behind the server")
     assert sample(metrics, "binlake_lag_seconds") == 2.0
     assert sample(metrics, "binlake_lag_bytes") == 4096
     assert sample(metrics, "binlake_ready") == 1
-    metrics.set_lag(11.0)
+    lag.value = Lag(False, 11.0, None)
     ready, reason = metrics.readiness()
     assert not ready and "11.0 s behind" in reason
-    metrics.set_lag(0.0)
-    clock.now += 9
-    assert metrics.readiness()[0]
-    clock.now += 2  # no report for 11 s: the pipeline is stuck, readiness drops
-    assert not metrics.readiness()[0]
-    metrics.set_lag(0.0)
+    assert math.isnan(sample(metrics, "binlake_lag_bytes") or 0.0)
+    lag.value = Lag(True, 0.0, 0)
+    assert metrics.readiness() == (True, "connected, caught up (0 s behind the server)")
     metrics.set_connected(False)
     assert not metrics.readiness()[0]
     assert sample(metrics, "binlake_connected") == 0
@@ -90,7 +59,7 @@ def test_readiness_needs_connection_and_fresh_small_lag() -> None:
 
 @pytest.fixture
 async def endpoint() -> AsyncIterator[tuple[Metrics, str]]:
-    metrics = Metrics(ready_max_lag=5)
+    metrics = Metrics(ready_max_lag=5, lag=FakeLag())
     async with trio.open_nursery() as nursery:
         listeners = await nursery.start(serve_http, metrics, "127.0.0.1", 0)
         port = listeners[0].socket.getsockname()[1]
@@ -115,7 +84,7 @@ async def test_metrics_endpoint_over_http(endpoint: tuple[Metrics, str]) -> None
     metrics, base = endpoint
     metrics.count_rows("shop", "orders", "update", 7)
     metrics.set_connected(True)
-    metrics.set_lag(1.5, bytes_behind=100)
+    metrics.lag = lambda: Lag(False, 1.5, 100)
     status, headers, body = await get(base + "/metrics")
     assert status == 200
     assert headers["Content-Type"].startswith("text/plain")
@@ -138,7 +107,7 @@ async def test_health_and_readiness_over_http(endpoint: tuple[Metrics, str]) -> 
     status, _, body = await get(base + "/readyz")
     assert status == 503 and body.startswith(b"not ready: not connected")
     metrics.set_connected(True)
-    metrics.set_lag(0.5)
+    metrics.lag = lambda: Lag(False, 0.5, 10)
     status, _, body = await get(base + "/readyz?verbose=1")
     assert status == 200 and body.startswith(b"ready")
     metrics.set_connected(False)  # the server went away

@@ -1,71 +1,134 @@
-"""The catch-up progress line (replica.observe.progress): bytes behind across files, formatting, and the
-state that reports the end once."""
+"""The lag's one definition (replica.observe.lag) and the progress lines
+(replica.observe.progress): caught up only with evidence, evidence that ages, bytes across files,
+and the lines a catching-up daemon logs."""
 
 from __future__ import annotations
 
 from protocol.binlog.model import BinlogPosition
-from replica.observe.progress import (
-    BinlogFile,
-    CatchUpProgress,
-    bytes_behind,
-    format_bytes,
-    format_duration,
-    format_progress,
-)
+from replica.observe.lag import BinlogFile, Lag, LagTracker, ServerEnd, distance
+from replica.observe.progress import Landed, Progress, format_bytes, format_duration
 
-FILES = [BinlogFile("mysql-bin.000001", 1000), BinlogFile("mysql-bin.000002", 5000),
-         BinlogFile("mysql-bin.000003", 300)]
+FILES = (BinlogFile("b.000001", 1000), BinlogFile("b.000002", 5000), BinlogFile("b.000003", 300))
 
 
-def test_bytes_behind_spans_files() -> None:
-    assert bytes_behind(FILES, BinlogPosition("mysql-bin.000001", 4)) == 996 + 5000 + 300
-    assert bytes_behind(FILES, BinlogPosition("mysql-bin.000002", 1000)) == 4000 + 300
-    assert bytes_behind(FILES, BinlogPosition("mysql-bin.000003", 300)) == 0
-    # past the end seen at connect (the server kept writing): nothing behind, not negative
-    assert bytes_behind(FILES, BinlogPosition("mysql-bin.000003", 900)) == 0
-    assert bytes_behind(FILES, BinlogPosition("mysql-bin.000009", 4)) is None
-    assert bytes_behind([], BinlogPosition("mysql-bin.000001", 4)) is None
+def P(file: str, pos: int) -> BinlogPosition:  # noqa: N802
+    return BinlogPosition(file, pos)
+
+
+def test_distance_spans_files() -> None:
+    assert distance(FILES, P("b.000001", 4), P("b.000003", 300)) == 996 + 5000 + 300
+    assert distance(FILES, P("b.000002", 1000), P("b.000002", 1500)) == 500
+    assert distance(FILES, P("b.000003", 300), P("b.000003", 300)) == 0
+    assert distance(FILES, P("b.000003", 900), P("b.000003", 300)) == 0  # past it: not negative
+    assert distance(FILES, P("b.000009", 4), P("b.000010", 4)) is None
+
+
+class Clocks:
+    def __init__(self) -> None:
+        self.mono = 100.0
+        self.wall = 1_000.0
+
+
+class Stream:
+    def __init__(self) -> None:
+        self.position: BinlogPosition | None = P("b.000002", 100)
+        self.pending = False
+
+    def __call__(self) -> tuple[BinlogPosition | None, bool]:
+        return self.position, self.pending
+
+
+def tracker() -> tuple[LagTracker, Clocks, Stream]:
+    clocks, stream = Clocks(), Stream()
+    lag = LagTracker(stream, fresh_for=5.0, clock=lambda: clocks.mono, wall=lambda: clocks.wall)
+    return lag, clocks, stream
+
+
+def end(file: str, pos: int, now_s: float, gtid: str = "0-1-9") -> ServerEnd:
+    return ServerEnd("mariadb", round(now_s * 1e6), gtid, P(file, pos), FILES)
+
+
+def test_idle_caught_up_daemon_stays_at_zero_while_heartbeats_come() -> None:
+    lag, clocks, stream = tracker()
+    assert lag.measure() is None  # nothing known yet
+    lag.set_connected(True)
+    lag.landed(P("b.000002", 100), 990_000_000, "0-1-5")
+    lag.heartbeat(P("b.000002", 100))
+    for _ in range(10):  # an idle server: a heartbeat every 2 s, never a growing figure
+        assert lag.measure() == Lag(True, 0.0, 0)
+        clocks.mono += 2
+        clocks.wall += 2
+        lag.heartbeat(P("b.000002", 100))
+    clocks.mono += 6  # heartbeats stopped (a stalled network): the evidence ages out
+    clocks.wall += 6
+    measured = lag.measure()
+    assert measured is not None and not measured.caught_up
+    assert measured.seconds == 6.0  # since the last moment it was known to be caught up
+
+
+def test_behind_by_the_servers_end_then_caught_up_when_landed() -> None:
+    lag, clocks, stream = tracker()
+    lag.set_connected(True, clock_offset=0.5)
+    lag.landed(P("b.000001", 500), 990_000_000, "0-1-5")
+    stream.position, stream.pending = P("b.000002", 40), True
+    lag.server_end(end("b.000002", 1000, 1_000.5))
+    assert lag.measure() == Lag(False, 1000.5 - 990.0, 500 + 1000)
+    # everything received is landed, and the stream reached the end read
+    stream.position, stream.pending = P("b.000002", 1000), False
+    lag.landed(P("b.000002", 1000), 999_000_000, "0-1-9")
+    assert lag.measure() == Lag(True, 0.0, 0)
+
+
+def test_received_beyond_the_end_read_is_the_end() -> None:
+    lag, clocks, stream = tracker()
+    lag.set_connected(True)
+    lag.landed(P("b.000002", 100), 999_000_000, "0-1-5")
+    lag.server_end(end("b.000002", 100, 1_000.0, gtid="0-1-5"))
+    clocks.wall += 1.5
+    stream.position, stream.pending = P("b.000002", 700), True  # new events, not landed yet
+    # complete up to the moment the end was read (caught up then), 600 bytes received since
+    assert lag.measure() == Lag(False, 1.5, 600)
+
+
+def test_gtid_state_equal_is_caught_up_after_a_server_restart() -> None:
+    lag, clocks, stream = tracker()
+    lag.set_connected(True)
+    lag.landed(P("b.000002", 900), 900_000_000, "0-1-5")
+    # the restarted server writes a new file; the stream is at its end, nothing pending
+    stream.position = P("b.000003", 385)
+    lag.server_end(end("b.000003", 385, 1_000.0, gtid="0-1-5"))
+    assert lag.measure() == Lag(True, 0.0, 0)
+
+
+def test_disconnected_is_never_caught_up() -> None:
+    lag, clocks, stream = tracker()
+    lag.set_connected(True)
+    lag.landed(P("b.000002", 100), 995_000_000, "0-1-5")
+    lag.heartbeat(P("b.000002", 100))
+    assert lag.measure() == Lag(True, 0.0, 0)
+    lag.set_connected(False)
+    clocks.wall += 3
+    measured = lag.measure()
+    assert measured is not None and not measured.caught_up and measured.seconds == 3.0
 
 
 def test_format_units() -> None:
     assert format_bytes(512) == "512 B"
-    assert format_bytes(2048) == "2.0 KiB"
-    assert format_bytes(3.5 * 1024 * 1024) == "3.5 MiB"
-    assert format_bytes(5 * 1024**4) == "5120.0 GiB"
-    assert format_duration(4.4) == "4 s"
-    assert format_duration(125) == "2 min 05 s"
-    assert format_duration(3 * 3600 + 7 * 60) == "3 h 07 min"
+    assert format_bytes(2.5 * 1024 * 1024) == "2.5 MiB"
+    assert format_duration(3.25) == "3.2 s"
+    assert format_duration(75) == "1 min 15 s"
+    assert format_duration(7300) == "2 h 01 min"
 
 
-def test_format_progress_line() -> None:
-    line = format_progress(BinlogPosition("mysql-bin.000002", 4096),
-                           BinlogPosition("mysql-bin.000003", 1000), behind=2 * 1024 * 1024,
-                           total=8 * 1024 * 1024, rate=1024 * 1024)
-    assert line == ("catching up: mysql-bin.000002:4096 of mysql-bin.000003:1000 "
-                    "(75.0%, 2.0 MiB behind, 1.0 MiB/s, ~2 s left)")
-    # no rate yet: no estimate; a zero total is done
-    assert format_progress(BinlogPosition("f.1", 4), BinlogPosition("f.1", 4), 0, 0, None) == (
-        "catching up: f.1:4 of f.1:4 (100.0%, 0 B behind)")
-
-
-def test_catch_up_progress_reports_until_the_end_then_once_more() -> None:
-    progress = CatchUpProgress(FILES)
-    assert progress.end == BinlogPosition("mysql-bin.000003", 300)
-    first = progress.update(0.0, BinlogPosition("mysql-bin.000001", 300))
-    assert first == ("catching up: mysql-bin.000001:300 of mysql-bin.000003:300 "
-                     "(0.0%, 5.9 KiB behind)")
-    second = progress.update(2.0, BinlogPosition("mysql-bin.000002", 2000))
-    # 6000 bytes to go at first, 3300 now, 2700 done in 2 s
-    assert second == ("catching up: mysql-bin.000002:2000 of mysql-bin.000003:300 "
-                      "(45.0%, 3.2 KiB behind, 1.3 KiB/s, ~2 s left)")
-    assert progress.update(3.0, BinlogPosition("other.000001", 4)) is None  # unknown file
-    assert progress.update(4.0, BinlogPosition("mysql-bin.000003", 300)) == (
-        "caught up with the binlog end seen at connect (mysql-bin.000003:300)")
-    assert progress.done
-    assert progress.update(5.0, BinlogPosition("mysql-bin.000003", 400)) is None
-
-
-def test_no_files_means_no_progress() -> None:
-    progress = CatchUpProgress([])
-    assert progress.done
-    assert progress.update(0.0, BinlogPosition("mysql-bin.000001", 4)) is None
+def test_progress_lines_while_behind_then_caught_up_once() -> None:
+    progress = Progress(started=0.0, live_lag=6.0)
+    assert progress.sample(10, Landed(10, 20), Lag(False, 2.0, 20_000)) is None  # live: silent
+    first = progress.sample(20, Landed(100, 400), Lag(False, 60.0, 10_000))
+    assert first == ("catching up: 100 transactions and 400 rows landed (9 transactions/s, "
+                     "38 rows/s); 1 min 00 s and 9.8 KiB behind the server, ~10 s left")
+    again = progress.sample(30, Landed(300, 1000), Lag(False, 3.0, 10_000))
+    assert again is not None and again.endswith("not gaining on the server")
+    done = progress.sample(40, Landed(400, 1200), Lag(True, 0.0, 0))
+    assert done == ("caught up with the server: 400 transactions and 1200 rows landed in 40 s "
+                    "since the start")
+    assert progress.sample(50, Landed(400, 1200), Lag(True, 0.0, 0)) is None

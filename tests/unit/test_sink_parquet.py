@@ -334,16 +334,6 @@ def test_flush_triggers_by_rows_time_and_size(lake):
     sink.close()
 
 
-def test_ack_requested_flushes_when_configured(lake):
-    b = StreamBuilder()
-    users = b.table("shop", "users", users_columns())
-    sink = ParquetSink(lake, SinkOptions(flush_on_ack=True))
-    sink.open()
-    feed(sink, [b.begin(), b.insert(users, [(1, "x", 1)]), b.commit(ack=True)])
-    assert sink.durable_position.seq == 1
-    sink.close()
-
-
 def test_spilled_transaction_lands_whole_and_rollback_of_spill_leaves_nothing(lake):
     b = StreamBuilder()
     users = b.table("shop", "users", users_columns())

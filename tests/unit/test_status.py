@@ -10,9 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from protocol.binlog.model import Column, ColumnFlag
+from protocol.binlog.model import BinlogPosition, Column, ColumnFlag
 from replica.commands import status
 from replica.config import Config, LakeConfig, ReplicaConfig, ServerConfig
+from replica.observe.lag import BinlogFile, ServerEnd
 from sinks.parquet import ParquetSink
 from sinks.parquet.testing import StreamBuilder, col
 
@@ -100,25 +101,36 @@ def test_interrupted_commit_is_mentioned(tmp_path: Path) -> None:
     assert "interrupted commit" in out.getvalue()
 
 
+def _end(file: str, pos: int, gtid: str, now_us: int) -> ServerEnd:
+    files = (BinlogFile("b.000001", 1000), BinlogFile("b.000002", 500),
+             BinlogFile("b.000003", 300))
+    return ServerEnd("mariadb", now_us, gtid, BinlogPosition(file, pos), files)
+
+
+def _position(end: ServerEnd) -> status.ServerPosition:
+    assert end.position is not None
+    return status.ServerPosition(reachable=True, flavor="mariadb", binlog_file=end.position.file,
+                                 binlog_pos=end.position.pos, gtid=end.gtid, now_us=end.now_us)
+
+
 def test_lag_arithmetic() -> None:
     checkpoint = {"binlog_file": "b.000002", "binlog_pos": 100, "commit_time_us": 1_000_000,
                   "gtid_state": "0-1-5"}
-    logs = [("b.000001", 1000), ("b.000002", 500), ("b.000003", 300)]
-    behind = status.ServerPosition(reachable=True, flavor="mariadb", binlog_file="b.000003",
-                                   binlog_pos=200, gtid="0-1-9", now_us=11_500_000)
-    status._compare(behind, checkpoint, logs)
+    end = _end("b.000003", 200, "0-1-9", 11_500_000)
+    behind = _position(end)
+    status._compare(behind, checkpoint, end)
     assert behind.caught_up is False
     assert behind.bytes_behind == 400 + 200
     assert behind.seconds_behind == 10.5
-    level = status.ServerPosition(reachable=True, flavor="mariadb", binlog_file="b.000002",
-                                  binlog_pos=100, gtid="0-1-5", now_us=99_000_000)
-    status._compare(level, checkpoint, logs)
+    end = _end("b.000002", 100, "0-1-5", 99_000_000)
+    level = _position(end)
+    status._compare(level, checkpoint, end)
     assert level.caught_up and level.seconds_behind == 0 and level.bytes_behind == 0
     # GTID state equal although the server wrote non-transaction events since
-    idle = status.ServerPosition(reachable=True, flavor="mariadb", binlog_file="b.000003",
-                                 binlog_pos=385, gtid="0-1-5", now_us=99_000_000)
-    status._compare(idle, checkpoint, logs)
-    assert idle.caught_up and idle.seconds_behind == 0
+    end = _end("b.000003", 385, "0-1-5", 99_000_000)
+    idle = _position(end)
+    status._compare(idle, checkpoint, end)
+    assert idle.caught_up and idle.seconds_behind == 0 and idle.bytes_behind == 0
     out = io.StringIO()
     lake = status.LakeFacts(path="/l", exists=True, checkpoint=checkpoint)
     status.render_text(status.Status(lake, behind), out, now=20.0)
