@@ -186,6 +186,9 @@ class Daemon:
                                  3 * self.server_end_interval) + 1.0
         self.started = time.monotonic()
         self._outage: _Outage | None = None
+        #: Set once a stream started: the side connection waits for proof that the server
+        #: takes our credentials (a wrong password must cost one attempt, not two).
+        self._streamed = trio.Event()
         self.backoff = Backoff.from_config(config.reconnect)
         self._stopping = False
         self._stream_scope: trio.CancelScope | None = None
@@ -312,8 +315,10 @@ class Daemon:
         """Read the server's end every few seconds on a side connection, for the lag.
 
         Failures are DEBUG lines: the stream's own connection reports the server's trouble,
-        and without fresh reads the lag only grows (it never claims a false 0).
+        and without fresh reads the lag only grows (it never claims a false 0). It starts once
+        the first stream did.
         """
+        await self._streamed.wait()
         options = ConnectOptions.from_config(
             self.config.server, read_timeout=min(self.config.server.read_timeout, 10.0))
         conn: Connection | None = None
@@ -459,6 +464,7 @@ class Daemon:
             else:
                 log.debug("streaming from %s", describe_start(start, session))
             self._note_streaming()
+            self._streamed.set()
             attempt.streamed = True
             self._session = session
             with trio.CancelScope() as scope:
