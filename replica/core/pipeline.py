@@ -140,6 +140,7 @@ class Pipeline:
         self._txn_rows: Counter[tuple[str, str, str]] = Counter()
         self._unlanded_rows: Counter[tuple[str, str, str]] = Counter()
         self._xa_rows: dict[str, Counter[tuple[str, str, str]]] = {}  # prepared, by XA id
+        self._decode_pending = 0.0  # decode seconds not yet in the metrics
         sink.clock = time.perf_counter
         sink.on_flush = self._landed_flush
 
@@ -223,7 +224,6 @@ class Pipeline:
         metrics = self.metrics
         stats = self.stats
         clock = time.perf_counter
-        decode_seconds = 0.0
         try:
             while True:
                 packet = await session.next_event()
@@ -245,7 +245,7 @@ class Pipeline:
                     if metrics is not None:
                         metrics.count_crc_failure()
                     raise
-                decode_seconds += clock() - started
+                self._decode_pending += clock() - started
                 for event in events:
                     stats.events += 1
                     if metrics is not None:
@@ -262,9 +262,6 @@ class Pipeline:
                                   event.header.position, event)
                     for item in assembler.feed(event):
                         self._handle(item)
-                if decode_seconds >= 0.05:  # to the counter in slices, not per event
-                    self._count_decode(decode_seconds)
-                    decode_seconds = 0.0
                 snapshots = self.snapshots
                 if snapshots is not None:
                     if assembler.in_transaction:
@@ -275,9 +272,11 @@ class Pipeline:
                     self.sink.flush()
                     await self.ack_durable(session)
         finally:
-            self._count_decode(decode_seconds)
+            self._count_decode()
 
-    def _count_decode(self, seconds: float) -> None:
+    def _count_decode(self) -> None:
+        """Decode time to the counter, in slices (each tick, each flush), not per event."""
+        seconds, self._decode_pending = self._decode_pending, 0.0
         self.stats.decode_seconds += seconds
         if self.metrics is not None and seconds > 0:
             self.metrics.count_decode_seconds(seconds)
@@ -285,6 +284,7 @@ class Pipeline:
     async def _tick(self, session: ReplicationSession) -> None:
         while True:
             await trio.sleep(self.options.tick)
+            self._count_decode()
             if self.sink.maybe_flush(time.monotonic()):
                 await self.ack_durable(session)
 
@@ -395,6 +395,7 @@ class Pipeline:
         self._landed_seq, self._landed_chunks = durable.seq, chunks
         stats = self.stats
         stats.landed_transactions += landed
+        self._count_decode()
         stats.land_seconds += seconds or 0.0
         rows = self._unlanded_rows
         stats.landed_rows += sum(rows.values())

@@ -558,8 +558,7 @@ class ParquetSink:
         self._unflushed_rows += rows
         self.stats["transactions"] += 1
         self.stats["rows"] += rows
-        if (self._flush_wanted or self._unflushed_rows >= self.options.flush_rows
-                or (commit.ack_requested and self.options.flush_on_ack)):
+        if self._flush_wanted or self._unflushed_rows >= self.options.flush_rows:
             self.flush()
 
     def _commit_tables(self, txn: _Transaction, commit_us: int, commit_date: str) -> int:
