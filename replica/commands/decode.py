@@ -22,7 +22,8 @@ spirit of ``mariadb-binlog -v``. The layout is stable (scripts may parse it)::
 ``QUERY``…). Row columns are named from the TABLE_MAP (``binlog_row_metadata=FULL``) and
 called ``@1``, ``@2``… (1-based, like ``mariadb-binlog``) when the server sent no names (what else
 such files lack — signedness, charsets, ENUM/SET labels — is said once on stderr, see
-:func:`metadata_gaps`); a column
+:func:`metadata_gaps`; ``--schema-from-server`` fills them in from the configured server's
+information_schema, like the daemon's schema source); a column
 absent from a MINIMAL/NOBLOB image is not listed, a NULL is ``NULL``. Values are SQL-like
 literals: numbers bare, strings ``'quoted'`` with ``\\n``-style escapes (so a row is one line),
 bytes ``X'hex'``, temporal values quoted as ``SELECT`` prints them (zero dates too), JSON as its
@@ -63,6 +64,8 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, fields
 from typing import Any, TextIO
 
+import trio
+
 from protocol.binlog import ddl
 from protocol.binlog.coltypes import CHARACTER_TYPES, ENUM_SET_TYPES, NUMERIC_TYPES, FieldType
 from protocol.binlog.events import (
@@ -93,6 +96,7 @@ from protocol.binlog.tablemap import OptionalMetadata
 from protocol.binlog.transactions import Statement, TransactionAssembler
 from protocol.binlog.values import time_text
 from protocol.errors import ChecksumMismatch, ProtocolError, TruncatedData
+from replica.config import ServerConfig
 
 __all__ = [
     "FORMATS",
@@ -190,14 +194,57 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("-t", "--table", action="append", metavar="DB.TABLE",
                         help="only row changes of these tables, globs like shop.* "
                              "(repeatable)")
+    parser.add_argument("--schema-from-server", action="store_true",
+                        help="for tables logged without binlog_row_metadata=FULL, read column "
+                             "names, signedness, charsets, ENUM/SET labels and keys from "
+                             "information_schema of the server in binlake's configuration, "
+                             "as `binlake run` does (today's schema, applied only to TABLE_MAPs "
+                             "it matches)")
+    parser.add_argument("-c", "--config", metavar="PATH",
+                        help="with --schema-from-server: the TOML config whose [server] to ask "
+                             "(default: $BINLAKE_CONFIG, else /etc/binlake/binlake.toml if "
+                             "present; BINLAKE_SERVER_* variables apply too)")
 
 
 def run(args: argparse.Namespace) -> int:
     """Entry point of ``binlake decode`` (called by :mod:`replica.cli`)."""
     options = DecodeOptions.from_args(args)
+    if getattr(args, "schema_from_server", False):
+        from replica.config import load_config
+
+        config = load_config(getattr(args, "config", None), require_server_id=False)
+        return trio.run(_with_server_schema, options, config.server, args)
+    return _decode(options, args)
+
+
+async def _with_server_schema(options: DecodeOptions, server: ServerConfig,
+                              args: argparse.Namespace) -> int:
+    """Decode in a worker thread while this trio loop answers its schema questions: each
+    TABLE_MAP without full metadata is described from information_schema (once per table,
+    :class:`~replica.core.schema_source.SchemaSource`, checked against the TABLE_MAP)."""
+    from replica.core.connection import ConnectOptions
+    from replica.core.schema_source import SchemaSource
+
+    source = SchemaSource(ConnectOptions.from_config(server))
+
+    def hook(table_map: TableMapEvent) -> TableMapEvent:
+        if table_map.has_full_metadata:
+            return table_map
+        trio.from_thread.run(source.describe, table_map.schema, table_map.table)
+        return source.enrich(table_map)
+
+    try:
+        return await trio.to_thread.run_sync(_decode, options, args, hook)
+    finally:
+        await source.aclose()
+
+
+def _decode(options: DecodeOptions, args: argparse.Namespace,
+            table_map_hook: Callable[[TableMapEvent], TableMapEvent] | None = None) -> int:
     out = sys.stdout
     accepts = _matcher(options)
-    events = _noting_missing_metadata(selected_events(options), accepts, sys.stderr)
+    events = _noting_missing_metadata(selected_events(options, table_map_hook=table_map_hook),
+                                      accepts, sys.stderr)
     try:
         if options.output_format == "open-protocol":
             write_open_protocol(events, out, accepts)
@@ -249,10 +296,11 @@ def read_events(paths: Iterable[str], *, verify_checksums: bool = True,
         yield event
 
 
-def _read(paths: list[str], verify_checksums: bool,
-          chunk_size: int) -> Iterator[tuple[int, Event]]:
+def _read(paths: list[str], verify_checksums: bool, chunk_size: int,
+          table_map_hook: Callable[[TableMapEvent], TableMapEvent] | None = None,
+          ) -> Iterator[tuple[int, Event]]:
     """``(index of the file in paths, event)`` for every event of the files."""
-    stream = EventStream(verify_checksums=verify_checksums)
+    stream = EventStream(verify_checksums=verify_checksums, table_map_hook=table_map_hook)
     for index, path in enumerate(paths):
         stream.start_file(os.path.basename(path), 4)
         reader = BinlogFileReader()
@@ -272,16 +320,19 @@ def _read(paths: list[str], verify_checksums: bool,
                 raise BinlogFileError(path, exc) from exc
 
 
-def selected_events(options: DecodeOptions, *,
-                    chunk_size: int = _CHUNK) -> Iterator[tuple[Event, bool]]:
+def selected_events(options: DecodeOptions, *, chunk_size: int = _CHUNK,
+                    table_map_hook: Callable[[TableMapEvent], TableMapEvent] | None = None,
+                    ) -> Iterator[tuple[Event, bool]]:
     """``(event, selected)`` for every event up to the stop position.
 
     ``selected`` is False for the events of the first file before the start position: they are
     decoded for their context (FORMAT_DESCRIPTION, TABLE_MAP) but not to be printed.
+    ``table_map_hook`` completes TABLE_MAPs (``--schema-from-server``).
     """
     last = len(options.files) - 1
     start, stop = options.start_position, options.stop_position
-    for index, event in _read(list(options.files), options.verify_checksums, chunk_size):
+    for index, event in _read(list(options.files), options.verify_checksums, chunk_size,
+                              table_map_hook):
         position = event.header.position
         if stop is not None and index == last and position >= stop:
             return
@@ -321,6 +372,7 @@ def _noting_missing_metadata(events: Iterable[tuple[Event, bool]], accepts: _Mat
     noted = False
     for event, selected in events:
         if (not noted and selected and isinstance(event, TableMapEvent)
+                and event.described_by is None
                 and (accepts is None or accepts(event.schema, event.table))):
             gaps = metadata_gaps(event)
             if gaps:
@@ -328,10 +380,9 @@ def _noting_missing_metadata(events: Iterable[tuple[Event, bool]], accepts: _Mat
                 err.write(
                     f"binlake decode: note: {event.header.file} was written without "
                     f"binlog_row_metadata=FULL (first seen for {event.schema}.{event.table} at "
-                    f"{event.header.position}), so {'; '.join(gaps)}. Offline decoding has no "
-                    "server to ask; `binlake run` reads the missing names, signedness and "
-                    "charsets from information_schema, and binlog_row_metadata=FULL puts them "
-                    "in the binlog.\n")
+                    f"{event.header.position}), so {'; '.join(gaps)}. --schema-from-server "
+                    "reads them from the server's information_schema (as `binlake run` does); "
+                    "binlog_row_metadata=FULL puts them in the binlog.\n")
                 err.flush()
         yield event, selected
 

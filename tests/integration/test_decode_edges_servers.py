@@ -4,9 +4,11 @@ format, and the one-time stderr notice when a binlog carries no row metadata."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import uuid
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -21,12 +23,15 @@ def server(request: pytest.FixtureRequest) -> ServerHandle:
     return request.getfixturevalue(request.param)  # type: ignore[no-any-return]
 
 
-def binlake_decode(server: ServerHandle, *args: str) -> subprocess.CompletedProcess[str]:
+def binlake_decode(server: ServerHandle, *args: str,
+                   env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     """``binlake decode`` over the server's closed binlog files."""
     server.sql("FLUSH BINARY LOGS")
     files = server.binlog_files()[:-1]
+    environ = {k: v for k, v in os.environ.items() if not k.startswith("BINLAKE_")}
     proc = subprocess.run([sys.executable, "-m", "replica.cli", "decode", *args, *files],
-                          capture_output=True, text=True, timeout=300)
+                          capture_output=True, text=True, timeout=300,
+                          env={**environ, **(env or {})})
     assert proc.returncode == 0, proc.stderr
     return proc
 
@@ -78,7 +83,7 @@ def test_years_before_1000(server: ServerHandle) -> None:
         server.sql(f"DROP DATABASE {db}")
 
 
-def test_no_row_metadata_is_said_once(server_factory: Any) -> None:
+def test_no_row_metadata_is_said_once(server_factory: Any, tmp_path: Path) -> None:
     """MariaDB's default binlog_row_metadata=NO_LOG: names, signedness and charsets are not in
     the binlog, so the offline output shows positions, signed ints and bytes — and says so,
     once, on stderr."""
@@ -100,8 +105,25 @@ def test_no_row_metadata_is_said_once(server_factory: Any) -> None:
             "every integer is read as signed (a TINYINT UNSIGNED 255 prints -1); character "
             "columns stay raw bytes (X'…')." in notes[0])
 
+    assert notes[0].endswith("--schema-from-server reads them from the server's "
+                             "information_schema (as `binlake run` does); "
+                             "binlog_row_metadata=FULL puts them in the binlog.")
+
     proc = binlake_decode(server, "--format", "open-protocol", "--database", db)
     values = [r["u"] for r in open_protocol_rows(proc.stdout, db)]
     assert [sorted(v) for v in values] == [["col_1", "col_2", "col_3"]] * 2
     assert values[0]["col_2"]["v"] == -1
     assert sum("binlog_row_metadata=FULL" in ln for ln in proc.stderr.splitlines()) == 1
+
+    # --schema-from-server: the names, signedness and charset come from information_schema
+    config = tmp_path / "binlake.toml"
+    config.write_text(f'[server]\nsocket = "{server.socket}"\nuser = "repl"\n')
+    user = server.users["repl"]
+    proc = binlake_decode(server, "--schema-from-server", "--config", str(config),
+                          "--database", db, env={"BINLAKE_SERVER_PASSWORD": user.password})
+    lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("###")]
+    assert lines == [f"### INSERT INTO {db}.t SET id=1, u=255, s='hé'",
+                     f"### INSERT INTO {db}.t SET id=2, u=7, s='x'"]
+    assert "binlake decode: note" not in proc.stderr
+    assert f"column names for {db}.t come from information_schema as of now" in proc.stderr
+    assert user.password not in proc.stderr + proc.stdout
