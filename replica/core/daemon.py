@@ -68,6 +68,7 @@ from replica.observe import logs
 from replica.observe.lag import query_server_end
 from replica.observe.metrics import Metrics, serve_http
 from replica.observe.progress import Landed, Progress, format_duration, format_summary
+from sinks.errors import SinkError
 from sinks.parquet import Checkpoint, ParquetSink, SinkOptions, prefer_jemalloc
 
 log = logging.getLogger("binlake.daemon")
@@ -382,8 +383,8 @@ class Daemon:
                 if finished:
                     return
             except Exception as exc:
-                if self._stopping:
-                    return
+                if self._stopping and not isinstance(exc, SinkError):
+                    return  # a lake that failed the final flush must still say so (exit 4)
                 if classify(exc) is Disposition.STOP:
                     raise
                 self.metrics.count_reconnect(exc)

@@ -3,6 +3,8 @@
 * A real small filesystem (a size-limited tmpfs the test mounts; root only) fills up while
   changes flow: the daemon exits 4 with one line naming ENOSPC and the path and a ``fix:`` line;
   once space is back, a restart lands the rest and the lake equals the source, exactly once.
+* With semi-sync ack-after-land, the commit the full disk kept out of the lake is never
+  acknowledged (the server counts it as a semi-sync timeout), the ones before it were.
 * One writer per lake: a second ``binlake run`` on a lake in use exits 4 naming the holder's pid;
   after ``kill -9`` of the first, the second starts and the lake equals the source.
 """
@@ -11,8 +13,10 @@ from __future__ import annotations
 
 import errno
 import re
+import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -20,7 +24,7 @@ from tests.servers.handle import ServerHandle
 from tests.tmpfs import mounted_tmpfs
 
 from .daemon_process import DaemonProcess, daemon_settings, read_checkpoint, unique_db
-from .workload import Workload, compare_lake, wait_for_lake
+from .workload import Workload, compare_lake, read_lake, wait_for_lake
 
 pytestmark = pytest.mark.server
 
@@ -126,3 +130,52 @@ def test_a_second_daemon_on_the_lake_is_refused_until_the_first_dies(
     code, _took = second.terminate(timeout=15)
     assert code == 0, second.run_stderr()
     compare_lake(server, lake, workload)
+
+
+def _status(server: ServerHandle, name: str) -> int:
+    return int(str(server.sql(f"SHOW GLOBAL STATUS LIKE '{name}'")[0][1]))
+
+
+def test_no_semi_sync_ack_for_what_a_full_disk_kept_from_landing(
+        server_factory: Any, small_fs: Path, tmp_path: Path) -> None:
+    """ack-after-land on a semi-sync MariaDB 10.11: every commit is acknowledged once landed;
+    the one the full disk kept out of the lake is never acknowledged (the server times out)."""
+    server = server_factory.start(
+        "mariadb-10.11",
+        ["--rpl-semi-sync-master-enabled=ON", "--rpl-semi-sync-master-timeout=2000"],
+        name="s4-semi-sync")  # shared with test_session_servers
+    database = unique_db("lake_ack")
+    lake = small_fs / "lake"
+    settings = daemon_settings(server, lake, database,
+                               overrides={"semi_sync": {"mode": "ack-after-land"}})
+    daemon = DaemonProcess(tmp_path, settings, password=server.users["repl"].password)
+    daemon.start()
+    daemon.wait_for(r"streaming from")
+    server.sql(f"CREATE DATABASE {database}; CREATE TABLE {database}.t (id INT PRIMARY KEY)")
+    yes, no = _status(server, "Rpl_semi_sync_master_yes_tx"), \
+        _status(server, "Rpl_semi_sync_master_no_tx")
+    for row in (1, 2, 3):
+        server.sql(f"INSERT INTO {database}.t VALUES ({row})")
+    assert _status(server, "Rpl_semi_sync_master_yes_tx") - yes == 3  # landed, then ACKed
+
+    ballast = _fill(small_fs)
+    started = time.monotonic()
+    server.sql(f"INSERT INTO {database}.t VALUES (4)")  # cannot land: waits for the timeout
+    assert time.monotonic() - started >= 1.5
+    assert daemon.wait(30) == 4, daemon.run_stderr()
+    assert "ENOSPC" in daemon.run_stderr()
+    assert _status(server, "Rpl_semi_sync_master_yes_tx") - yes == 3  # no ACK for row 4
+    assert _status(server, "Rpl_semi_sync_master_no_tx") - no == 1
+    assert sorted(r["id"] for r in read_lake(lake, database).rows["t"]) == [1, 2, 3]
+
+    ballast.unlink()
+    daemon.start()
+    deadline = time.monotonic() + 30
+    while sorted(r["id"] for r in read_lake(lake, database).rows.get("t", [])) != [1, 2, 3, 4]:
+        daemon.check_alive()
+        assert time.monotonic() < deadline, read_lake(lake, database).rows
+        time.sleep(0.2)
+    code, _took = daemon.terminate(timeout=15)
+    assert code == 0, daemon.run_stderr()
+    changes = read_lake(lake, database).rows["t"]
+    assert [(r["_op"], r["id"]) for r in changes] == [("I", 1), ("I", 2), ("I", 3), ("I", 4)]
