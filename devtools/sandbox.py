@@ -609,15 +609,18 @@ class SandboxServer:
             argv += ["--batch", "--skip-column-names", *extra_client_args]
             if database is not None:
                 argv.append(f"--database={database}")
+            limit = timeout * timeout_scale()
             try:
                 result = subprocess.run(
                     in_root_argv(self.root, argv), env=root_env(), input=statement.encode(),
-                    capture_output=True, timeout=timeout,
+                    capture_output=True, timeout=limit,
                 )  # fmt: skip
             except subprocess.TimeoutExpired:
-                raise SandboxError(f"{argv[0]} as {user!r} timed out after {timeout} s") from None
+                raise SandboxError(f"{argv[0]} as {user!r} timed out after {limit:.0f} s") from None
         if result.returncode != 0:
-            message = result.stderr.decode(errors="replace").strip()
+            message = (result.stderr.decode(errors="replace").strip()
+                       or _tail(result.stdout.decode(errors="replace"))
+                       or "(the client printed nothing)")
             if password:
                 message = message.replace(password, "***")
             raise SandboxError(
