@@ -13,6 +13,7 @@ import sys
 import time
 
 from replica.config import Config
+from sinks.errors import LakeError
 from sinks.parquet.compact import CompactOptions, compact_lake
 
 __all__ = ["add_arguments", "options_from", "run"]
@@ -35,10 +36,15 @@ def options_from(config: Config, min_age: float | None = None) -> CompactOptions
 
 
 def run(config: Config, args: argparse.Namespace | None = None) -> int:
-    """Entry point of ``binlake compact``: 0 when done (also when nothing was old enough)."""
+    """Entry point of ``binlake compact``: 0 when done (also when nothing was old enough);
+    4 when the lake's filesystem refuses (disk full, read-only…): what was swapped stays
+    swapped, the rest is retried by the next run."""
     options = options_from(config, getattr(args, "min_age", None))
     started = time.monotonic()
-    stats = compact_lake(config.lake.path, options)
+    try:
+        stats = compact_lake(config.lake.path, options)
+    except OSError as exc:
+        raise LakeError.from_os_error(exc, config.lake.path, "compaction") from exc
     for table, saved in sorted(stats.tables.items()):
         sys.stdout.write(f"{table}: {saved} fewer files\n")
     sys.stdout.write(

@@ -274,3 +274,32 @@ def test_compact_beside_a_running_daemon(mariadb_10_11: ServerHandle, tmp_path: 
     assert sorted((r["_seq"], r["_row"]) for r in streamed) == t0  # each row exactly once
     assert_state_equals_select(spark, server, lake, database)
     print(f"concurrent reader: {seen}")
+
+
+def test_the_daemon_compacts_in_the_background(mariadb_10_11: ServerHandle,
+                                               tmp_path: Path) -> None:
+    """lake.compact_interval: the running daemon compacts its own lake, nothing lost."""
+    server = mariadb_10_11
+    database = unique_db("compact_bg")
+    lake = tmp_path / "lake"
+    writer = Writer(server, database, seed=7)
+    settings = daemon_settings(server, lake, database, overrides={"lake": {
+        "flush_interval": 0.05, "flush_rows": 1, "compact_interval": 1.0,
+        "compact_min_age": 0.5, "compact_grace": 0}})
+    daemon = DaemonProcess(tmp_path, settings, password=server.users["repl"].password)
+    daemon.start()
+    try:
+        daemon.wait_for(r"streaming from")
+        writer.run(150)
+        deadline = time.monotonic() + 60
+        while landed_rows(lake) < writer.changes or len(data_files(lake)) > 15:
+            daemon.check_alive()
+            assert time.monotonic() < deadline, (landed_rows(lake), len(data_files(lake)))
+            time.sleep(0.3)
+        daemon.wait_for(r"compacted \d+ partitions")
+    finally:
+        code, _ = daemon.terminate(timeout=STOP_TIMEOUT + 5)
+    assert code == 0, daemon.run_stderr()
+    rows = lake_rows(lake)
+    assert len(rows) == writer.changes == 150
+    assert len({(r["table"], r["_seq"], r["_row"]) for r in rows}) == 150

@@ -161,3 +161,48 @@ def test_a_file_landing_during_the_rewrite_cancels_the_swap(tmp_path, monkeypatc
     stats = K.compact_lake(lake, OPTIONS)
     assert stats.partitions == 0 and stats.skipped_busy == 1
     assert len(data_files(lake)) == 11 and len(rows(lake)) == 10 * 2 - 3 + 2
+
+
+def test_retention_drops_only_partitions_a_state_covers(tmp_path):
+    lake = str(tmp_path / "lake")
+    build_lake(lake, 10)  # 2026-01-01, _seq 1..10
+    assert K.drop_history(lake, "shop", "users", covered_seq=9, before="2026-01-02") == 0
+    assert K.drop_history(lake, "shop", "users", covered_seq=10, before="2026-01-01") == 0
+    assert len(data_files(lake)) == 10
+    assert K.drop_history(lake, "shop", "users", covered_seq=10, before="2026-01-02") == 1
+    assert data_files(lake) == []
+    [retired] = os.listdir(os.path.join(lake, L.COMPACT_TRASH))
+    assert retired.startswith("retired-")
+    build_more(lake, 2)  # the daemon can land into that date again
+    assert len(data_files(lake)) == 2
+
+
+def test_binlake_compact_command(tmp_path, capsys):
+    from replica.cli import run as main
+
+    lake = str(tmp_path / "lake")
+    build_lake(lake, 12)
+    assert main(["compact", "--lake", lake, "--min-age", "0"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[0] == "shop/users: 11 fewer files"
+    assert out[1].startswith("compacted 1 partitions: 12 files -> 1 (20 rows) in ")
+    assert main(["compact", "--lake", lake]) == 0  # default min-age (1 h): nothing to do
+    assert capsys.readouterr().out.startswith("compacted 0 partitions: 0 files -> 0 (0 rows)")
+
+
+def test_a_lake_error_exits_4_and_leaves_the_rows(tmp_path, monkeypatch, capsys):
+    from replica.cli import run as main
+
+    lake = str(tmp_path / "lake")
+    build_lake(lake, 5)
+    before = rows(lake)
+
+    def disk_full(*args, **kwargs):
+        raise OSError(28, "No space left on device")
+    monkeypatch.setattr(K, "_write_outputs", disk_full)
+    assert main(["compact", "--lake", lake, "--min-age", "0"]) == 4
+    assert "ENOSPC" in capsys.readouterr().err
+    monkeypatch.undo()
+    assert rows(lake) == before
+    assert main(["compact", "--lake", lake, "--min-age", "0"]) == 0
+    assert rows(lake) == before and len(data_files(lake)) == 1
