@@ -119,13 +119,19 @@ class DemoRefused(Exception):
     """The demo will not run as asked (a directory it did not make, no checkout)."""
 
 
+def refuse_foreign(path: str) -> None:
+    """Raise :class:`DemoRefused` if ``path`` is a non-empty directory no demo made (read only)."""
+    if os.path.isdir(path) and os.listdir(path) \
+            and not os.path.isfile(os.path.join(path, DEMO_MARKER)):
+        raise DemoRefused(
+            f"{path} is not empty and was not made by binlake demo; nothing was changed. "
+            "Pass --lake with a new or empty directory")
+
+
 def prepare_lake(path: str) -> None:
     """Make ``path`` an empty demo lake; replace it only if an earlier demo made it."""
+    refuse_foreign(path)
     if os.path.isdir(path) and os.listdir(path):
-        if not os.path.isfile(os.path.join(path, DEMO_MARKER)):
-            raise DemoRefused(
-                f"{path} is not empty and was not made by binlake demo; nothing was changed. "
-                "Pass --lake with a new or empty directory")
         shutil.rmtree(path)
     os.makedirs(path, exist_ok=True)
     with open(os.path.join(path, DEMO_MARKER), "w") as marker:
@@ -150,6 +156,7 @@ def _sandbox() -> Any:
 def run(args: argparse.Namespace) -> int:
     lake = os.path.abspath(args.lake)
     try:
+        refuse_foreign(lake)  # first: before the sandbox, a server or any write
         sandbox = _sandbox()
         prepare_lake(lake)
     except DemoRefused as exc:

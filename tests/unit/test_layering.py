@@ -1,0 +1,119 @@
+"""The rooms hold (ARCHITECTURE.md): protocol ← sinks ← replica, no import cycles, no dev tooling
+in the product. Read from the source (every import statement, module-level, lazy inside a
+function or under TYPE_CHECKING), so a violation fails here before it can hide in a code path
+no test runs."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+PRODUCT = ("protocol", "sinks", "replica")
+
+#: What each room must not import (top-level package names).
+FORBIDDEN = {
+    # sans-I/O: bytes in, typed events out; no event loop, sockets, TLS or processes
+    "protocol": {"sinks", "replica", "devtools", "trio", "socket", "ssl", "selectors",
+                 "asyncio", "subprocess"},
+    # landing knows protocol's types, never the daemon or its I/O
+    "sinks": {"replica", "devtools", "trio", "socket", "ssl", "asyncio"},
+    "replica": {"devtools"},
+}
+#: The one documented exception: `binlake demo` needs a sandbox server from a checkout's
+#: developer tools, imported inside the function that starts it (never at import time).
+ALLOWED = {("replica.commands.demo", "devtools.sandbox")}
+
+
+def _modules() -> dict[str, Path]:
+    found = {}
+    for package in PRODUCT:
+        for path in sorted((ROOT / package).rglob("*.py")):
+            parts = list(path.relative_to(ROOT).with_suffix("").parts)
+            if parts[-1] == "__init__":
+                parts.pop()
+            found[".".join(parts)] = path
+    return found
+
+
+MODULES = _modules()
+
+
+def _imports(module: str, path: Path) -> list[tuple[str, int, bool]]:
+    """(imported module, line, at module level) for every import statement of a module."""
+    tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
+    package = module if path.name == "__init__.py" else module.rpartition(".")[0]
+    top_level = {id(node) for node in ast.iter_child_nodes(tree)}
+    out = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            out += [(alias.name, node.lineno, id(node) in top_level) for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                parts = package.split(".")
+                base = ".".join(parts[:len(parts) - node.level + 1])
+                target = f"{base}.{node.module}" if node.module else base
+            else:
+                target = node.module or ""
+            for alias in node.names:
+                submodule = f"{target}.{alias.name}"
+                out.append((submodule if submodule in MODULES else target, node.lineno,
+                            id(node) in top_level))
+    return out
+
+
+def test_the_walk_sees_the_product() -> None:
+    assert {"protocol.packets", "protocol.binlog.stream", "sinks.parquet.writer",
+            "replica.cli", "replica.core.daemon", "replica.commands.demo"} <= set(MODULES)
+    imported = {target for target, _, _ in _imports("replica.core.daemon",
+                                                    MODULES["replica.core.daemon"])}
+    assert "sinks.parquet" in imported and "trio" in imported
+
+
+def test_no_import_cycles() -> None:
+    graph = {module: sorted({target for target, _, _ in _imports(module, path)
+                             if target in MODULES and target != module})
+             for module, path in MODULES.items()}
+    cycles: list[list[str]] = []
+    state: dict[str, int] = {}  # 1: on the current path, 2: done
+    path: list[str] = []
+
+    def visit(module: str) -> None:
+        state[module] = 1
+        path.append(module)
+        for target in graph[module]:
+            if state.get(target) == 1:
+                cycles.append(path[path.index(target):] + [target])
+            elif target not in state:
+                visit(target)
+        path.pop()
+        state[module] = 2
+
+    for module in graph:
+        if module not in state:
+            visit(module)
+    assert cycles == [], "import cycles: " + "; ".join(" → ".join(c) for c in cycles)
+
+
+@pytest.mark.parametrize("room", PRODUCT)
+def test_each_room_imports_only_what_it_may(room: str) -> None:
+    violations = []
+    for module, path in MODULES.items():
+        if module.split(".")[0] != room:
+            continue
+        for target, line, top in _imports(module, path):
+            if target.split(".")[0] not in FORBIDDEN[room]:
+                continue
+            if (module, target) in ALLOWED and not top:
+                continue
+            violations.append(f"{path.relative_to(ROOT)}:{line} imports {target}")
+    assert violations == []
+
+
+def test_the_demo_imports_the_sandbox_lazily() -> None:
+    """The exception above stays an exception: only inside a function, and only there."""
+    uses = [(line, top) for target, line, top in _imports(
+        "replica.commands.demo", MODULES["replica.commands.demo"]) if target.startswith("devtools")]
+    assert uses and not any(top for _, top in uses)
