@@ -206,7 +206,8 @@ CHARSET_CODEC: dict[str, str | None] = {
     "gb2312": "gb2312", "gb18030": "gb18030", "sjis": "shift_jis", "cp932": "cp932",
     "ujis": "euc_jp", "eucjpms": "euc_jp", "euckr": "euc_kr", "ucs2": "utf-16-be",
     "utf16": "utf-16-be", "utf16le": "utf-16-le", "utf32": "utf-32-be",
-    # no Python codec: dec8, hp8, swe7, armscii8, keybcs2, geostd8 → bytes
+    # no Python codec: dec8, hp8, swe7, armscii8, keybcs2, geostd8 (the row decoder decodes
+    # them, and every other legacy charset, with the server-derived tables of .charsets)
 }
 
 

@@ -160,10 +160,11 @@ def _apply_json_diffs(history: DataFrame, state: DataFrame, columns: Sequence[st
     into the current document. Without a full value before a diff the column is NULL."""
     if "_json_diff" not in history.columns:
         return state
-    with_diffs = history.where(F.col("_json_diff").isNotNull())
-    diffed = [c for c in columns
-              if with_diffs.where(F.col("_json_diff").contains(json.dumps(c))).limit(1).count()]
-    for c in diffed:
+    named = (history.where(F.col("_json_diff").isNotNull())
+             .select(F.explode(F.map_keys(F.from_json("_json_diff", "map<string,string>"))))
+             .distinct().collect())  # one job: the columns that have diffs
+    diffed = {row[0] for row in named}
+    for c in [c for c in columns if c in diffed]:
         entries = (history.where(~_is_missing(c) | F.col("_json_diff").isNotNull())
                    .groupBy("__lineage").agg(F.sort_array(F.collect_list(F.struct(
                        "_seq", "_row", (~_is_missing(c)).alias("present"),
