@@ -280,6 +280,12 @@ def render_text(status: Status, out: TextIO, *, now: float | None = None) -> Non
                 write(f"  gtid state      {cp['gtid_state']}\n")
             if isinstance(cp.get("commit_time_us"), int):
                 write(f"  last commit     {_when(cp['commit_time_us'], now)}\n")
+            in_doubt = cp.get("xa_prepared") or []
+            if in_doubt:
+                xids = ", ".join(str(x.get("xid")) for x in in_doubt[:5])
+                more = f" and {len(in_doubt) - 5} more" if len(in_doubt) > 5 else ""
+                write(f"  xa in doubt     {len(in_doubt)} prepared, neither committed nor rolled "
+                      f"back yet (rows land at XA COMMIT): {xids}{more}\n")
         if lake.commit_in_progress:
             write("  note            an interrupted commit (_commit.json): the next run "
                   "rolls it forward\n")

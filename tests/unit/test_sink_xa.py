@@ -5,6 +5,7 @@ drops it — also when the sink is closed and reopened in between (a restart).""
 from __future__ import annotations
 
 import glob
+import io
 import json
 import os
 from pathlib import Path
@@ -13,6 +14,7 @@ from typing import Any
 import pyarrow.parquet as pq
 
 from protocol.binlog.coltypes import FieldType as T
+from replica.commands import status
 from sinks.parquet import ParquetSink
 from sinks.parquet.testing import StreamBuilder, col
 
@@ -53,6 +55,11 @@ def test_prepared_rows_stay_invisible_until_their_outcome(tmp_path: Path) -> Non
     assert [(x["xid"], x["seq"]) for x in checkpoint["xa_prepared"]] == [(XID_A, 2), (XID_B, 3)]
     assert sorted(os.listdir(lake / "_xa")) == ["xa-0000000000000002-000.arrow",
                                                 "xa-0000000000000003-000.arrow"]
+    out = io.StringIO()
+    status.render_text(status.Status(status.lake_facts(str(lake)), None), out)
+    assert (f"  xa in doubt     2 prepared, neither committed nor rolled back yet (rows land at "
+            f"XA COMMIT): {XID_A}, {XID_B}\n") in out.getvalue()
+    assert "1 rows in 1 files" in out.getvalue()  # _xa is not data
     sink.close()  # a restart between PREPARE and the outcome
 
     sink = ParquetSink(str(lake))
