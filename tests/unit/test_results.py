@@ -182,3 +182,13 @@ def test_command_builders() -> None:
     assert com_query(b"DO 1") == b"\x03DO 1"
     assert com_ping() == b"\x0e"
     assert com_quit() == b"\x01"
+
+
+def test_text_row_lengths_of_every_width() -> None:
+    """The inlined fast path (one-byte lengths) and the long forms (0xFC, 0xFD) agree."""
+    long2, long3 = "x" * 300, b"\x01" * 70_000
+    payload = (b"\x00" + b"\xfb" + b"\xfc" + (300).to_bytes(2, "little") + long2.encode()
+               + b"\xfd" + len(long3).to_bytes(3, "little") + long3 + b"\x02ok")
+    row = parse_text_row(memoryview(payload), (False, False, False, True, False))
+    assert row == ("", None, long2, long3, "ok")
+    _all_truncations_fail(lambda p: parse_text_row(p, (False,) * 5), payload)
