@@ -339,6 +339,12 @@ class Pipeline:
         # TransactionPrepared (XA PREPARE) goes to the sink as it is: the sink keeps the rows
         # durable but invisible until XA COMMIT (TransactionCommit.xa) lands them or XA
         # ROLLBACK (TransactionRollback.xa) drops them — see sinks/parquet/xa.py.
+        snapshots = self.snapshots
+        if snapshots is not None:
+            if isinstance(item, TransactionBegin):
+                snapshots.begin()
+            elif isinstance(item, TransactionCommit | TransactionPrepared | TransactionRollback):
+                snapshots.end(item)
         if isinstance(item, TransactionPrepared):
             # its rows count when XA COMMIT lands them (and never after XA ROLLBACK)
             self._xa_rows[item.xid] = self._txn_rows.copy()

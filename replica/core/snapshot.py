@@ -51,7 +51,12 @@ from typing import Any
 import trio
 
 from protocol.binlog.model import BinlogPosition, EventHeader, RowsEvent, RowsKind
-from protocol.binlog.transactions import Statement
+from protocol.binlog.transactions import (
+    Statement,
+    TransactionCommit,
+    TransactionPrepared,
+    TransactionRollback,
+)
 from protocol.errors import ServerError
 from protocol.snapshot import DescribeError, SnapshotTable, TableNotFound, quote_name
 from replica.core.connection import Connection, ConnectOptions
@@ -288,6 +293,8 @@ class SnapshotCoordinator:
         self._logs: dict[tuple[str, str], _KeyLog] = {}
         self._generations: dict[tuple[str, str], int] = {}
         self._chunk: Chunk | None = None
+        self._txn_events: list[RowsEvent] = []  # of watched tables, in the open transaction
+        self._xa_events: dict[str, list[RowsEvent]] = {}  # XA id → its prepared rows
         self.position: BinlogPosition | None = None  # stream position at the last boundary
         #: False while the stream is inside a transaction (set by the pipeline).
         self.between_transactions = False
@@ -300,11 +307,35 @@ class SnapshotCoordinator:
         return bool(self._logs)
 
     def observe(self, event: RowsEvent) -> None:
-        """A streamed rows event (filtered tables too; skipped transactions not)."""
+        """A streamed rows event (filtered tables too; skipped transactions not). It counts
+        once its transaction commits (see :meth:`end`)."""
         table = event.table
-        key_log = self._logs.get((table.schema, table.table))
-        if key_log is not None:
-            key_log.note(event)
+        if (table.schema, table.table) in self._logs:
+            self._txn_events.append(event)
+
+    def begin(self) -> None:
+        self._txn_events = []
+
+    def end(self, item: TransactionCommit | TransactionPrepared | TransactionRollback) -> None:
+        """The end of a streamed transaction: its rows changed the tables if it committed. An
+        XA PREPARE's rows wait for their XA COMMIT (which lands them: until then reads do not
+        see them either) or are dropped by XA ROLLBACK."""
+        events, self._txn_events = self._txn_events, []
+        if isinstance(item, TransactionPrepared):
+            if events:
+                self._xa_events[item.xid] = events
+            return
+        if item.xa is not None:
+            prepared = self._xa_events.pop(item.xa, [])
+            if isinstance(item, TransactionCommit):
+                events = prepared + events
+        if isinstance(item, TransactionRollback):
+            return
+        for event in events:
+            table = event.table
+            key_log = self._logs.get((table.schema, table.table))
+            if key_log is not None:
+                key_log.note(event)
 
     def observe_statement(self, statement: Statement) -> None:
         """DDL changes a table's description: a chunk read before it must not land."""

@@ -9,10 +9,12 @@ from __future__ import annotations
 
 import json
 import os
+from dataclasses import replace
 
 import trio
 
 from protocol.binlog.model import BinlogPosition, EventHeader, RowsEvent, RowsKind
+from protocol.binlog.transactions import TransactionPrepared, TransactionRollback
 from protocol.snapshot import SnapshotTable
 from replica.core.snapshot import (
     Chunk,
@@ -116,8 +118,10 @@ def test_rows_the_stream_touched_are_left_out_and_the_chunk_waits_for_the_bounda
     async def main() -> None:
         async with trio.open_nursery() as nursery:
             await _start_landing(nursery, coordinator, chunk, results)
-            update = b.update(users, [((2, "b", 2), (2, "B", 5))])
-            coordinator.observe(update)
+            b.begin()
+            coordinator.begin()
+            coordinator.observe(b.update(users, [((2, "b", 2), (2, "B", 5))]))
+            coordinator.end(b.commit())
             coordinator.at_boundary(BinlogPosition("binlog.000001", 9_000))  # before high
             await trio.sleep(0.01)
             assert not results
@@ -154,8 +158,11 @@ def test_ddl_on_the_table_discards_the_waiting_chunk(tmp_path):
 def test_a_one_time_copy_takes_the_latest_image_of_a_touched_row(tmp_path):
     b, users, sink, table, coordinator = _coordinated(tmp_path)
     coordinator.watch("shop", "users", (0,), keep_images=True)
+    b.begin()
+    coordinator.begin()
     coordinator.observe(b.update(users, [((1, "a", 1), (1, "A", 7))]))
     coordinator.observe(b.delete(users, [(2, "b", 2)]))
+    coordinator.end(b.commit())
     coordinator.at_boundary(BinlogPosition("binlog.000001", 99_999))
     chunk = Chunk(table, 0, ([1, 2], ["a", "b"], [1, 2]), 2,
                   BinlogPosition("binlog.000001", 10), READ_US,
@@ -185,3 +192,30 @@ def test_the_plan_keeps_requests_and_restarts_finished_tables():
     assert state["tables"]["shop.users"]["one_time"] is True
     store_entry(state, {**state["tables"]["shop.users"], "status": "done", "requests": []})
     assert requests_done(state, "r1", [("shop", "users")]) == [state["tables"]["shop.users"]]
+
+
+def test_rows_count_when_they_commit_and_xa_rows_at_their_xa_commit(tmp_path):
+    b, users, sink, _table, coordinator = _coordinated(tmp_path)
+    coordinator.watch("shop", "users", (0,), keep_images=False)
+
+    def txn(row: int, end: object) -> None:
+        begin = b.begin()
+        coordinator.begin()
+        coordinator.observe(b.insert(users, [(row, "x", 0)]))
+        coordinator.end(end(begin) if callable(end) else end)  # type: ignore[arg-type]
+
+    def prepared(xid: str):  # type: ignore[no-untyped-def]
+        return lambda begin: TransactionPrepared(None, begin.position, begin.position, xid)
+
+    txn(1, lambda begin: b.rollback())  # a plain rollback: never counted
+    txn(2, prepared("'a'"))  # XA PREPARE: waits
+    txn(3, prepared("'b'"))
+    assert coordinator._logs[("shop", "users")].touched == {}
+    b.begin()
+    coordinator.begin()
+    coordinator.end(replace(b.commit(), xa="'a'"))  # XA COMMIT 'a'
+    b.begin()
+    coordinator.begin()
+    coordinator.end(TransactionRollback(None, b._begin, b._begin, xa="'b'"))  # type: ignore[arg-type]
+    assert set(coordinator._logs[("shop", "users")].touched) == {(2,)}
+    sink.close()
