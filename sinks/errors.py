@@ -92,3 +92,8 @@ class LakeLocked(SinkError):
         who = f" (pid {self.holder_pid})" if self.holder_pid is not None else ""
         return (f"stop the other `binlake run`{who} on this lake first, or give this one its "
                 "own lake.path; readers (binlake status, Spark) need no lock")
+
+
+class StreamBehindCompaction(SinkError):
+    """A streaming query's checkpoint has not read daemon files that compaction has since
+    replaced: restarting it would silently skip their rows, so it is refused instead."""

@@ -11,7 +11,9 @@ The switch is one atomic step that readers and the daemon cannot observe half-do
 1. under ``<lake>/_compact.lock`` (one compaction at a time; never the daemon's writer lock),
    a new partition directory is built in ``<lake>/_compact_staging/g<gen>/…``: the compacted
    files (written, ``fsync``-ed) plus hard links to files it keeps (earlier compacted files);
-2. ``<lake>/_compact.json`` records the partition, its inputs and its outputs;
+2. ``<db>/<table>/_compacted/g<gen>-….json`` (kept: which daemon files the generation
+   replaced, for ``stream_changes``) and ``<lake>/_compact.json`` (the commit record) are
+   written;
 3. holding ``<lake>/_publish.lock`` exclusively (the daemon holds it shared while it renames
    files into partitions) the partition is checked to hold exactly the inputs, and the staged
    directory and the live one are exchanged by ``renameat2(RENAME_EXCHANGE)``: any listing of
@@ -178,7 +180,8 @@ def recover_compaction(lake: str) -> None:
             _to_trash(lake, int(record["generation"]), record["partition"], staged)
             log.info("compaction of %s was swapped before a stop; its old files went to the "
                      "trash", record["partition"])
-        else:
+        elif not set(record["outputs"]) <= names:
+            _drop_record(lake, record["partition"], int(record["generation"]))
             log.info("compaction of %s stopped before its swap; dropped its staged files",
                      record["partition"])
         os.remove(manifest)
@@ -200,6 +203,14 @@ def purge_trash(lake: str, grace: float, now: float) -> int:
             shutil.rmtree(path)
             purged += 1
     return purged
+
+
+def _drop_record(lake: str, partition: str, generation: int) -> None:
+    """Forget the record of a compaction that did not swap (its inputs are still live)."""
+    path = os.path.join(lake, L.compaction_record(partition, generation))
+    if os.path.exists(path):
+        os.remove(path)
+        fsync_path(os.path.dirname(path))
 
 
 def _staged_dir(lake: str, generation: int, partition: str) -> str:
@@ -295,6 +306,10 @@ def compact_partition(lake: str, partition: str, generation: int, options: Compa
     for name in kept:  # earlier compacted files stay, under the same path (hard links)
         os.link(os.path.join(live, name), os.path.join(staged, name))
     fsync_path(staged)
+    record = os.path.join(lake, L.compaction_record(partition, generation))
+    os.makedirs(os.path.dirname(record), exist_ok=True)
+    replace_atomically(record, dumps({"generation": generation, "partition": partition,
+                                      "inputs": inputs, "outputs": outputs}))
     manifest = os.path.join(lake, L.COMPACT_MANIFEST)
     replace_atomically(manifest, dumps({"generation": generation, "partition": partition,
                                         "inputs": inputs, "kept": kept, "outputs": outputs}))
@@ -313,6 +328,7 @@ def compact_partition(lake: str, partition: str, generation: int, options: Compa
         stats.tables[table] = stats.tables.get(table, 0) + len(inputs) - len(outputs)
     else:  # the daemon landed a file here meanwhile: the next run takes it too
         shutil.rmtree(staged)
+        _drop_record(lake, partition, generation)
         stats.skipped_busy += 1
     os.remove(manifest)
     fsync_path(lake)

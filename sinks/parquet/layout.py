@@ -15,6 +15,7 @@
     <lake>/<db>/<table>/schema_version=<N>/commit_date=<YYYY-MM-DD>/part-<first seq>-<k>.parquet
     <lake>/<db>/<table>/schema_version=<N>/commit_date=<YYYY-MM-DD>/compacted-g<gen>-<first seq>-<k>.parquet
     <lake>/<db>/<table>/_state/seq=<S>/                 materialised current state as of _seq S
+    <lake>/<db>/<table>/_compacted/g<gen>-<N>-<date>.json  the daemon files a compaction replaced
     <lake>/_publish.lock, _compact.lock                 see sinks/parquet/compact.py
     <lake>/_compact.json, _compact_staging/, _compacted_trash/   compaction's own commit files
 
@@ -45,6 +46,7 @@ COMPACT_MANIFEST = "_compact.json"
 COMPACT_GENERATION = "_compact_generation.json"
 COMPACT_STAGING = "_compact_staging"
 COMPACT_TRASH = "_compacted_trash"
+COMPACTION_LOG = "_compacted"
 STATE_STAGING = "_state_staging"
 DEMO_MARKER = "_binlake_demo_lake"
 SNAPSHOT_REQUESTS_DIR = "_snapshot_requests"
@@ -153,3 +155,11 @@ def compacted_generation(name: str) -> int | None:
         return None
     digits = name[len(COMPACTED_PREFIX):].split("-", 1)[0]
     return int(digits) if digits.isdigit() else None
+
+
+def compaction_record(partition: str, generation: int) -> str:
+    """``<db>/<table>/_compacted/g<gen>-<version>-<date>.json``: which daemon files one
+    compaction replaced in one partition (``stream_changes`` checks a query had read them)."""
+    db, table, version, date = partition.split("/")
+    return posixpath.join(db, table, COMPACTION_LOG, f"g{generation:08d}-"
+                          f"{version.split('=', 1)[1]}-{date.split('=', 1)[1]}.json")

@@ -16,7 +16,9 @@ reads the daemon's files from one source, and from a second source only the comp
 of generations that existed when the query *first* started (its *fence*, kept in the query's
 checkpoint directory): those rows were no longer in ``part-*`` files, so nothing delivers them
 twice; every later compaction only rewrites files the query had already delivered as
-``part-*`` files — provided the query is never more than ``lake.compact_min_age`` behind.
+``part-*`` files — provided the query is never more than ``lake.compact_min_age`` behind. A
+restart of a query that was further behind is refused (:class:`StreamBehindCompaction`): the
+compaction records in ``<table>/_compacted/`` name files its checkpoint never delivered.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as S
 
+from ..errors import StreamBehindCompaction
 from ..parquet import layout as L
 from .schema import load_versions, union_schema, version_schema
 
@@ -148,12 +151,54 @@ def stream_fence(lake: str, database: str, table: str, checkpoint_location: str 
         return compacted_generations(lake, database, table)
     directory = checkpoint_location.removeprefix("file://").removeprefix("file:")
     record = os.path.join(directory, "_binlake_fence.json")
-    if os.path.exists(record):
+    seen = _delivered_files(directory)
+    if os.path.exists(record) and seen is not None:
         with open(record, encoding="utf-8") as f:
-            return int(json.load(f)["generation"])
+            fence = int(json.load(f)["generation"])
+        _check_not_behind(lake, database, table, fence, seen)
+        return fence
     fence = compacted_generations(lake, database, table)
     os.makedirs(directory, exist_ok=True)
     with open(record + ".tmp", "w", encoding="utf-8") as f:
         json.dump({"generation": fence, "table": f"{database}.{table}"}, f)
     os.replace(record + ".tmp", record)
     return fence
+
+
+def _delivered_files(checkpoint: str) -> set[str] | None:
+    """``schema_version=N/commit_date=D/name`` of every daemon file the query's first source
+    has delivered (Spark's file source log in ``sources/0``); ``None`` before its first batch."""
+    log_dir = os.path.join(checkpoint, "sources", "0")
+    if not os.path.isdir(log_dir) or not os.listdir(log_dir):
+        return None
+    seen: set[str] = set()
+    for name in os.listdir(log_dir):
+        if name.startswith(".") or name.endswith(".tmp"):
+            continue
+        with open(os.path.join(log_dir, name), encoding="utf-8") as f:
+            for line in f:
+                if line.startswith("{"):
+                    path = str(json.loads(line)["path"])
+                    seen.add("/".join(path.rsplit("/", 3)[-3:]))
+    return seen
+
+
+def _check_not_behind(lake: str, database: str, table: str, fence: int,
+                      seen: set[str]) -> None:
+    """Refuse a restart that would skip rows: a compaction after the query's fence replaced
+    daemon files the query had not delivered yet (it was more than min-age behind)."""
+    log_dir = os.path.join(table_path(lake, database, table), L.COMPACTION_LOG)
+    missed: list[str] = []
+    for name in sorted(os.listdir(log_dir)) if os.path.isdir(log_dir) else []:
+        if not name.endswith(".json") or int(name[1:9]) <= fence:
+            continue
+        with open(os.path.join(log_dir, name), encoding="utf-8") as f:
+            record = json.load(f)
+        where = "/".join(record["partition"].split("/")[-2:])
+        missed += [f"{where}/{n}" for n in record["inputs"] if f"{where}/{n}" not in seen]
+    if missed:
+        raise StreamBehindCompaction(
+            f"{database}.{table}: this streaming query had not read {len(missed)} files that "
+            f"compaction has since replaced (e.g. {missed[0]}); restarting it would skip their "
+            "rows. Start it with a new checkpoint location (it then reads the compacted "
+            "files), and keep queries less than lake.compact_min_age behind.")

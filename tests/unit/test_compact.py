@@ -146,6 +146,9 @@ def test_a_killed_compaction_leaves_nothing_visible_twice(tmp_path, monkeypatch,
     assert not os.path.exists(os.path.join(lake, L.COMPACT_MANIFEST))
     assert not os.path.exists(os.path.join(lake, L.COMPACT_STAGING))
     assert stats.files_out in (0, 1)
+    # one record of replaced files, for the generation that swapped (an unswapped one's is gone)
+    [record] = os.listdir(os.path.join(lake, "shop", "users", L.COMPACTION_LOG))
+    assert record.endswith("-1-2026-01-01.json")
 
 
 def test_a_file_landing_during_the_rewrite_cancels_the_swap(tmp_path, monkeypatch):
@@ -161,6 +164,7 @@ def test_a_file_landing_during_the_rewrite_cancels_the_swap(tmp_path, monkeypatc
     stats = K.compact_lake(lake, OPTIONS)
     assert stats.partitions == 0 and stats.skipped_busy == 1
     assert len(data_files(lake)) == 11 and len(rows(lake)) == 10 * 2 - 3 + 2
+    assert os.listdir(os.path.join(lake, "shop", "users", L.COMPACTION_LOG)) == []
 
 
 def test_retention_drops_only_partitions_a_state_covers(tmp_path):
