@@ -5,6 +5,7 @@
   once space is back, a restart lands the rest and the lake equals the source, exactly once.
 * With semi-sync ack-after-land, the commit the full disk kept out of the lake is never
   acknowledged (the server counts it as a semi-sync timeout), the ones before it were.
+* The final flush at SIGTERM failing on a full disk is exit 4 too, not a clean stop.
 * One writer per lake: a second ``binlake run`` on a lake in use exits 4 naming the holder's pid;
   after ``kill -9`` of the first, the second starts and the lake equals the source.
 """
@@ -23,7 +24,13 @@ import pytest
 from tests.servers.handle import ServerHandle
 from tests.tmpfs import mounted_tmpfs
 
-from .daemon_process import DaemonProcess, daemon_settings, read_checkpoint, unique_db
+from .daemon_process import (
+    DaemonProcess,
+    daemon_settings,
+    http_get,
+    read_checkpoint,
+    unique_db,
+)
 from .workload import Workload, compare_lake, read_lake, wait_for_lake
 
 pytestmark = pytest.mark.server
@@ -179,3 +186,55 @@ def test_no_semi_sync_ack_for_what_a_full_disk_kept_from_landing(
     assert code == 0, daemon.run_stderr()
     changes = read_lake(lake, database).rows["t"]
     assert [(r["_op"], r["id"]) for r in changes] == [("I", 1), ("I", 2), ("I", 3), ("I", 4)]
+
+
+def _xid_events(metrics_url: str) -> float:
+    _status_code, body = http_get(f"{metrics_url}/metrics")
+    found = re.search(r'^binlake_events_total\{type="XidEvent"\} (\S+)$', body, re.MULTILINE)
+    return float(found.group(1)) if found else 0.0
+
+
+def test_a_full_disk_at_the_sigterm_flush_exits_4(
+        mariadb_10_11: ServerHandle, small_fs: Path, tmp_path: Path) -> None:
+    """The last flush, at SIGTERM, fails on a full disk: exit 4 and the line, not a clean 0;
+    the restart lands what it could not, exactly once."""
+    server = mariadb_10_11
+    database = unique_db("lake_stop")
+    lake = small_fs / "lake"
+    settings = daemon_settings(server, lake, database,  # no flush before the SIGTERM
+                               overrides={"lake": {"flush_interval": 600.0}})
+    daemon = DaemonProcess(tmp_path, settings, password=server.users["repl"].password)
+    workload = Workload(server, database, seed=14)
+    workload.create_tables()
+    daemon.start()
+    daemon.wait_for(r"streaming from")
+    url = daemon.metrics_url()
+    before = _xid_events(url)
+    workload.run(10, batch=10)
+    commits = workload.transactions - workload.rollbacks
+    _wait_received(daemon, url, before + commits)  # every transaction received, none landed
+    assert read_lake(lake, database).rows == {}
+
+    ballast = _fill(small_fs)
+    code, _took = daemon.terminate(timeout=15)
+    stderr = daemon.run_stderr()
+    assert code == 4, stderr
+    assert re.search(r"^binlake: error: LakeError: committing to the lake: ENOSPC \(errno 28",
+                     stderr, re.MULTILINE), stderr
+    assert read_lake(lake, database).rows == {}
+
+    ballast.unlink()
+    daemon.start()
+    daemon.wait_for(r"streaming from")
+    _wait_received(daemon, daemon.metrics_url(), commits)
+    code, _took = daemon.terminate(timeout=15)  # this time the flush at SIGTERM lands it all
+    assert code == 0, daemon.run_stderr()
+    compare_lake(server, lake, workload)
+
+
+def _wait_received(daemon: DaemonProcess, url: str, commits: float) -> None:
+    deadline = time.monotonic() + 20
+    while _xid_events(url) < commits:
+        daemon.check_alive()
+        assert time.monotonic() < deadline, "the daemon did not receive the transactions"
+        time.sleep(0.1)
