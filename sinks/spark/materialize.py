@@ -49,10 +49,13 @@ def tables(lake: str) -> list[tuple[str, str]]:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
+    from pyspark.sql import SparkSession
+
     from sinks.parquet.compact import drop_history
     from sinks.spark.session import spark_session
     from sinks.spark.state import materialize_state
 
+    ours = SparkSession.getActiveSession() is None  # leave a caller's session running
     spark = spark_session("binlake materialize", master=args.master)
     try:
         chosen = [(args.db, args.table)] if args.db and args.table else tables(args.lake)
@@ -66,7 +69,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                 dropped = drop_history(args.lake, db, table, seq, before)
                 print(f"{db}.{table}: dropped {dropped} change-log partitions before {before}")
     finally:
-        spark.stop()
+        if ours:
+            spark.stop()
     return 0
 
 
