@@ -40,6 +40,11 @@ class PacketTooLarge(MalformedPacket):
     """A (joined) packet exceeded the configured maximum size."""
 
 
+class NotMySQLServer(MalformedPacket):
+    """The peer's first bytes are not a MySQL/MariaDB greeting: the address is some other
+    service (HTTP, SSH, a TLS-only port). Permanent: retrying reaches the same service."""
+
+
 # --- errors reported by the server -------------------------------------------------------------
 
 

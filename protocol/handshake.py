@@ -36,6 +36,7 @@ __all__ = [
     "ServerGreeting",
     "ClientHandshake",
     "parse_greeting",
+    "greeting_problem",
     "build_ssl_request",
     "build_handshake_response",
     "default_connect_attrs",
@@ -85,6 +86,33 @@ class ServerGreeting:
             number = "".join(ch for ch in digit if ch.isdigit())
             parts.append(int(number) if number else 0)
         return tuple(parts)
+
+
+#: A greeting is a few hundred bytes (version, scramble, plugin name); more is not a greeting.
+MAX_GREETING = 16 * 1024
+
+
+def greeting_problem(head: bytes) -> str | None:
+    """Why ``head`` — the first bytes a server sent, at least 5 — cannot start a MySQL/MariaDB
+    greeting (sequence id 0, a sane length, protocol 10 or an ERR packet), or None if it can.
+
+    The answer describes what was seen, for an operator who pointed binlake at the wrong port.
+    """
+    if len(head) < 5:
+        return None if len(head) < 4 or head[3] == 0 else _seen(head)
+    length = int.from_bytes(head[:3], "little")
+    if head[3] == 0 and 0 < length <= MAX_GREETING and head[4] in (10, 0xFF):
+        return None
+    return _seen(head)
+
+
+def _seen(head: bytes) -> str:
+    if head[:1] == b"\x16" and head[1:2] == b"\x03":
+        return "it answered with a TLS handshake (a TLS-only service)"
+    line = head.split(b"\n", 1)[0].rstrip(b"\r")[:60]
+    if line and all(32 <= c < 127 for c in line):
+        return f"it sent {line.decode('ascii')!r}"
+    return f"it sent bytes {head[:8].hex(' ')}, not a protocol-10 greeting"
 
 
 def parse_greeting(payload: bytes | memoryview) -> ServerGreeting:

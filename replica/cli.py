@@ -3,8 +3,9 @@
 Exit codes (also in ``binlake --help``):
 
   0  success; ``run`` stopped cleanly (SIGTERM/SIGINT)
-  1  ``check`` found a problem, or a runtime error (I/O, a bug)
-  2  usage or configuration error
+  1  ``check`` found a problem, ``status`` could not reach the server (or found no lake), ``run``
+     gave up after ``reconnect.max_attempts`` failed attempts, or a runtime error (I/O, a bug)
+  2  usage or configuration error (a flag the command does not use; a metrics.address in use)
   3  permanent replication error: the server refused something retrying cannot fix (wrong
      password, missing privilege, start position purged, duplicate server_id, undecodable stream)
   4  lake error: the lake's filesystem refused a write (disk full, I/O error, read-only,
@@ -19,6 +20,12 @@ of its own, ``add_arguments(parser)`` to declare them.
 """
 
 from __future__ import annotations
+
+# First, before the imports below (trio takes a few hundred ms): a SIGTERM from now on stops
+# `binlake run` cleanly (exit 0) instead of killing it.
+from replica.core import early_stop
+
+early_stop.install_when_launched(__name__)
 
 import argparse
 import datetime as _dt
@@ -55,8 +62,10 @@ PROG = "binlake"
 EXIT_CODES_HELP = """\
 exit codes:
   0  success; `run` stopped cleanly on SIGTERM/SIGINT
-  1  `check` found a problem, or a runtime error
-  2  usage or configuration error
+  1  `check` found a problem, `status` could not reach the server (or found no
+     lake), `run` gave up after reconnect.max_attempts, or a runtime error
+  2  usage or configuration error (also: a flag the command does not use, a
+     metrics.address another process listens on)
   3  permanent replication error (authentication, privileges, purged position,
      duplicate server_id, undecodable stream): fix the cause, retrying will not help
   4  lake error: disk full, I/O error, read-only or permission (the line names the
@@ -67,13 +76,15 @@ then BINLAKE_<SECTION>_<KEY> environment variables, then flags. Secrets come fro
 BINLAKE_SERVER_PASSWORD or server.password_file, never from the command line.
 """
 
-#: Flags that set a config key: (flag, dotted key, metavar, help).
+#: Flags that set a config key: (flag, dotted key, metavar, help). A command gets the flags of
+#: the config sections it uses (:data:`COMMAND_SECTIONS`), never one it would silently ignore.
 CONFIG_FLAGS = (
     ("--host", "server.host", "HOST", "server host"),
     ("--port", "server.port", "PORT", "server TCP port"),
     ("--socket", "server.socket", "PATH", "server unix socket (instead of host/port)"),
     ("--user", "server.user", "USER", "replication user"),
     ("--tls-mode", "server.tls_mode", "MODE",
+     "auto (the default: preferred on loopback and unix sockets, required elsewhere), "
      "disabled, preferred, required, verify-ca or verify-identity"),
     ("--server-id", "replica.server_id", "N", "this replica's unique server_id"),
     ("--start-from", "start.from", "WHERE",
@@ -103,6 +114,17 @@ COMMANDS = {
              "start a sandbox MariaDB, run a workload, land it and read it back with Spark"),
 }
 
+#: The config sections each config-taking command uses: its flags (and --set keys) are those.
+ALL_SECTIONS = frozenset({"server", "replica", "start", "semi_sync", "filter", "snapshot", "lake",
+                          "reconnect", "metrics", "log"})
+COMMAND_SECTIONS = {
+    "run": ALL_SECTIONS,
+    "snapshot": ALL_SECTIONS,  # it streams like `run` while it snapshots
+    "check": frozenset({"server", "replica", "start", "semi_sync", "lake", "log"}),
+    "status": frozenset({"server", "lake", "log"}),
+    "compact": frozenset({"lake", "log"}),
+}
+
 #: Commands that write Parquet: their start-up chooses Arrow's allocator (prefer_jemalloc).
 LANDING_COMMANDS = frozenset({"run", "snapshot", "demo", "compact"})
 
@@ -112,16 +134,24 @@ def _verbose_flag(parser: argparse.ArgumentParser, default: Any) -> None:
                         help="show tracebacks on errors (repeat for debug logs)")
 
 
-def _add_config_flags(parser: argparse.ArgumentParser) -> None:
+def _add_config_flags(parser: argparse.ArgumentParser, sections: frozenset[str]) -> None:
     group = parser.add_argument_group("configuration (override the file and the environment)")
     group.add_argument("-c", "--config", metavar="PATH",
                        help="TOML config file (default: $BINLAKE_CONFIG, else "
                             "/etc/binlake/binlake.toml if present)")
     for flag, key, metavar, help_text in CONFIG_FLAGS:
+        if key.partition(".")[0] not in sections:
+            continue
         group.add_argument(flag, dest=f"cfg:{key}", metavar=metavar, help=f"{help_text} ({key})")
     group.add_argument("--set", dest="settings", action="append", default=[],
                        metavar="KEY=VALUE",
-                       help="set any key, e.g. --set lake.flush_interval=10s (repeatable)")
+                       help="set a key of the sections this command uses ("
+                            f"{', '.join(sorted(sections))}), e.g. --set "
+                            f"{_set_example(sections)} (repeatable)")
+
+
+def _set_example(sections: frozenset[str]) -> str:
+    return "lake.flush_interval=10s" if "replica" in sections else "lake.path=/srv/lake"
 
 
 def build_parser(argv: Sequence[str] = ()) -> argparse.ArgumentParser:
@@ -134,21 +164,17 @@ def build_parser(argv: Sequence[str] = ()) -> argparse.ArgumentParser:
     _verbose_flag(parser, 0)
     parser.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
-    chosen = _chosen_command(argv)
+    chosen = early_stop.chosen_command(argv)
     for name, (module_name, takes, help_text) in COMMANDS.items():
         command = sub.add_parser(name, help=help_text, description=help_text,
                                  epilog=EXIT_CODES_HELP,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
         _verbose_flag(command, argparse.SUPPRESS)
         if takes == "config":
-            _add_config_flags(command)
+            _add_config_flags(command, COMMAND_SECTIONS[name])
         if name == chosen:
             _module_arguments(module_name, command)
     return parser
-
-
-def _chosen_command(argv: Sequence[str]) -> str | None:
-    return next((a for a in argv if not a.startswith("-")), None)
 
 
 def _module_arguments(module_name: str, parser: argparse.ArgumentParser) -> None:
@@ -168,6 +194,7 @@ def _version() -> str:
 
 
 def _flags_from(args: argparse.Namespace) -> list[tuple[str, Any, str]]:
+    sections = COMMAND_SECTIONS[args.command]
     flags: list[tuple[str, Any, str]] = []
     for flag, key, _metavar, _help in CONFIG_FLAGS:
         value = getattr(args, f"cfg:{key}", None)
@@ -178,6 +205,11 @@ def _flags_from(args: argparse.Namespace) -> list[tuple[str, Any, str]]:
         if not sep or not key.strip():
             raise ConfigError(f"--set expects KEY=VALUE, got {setting.split('=')[0]!r}",
                               hint="e.g. --set lake.flush_rows=100000")
+        section = key.strip().partition(".")[0]
+        if section not in sections and section in ALL_SECTIONS:
+            raise ConfigError(f"`binlake {args.command}` does not use {section}.* settings, "
+                              f"got --set {key.strip()}",
+                              hint=f"it uses {', '.join(sorted(sections))}")
         flags.append((key.strip(), value, f"--set {key.strip()}"))
     return flags
 
@@ -257,6 +289,10 @@ _HINTS = {
                               "(or server.socket)?",
     "ConnectError": "is the server running and reachable at server.host:server.port "
                     "(or server.socket)?",
+    "NotMySQLServer": "server.host and server.port (--host, --port) name another service: "
+                      "point them at the MySQL/MariaDB server (port 3306 by default)",
+    "ConnectTimeout": "check server.host and server.port, and that no firewall drops the "
+                      "connection; for a slow or distant server raise server.connect_timeout",
     "FileNotFoundError": "check the path",
     "PermissionError": "check the file's owner and mode (the daemon's user must be able to "
                        "read/write it)",
@@ -352,15 +388,13 @@ def _utc_now() -> str:
 def run(argv: Sequence[str] | None = None) -> int:
     """Parse ``argv``, run the command, return the exit code (never raises except SystemExit)."""
     arguments = list(sys.argv[1:] if argv is None else argv)
-    if _chosen_command(arguments) in LANDING_COMMANDS:
+    if early_stop.chosen_command(arguments) in LANDING_COMMANDS:
         # before the command's module, and with it pyarrow, is imported: Arrow reads its
         # allocator once, at its first import
         prefer_jemalloc()
     parser = build_parser(arguments)
     args = parser.parse_args(arguments)  # exits 2 with usage on bad arguments
-    if args.command == "run":
-        from replica.core import early_stop
-
+    if args.command in early_stop.STOPPABLE:
         early_stop.install()  # a SIGTERM before the daemon listens still stops it cleanly
     try:
         return _dispatch(args)
@@ -390,9 +424,49 @@ def _leaves(group: BaseExceptionGroup[Any]) -> Any:
             yield exc
 
 
+class _ReaderGoneSafe:
+    """``sys.stdout`` for a reader that may stop reading (``binlake check | head -3``).
+
+    Python ignores SIGPIPE, so writing to a closed pipe raises BrokenPipeError — in the middle of
+    a command, or at exit when the buffer is flushed ("Exception ignored … BrokenPipeError",
+    status 120). Whatever the reader did not want is dropped instead: stdout is pointed at
+    /dev/null once and the command finishes, so its exit status is still its own verdict.
+    """
+
+    def __init__(self, stream: Any) -> None:
+        self._stream = stream
+
+    def write(self, text: str) -> int:
+        try:
+            return int(self._stream.write(text))
+        except BrokenPipeError:
+            self._discard()
+            return len(text)
+
+    def flush(self) -> None:
+        try:
+            self._stream.flush()
+        except BrokenPipeError:
+            self._discard()
+            self._stream.flush()
+
+    def _discard(self) -> None:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        try:
+            os.dup2(devnull, self._stream.fileno())
+        finally:
+            os.close(devnull)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._stream, name)
+
+
 def main() -> NoReturn:
     """Console entry point (``binlake = "replica.cli:main"``)."""
-    sys.exit(run())
+    stdout = sys.stdout = _ReaderGoneSafe(sys.stdout)  # type: ignore[assignment]
+    code = run()
+    stdout.flush()
+    sys.exit(code)
 
 
 if __name__ == "__main__":

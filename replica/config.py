@@ -325,7 +325,9 @@ class ReconnectConfig:
     multiplier: float = field(default=2.0, metadata=_key(
         "Growth of the delay bound per failed attempt."))
     max_attempts: int = field(default=0, metadata=_key(
-        "Give up after this many consecutive failures; 0 retries forever."))
+        "Give up (exit 1) once this many connection attempts in a row have failed (3: exactly "
+        "three attempts; a connection that streams for healthy_after resets the count); 0 "
+        "retries forever."))
     healthy_after: float = field(default=30.0, metadata=_key(
         "A connection that streamed this long resets the delay to initial_delay.", unit="seconds"))
 
@@ -743,9 +745,15 @@ def _validate(config: Config, origin_of: typing.Callable[[str], str],
         raise ConfigError(message, key=dotted, origin=origin_of(dotted), hint=hint)
 
     server, replica, start = config.server, config.replica, config.start
+    if replica.server_id == 0 and require_server_id and origin_of("replica.server_id") != \
+            "the default":
+        fail("replica.server_id", "must be between 1 and 4294967295, got 0 (0 is not a valid "
+             "replica id)", hint="choose an N in 1..4294967295 unused by the server and its "
+             "other replicas")
     if replica.server_id == 0 and require_server_id:
         raise ConfigError(
-            "is required: every replica needs a server_id of its own", key="replica.server_id",
+            "is required (1..4294967295): every replica needs a server_id of its own",
+            key="replica.server_id",
             hint=f"set [replica] server_id = N in the config file or {env_name('replica', 'server_id')}"
                  ", choosing N unused by the server and its other replicas")
     if not 0 <= replica.server_id <= 0xFFFFFFFF:

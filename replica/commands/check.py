@@ -8,12 +8,15 @@ connect             the server is reachable and the user can log in
 binlog              ``log_bin`` is ON
 binlog_format       ``ROW`` (STATEMENT/MIXED changes cannot land as rows)
 binlog_row_image    ``FULL`` recommended; MINIMAL/NOBLOB land partial images (warning)
-binlog_row_metadata ``FULL`` recommended: column names, signedness, ENUM/SET labels (warning)
+binlog_row_metadata ``FULL`` recommended: otherwise names, labels and keys come from
+                    ``information_schema`` as the tables are now (warning)
 binlog_checksum     ``CRC32`` recommended: damaged events are detected (warning)
 privileges          REPLICATION SLAVE and REPLICATION CLIENT (BINLOG MONITOR on MariaDB 10.5+),
                     from ``SHOW GRANTS``; SELECT recommended
 server_id           ``replica.server_id`` differs from the server's and from every replica
-                    registered on it (``SHOW SLAVE HOSTS`` / ``SHOW REPLICAS``)
+                    registered on it (``SHOW SLAVE HOSTS`` / ``SHOW REPLICAS``; MariaDB needs
+                    REPLICATION MASTER ADMIN for that, which the README's grants do not give:
+                    then one ``info`` line says the replicas were not listed)
 tls                 the channel is TLS or a unix socket
 start position      the lake's checkpoint, else the ``start.*`` settings, is still in the
                     server's binlog (file in ``SHOW BINARY LOGS``; MariaDB GTIDs against
@@ -62,6 +65,8 @@ class Status(enum.Enum):
     WARN = "warn"
     FAIL = "FAIL"
     SKIP = "skip"
+    #: Worth knowing, nothing to fix (never counted as a warning).
+    INFO = "info"
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,6 +98,7 @@ class ServerReport:
     grants_error: str | None = None
     replica_ids: list[tuple[int, str]] | None = None  # (server_id, host:port)
     replicas_error: str | None = None
+    replicas_denied: bool = False  # the listing needs a privilege the user does not have
     binary_logs: list[tuple[str, int]] | None = None  # (file, size), oldest first
     binary_logs_error: str | None = None
     earliest_gtid_state: str | None = None  # MariaDB BINLOG_GTID_POS(oldest file, 4)
@@ -185,8 +191,7 @@ def evaluate(config: Config, report: ServerReport,
         add(CheckResult("binlog_row_image", Status.WARN,
                         "unknown (the server does not report it)"))
     metadata = _setting(v, "binlog_row_metadata", "FULL", Status.WARN,
-                        "the binlog has no column names, signedness or ENUM/SET labels; "
-                        "columns land as col_1, col_2, …",
+                        _metadata_consequence(report),
                         "SET GLOBAL binlog_row_metadata = 'FULL' (and in the server's config)",
                         missing="not supported")
     add(metadata)
@@ -201,6 +206,26 @@ def evaluate(config: Config, report: ServerReport,
     results.append(_start_position(config, report, checkpoint))
     results.append(_semi_sync(config, report))
     return results
+
+
+def _metadata_consequence(report: ServerReport) -> str:
+    """What happens to rows without FULL metadata — what the daemon's schema source does."""
+    what = "the binlog names no columns and carries no ENUM/SET labels or keys"
+    if (report.variables.get("binlog_row_metadata") or "").upper() in ("", "NO_LOG"):
+        what = ("the binlog names no columns and carries no ENUM/SET labels, keys, "
+                "signedness or charsets")
+    select = report.grants is None or _has_select(report.grants)
+    if not select:
+        return (f"{what}; `binlake run` would read them from information_schema, where this "
+                "user (no SELECT) does not see the tables: columns land as col_1, col_2, …")
+    return (f"{what}; `binlake run` reads them from information_schema as the tables are now, "
+            "so only rows written before a later ALTER of their table land with unnamed "
+            "columns (col_1, col_2, …, with a warning)")
+
+
+def _has_select(grants: Sequence[str]) -> bool:
+    privileges, _roles = parse_grants(grants)
+    return bool(privileges & {"SELECT", "ALL PRIVILEGES"})
 
 
 def _setting(variables: Mapping[str, str], name: str, wanted: str, otherwise: Status,
@@ -267,12 +292,20 @@ def _server_id(config: Config, report: ServerReport) -> CheckResult:
     if theirs is not None and theirs.strip() == str(mine):
         return CheckResult("server_id", Status.FAIL,
                            f"replica.server_id {mine} is the server's own @@server_id", fix)
-    if report.replica_ids is None:
+    if report.replica_ids is None and report.replicas_denied:
+        # MariaDB's SHOW SLAVE HOSTS needs REPLICATION MASTER ADMIN, which binlake needs for
+        # nothing else (and no other query lists replicas): not a problem to warn about.
         need = "REPLICATION MASTER ADMIN" if report.mariadb else "REPLICATION SLAVE"
+        return CheckResult("server_id", Status.INFO,
+                           f"{mine} differs from the server's ({theirs}); other replicas' ids "
+                           f"are not listed (that needs {need}): if one uses {mine}, the server "
+                           "disconnects whichever of the two connected first with "
+                           "DuplicateServerId (binlake then stops and says so)")
+    if report.replica_ids is None:
         return CheckResult("server_id", Status.WARN,
                            f"{mine} differs from the server's ({theirs}); the registered "
-                           f"replicas could not be listed ({report.replicas_error}; needs "
-                           f"{need}): make sure no other replica uses {mine}")
+                           f"replicas could not be listed ({report.replicas_error}): make sure "
+                           f"no other replica uses {mine}")
     for server_id, where in report.replica_ids:
         if server_id == mine:
             return CheckResult("server_id", Status.FAIL,
@@ -486,6 +519,7 @@ async def gather(config: Config) -> ServerReport:
                 (int(_text(r[0])), _replica_where(columns, r)) for r in replicas.rows]
         except ServerError as exc:
             report.replicas_error = exc.message
+            report.replicas_denied = exc.code in _DENIED
         try:
             report.binary_logs = [(_text(r[0]), int(_text(r[1])))
                                   for r in await conn.query("SHOW BINARY LOGS")]
@@ -499,6 +533,10 @@ async def gather(config: Config) -> ServerReport:
             except ServerError as exc:
                 report.notes.append(f"BINLOG_GTID_POS failed: {exc.message}")
     return report
+
+
+#: ER_SPECIFIC_ACCESS_DENIED_ERROR, ER_DBACCESS_DENIED_ERROR, ER_TABLEACCESS_DENIED_ERROR.
+_DENIED = frozenset({1227, 1044, 1142})
 
 
 def _replica_where(columns: list[str], row: Sequence[str | bytes | None]) -> str:

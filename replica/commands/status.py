@@ -18,8 +18,9 @@ the one definition the daemon's /readyz and /metrics use (:mod:`replica.observe.
 * ``bytes_behind``: binlog bytes between the resume position and the server's end (from
   ``SHOW BINARY LOGS``; absent without the REPLICATION CLIENT/BINLOG MONITOR privilege).
 
-A server that cannot be reached is reported, not fatal: exit 0 whenever the lake exists, 1 when
-it does not. ``--json`` prints the same facts as one JSON document (see :func:`collect`).
+A server that cannot be reached is reported after the lake's facts, which are printed anyway;
+the exit status is 0 when the lake exists and the server answered (or ``--no-server``), 1 when
+the lake does not exist or the server could not be reached — so a script or a probe can tell. ``--json`` prints the same facts as one JSON document (see :func:`collect`).
 """
 
 from __future__ import annotations
@@ -332,7 +333,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 async def run(config: Config, args: argparse.Namespace | Sequence[str] | None = None) -> int:
-    """Entry point of ``binlake status``: 0 if the lake exists, else 1.
+    """Entry point of ``binlake status``: 0 if the lake exists and the server (when asked)
+    answered, else 1.
 
     ``args`` are the command's own options (``--json``, ``--no-server``) when the caller parsed
     them with :func:`add_arguments`.
@@ -344,4 +346,5 @@ async def run(config: Config, args: argparse.Namespace | Sequence[str] | None = 
         sys.stdout.write(json.dumps(as_json(status), indent=1, sort_keys=True) + "\n")
     else:
         render_text(status, sys.stdout)
-    return 0 if status.lake.exists else 1
+    unreachable = status.server is not None and not status.server.reachable
+    return 1 if unreachable or not status.lake.exists else 0

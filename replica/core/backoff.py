@@ -33,9 +33,10 @@ __all__ = ["Backoff", "Disposition", "classify", "is_permanent", "RETRYABLE_SERV
 class Backoff:
     """Exponential backoff with full jitter and a cap.
 
-    ``next_delay()`` gives the time to sleep before the next attempt and counts the attempt;
-    ``reset()`` is called once a connection has proved healthy. ``exhausted`` turns true after
-    ``max_attempts`` consecutive delays (never, when ``max_attempts`` is 0).
+    ``failed()`` counts a failed connection attempt; ``exhausted`` turns true once
+    ``max_attempts`` attempts in a row have failed (never, when ``max_attempts`` is 0), so
+    ``max_attempts = 3`` means exactly three attempts. ``next_delay()`` gives the time to sleep
+    before the next attempt; ``reset()`` is called once a connection has proved healthy.
     """
 
     def __init__(self, initial_delay: float = 0.5, max_delay: float = 60.0,
@@ -48,7 +49,8 @@ class Backoff:
         self.max_delay = max_delay
         self.multiplier = multiplier
         self.max_attempts = max_attempts
-        self.attempts = 0
+        self.attempts = 0  # delays handed out since the last reset (the backoff's exponent)
+        self.failures = 0  # failed attempts in a row since the last reset
         self._rng = rng if rng is not None else random.Random()
 
     @classmethod
@@ -73,12 +75,17 @@ class Backoff:
         self.attempts += 1
         return delay
 
+    def failed(self) -> None:
+        """Count one failed connection attempt."""
+        self.failures += 1
+
     @property
     def exhausted(self) -> bool:
-        return self.max_attempts > 0 and self.attempts >= self.max_attempts
+        return self.max_attempts > 0 and self.failures >= self.max_attempts
 
     def reset(self) -> None:
         self.attempts = 0
+        self.failures = 0
 
 
 class Disposition(enum.Enum):

@@ -48,8 +48,8 @@ from typing import TYPE_CHECKING
 import trio
 
 from protocol.auth import check_tls_fingerprint
-from protocol.errors import MalformedPacket, TlsError
-from protocol.handshake import ClientHandshake, ServerGreeting
+from protocol.errors import MalformedPacket, NotMySQLServer, TlsError
+from protocol.handshake import ClientHandshake, ServerGreeting, greeting_problem
 from protocol.packets import DEFAULT_MAX_PACKET_SIZE, PacketCodec
 from protocol.results import OkPacket, ResultSet, TextResultReader, com_ping, com_query, com_quit
 from replica.errors import ConnectError, ConnectionLost, ConnectTimeout, ReadTimeout
@@ -198,9 +198,12 @@ class Connection:
             AccessDenied / ServerError: the server refused.
             AuthError, InsecureTransport, TlsError: binlake refused (see the module doc).
         """
+        where = options.unix_socket or f"{options.host}:{options.port}"
+        connected = False
         try:
             with trio.fail_after(options.connect_timeout):
                 stream = await cls._open_stream(options)
+                connected = True
                 conn = cls(stream, options)
                 try:
                     await conn._handshake()
@@ -209,9 +212,15 @@ class Connection:
                     raise
                 return conn
         except trio.TooSlowError:
-            where = options.unix_socket or f"{options.host}:{options.port}"
+            if not connected:
+                raise ConnectTimeout(
+                    f"connecting to {where} took longer than {options.connect_timeout} s "
+                    "(no answer to the TCP connection: a firewall dropping packets, or a host "
+                    "that is down)") from None
             raise ConnectTimeout(
-                f"connecting to {where} took longer than {options.connect_timeout} s") from None
+                f"connected to {where}, but the greeting, TLS and authentication took longer "
+                f"than {options.connect_timeout} s (a server that sends nothing first is not "
+                "MySQL/MariaDB, e.g. HTTP; or an overloaded server)") from None
 
     @staticmethod
     async def _open_stream(options: ConnectOptions) -> trio.abc.Stream:
@@ -230,7 +239,7 @@ class Connection:
             connect_attrs=options.connect_attrs, rsa_public_key=options.rsa_public_key,
             get_server_public_key=options.get_server_public_key,
             max_packet_size=options.max_packet_size)
-        self.greeting = greeting = machine.receive_greeting(await self.read_packet())
+        self.greeting = greeting = machine.receive_greeting(await self._read_greeting())
         mode = options.effective_tls_mode
         use_tls = False
         if mode != "disabled" and not (mode == "preferred" and self.is_unix_socket):
@@ -273,6 +282,30 @@ class Connection:
                   f" ({path})" if path else "",
                   f"TLS ({self.tls_trust})" if self.is_tls
                   else "a unix socket" if self.is_unix_socket else "plain TCP")
+
+    async def _read_greeting(self) -> bytes:
+        """The server's first packet, or :class:`NotMySQLServer` when the first bytes cannot
+        start one (an HTTP or SSH server, a TLS-only port, a proxy's banner) — said plainly,
+        rather than as a packet sequence error of a packet that never was."""
+        head = b""
+        while len(head) < 5:
+            with _translate_stream_errors("reading the server's greeting"):
+                data = await self._stream.receive_some(_RECEIVE_SIZE)
+            if not data:
+                if head:
+                    break
+                raise ConnectionLost("the server closed the connection before its greeting")
+            head += data
+        problem = greeting_problem(head)
+        if problem is not None:
+            where = self.options.unix_socket or f"{self.options.host}:{self.options.port}"
+            raise NotMySQLServer(f"not a MySQL/MariaDB server at {where}: {problem}")
+        self._codec.receive_data(head)
+        try:
+            return await self.read_packet()
+        except MalformedPacket as exc:  # a plausible start, then nonsense
+            where = self.options.unix_socket or f"{self.options.host}:{self.options.port}"
+            raise NotMySQLServer(f"not a MySQL/MariaDB server at {where}: {exc}") from None
 
     def _check_zero_config_tls(self, machine: ClientHandshake, ok: OkPacket, cert_der: bytes,
                                required: bool) -> None:

@@ -391,8 +391,9 @@ class Daemon:
                 if attempt.streamed and (time.monotonic() - attempt.started
                                          >= self.config.reconnect.healthy_after):
                     self.backoff.reset()
+                self.backoff.failed()
                 if self.backoff.exhausted:
-                    log.error("giving up after %d attempts: %s", self.backoff.attempts,
+                    log.error("giving up after %d attempts: %s", self.backoff.failures,
                               describe(exc))
                     raise
                 delay = self.backoff.next_delay()

@@ -185,7 +185,20 @@ async def serve_http(metrics: Metrics, host: str, port: int, *,
     ``task_status.started()`` receives the listeners, so ``await nursery.start(...)`` with port
     0 learns the port that was bound (``listeners[0].socket.getsockname()[1]``).
     """
-    listeners = await trio.open_tcp_listeners(port, host=host or None)
+    try:
+        listeners = await trio.open_tcp_listeners(port, host=host or None)
+    except OSError as exc:
+        # One line naming the address and the key, not a bare "[Errno 98] Address already in
+        # use": another process (often a second binlake) holds the port.
+        from replica.config import ConfigError
+
+        where = f"[{host}]:{port}" if ":" in (host or "") else f"{host or '*'}:{port}"
+        raise ConfigError(f"cannot listen on {where} for /metrics: {exc.strerror or exc}",
+                          key="metrics.address",
+                          hint="another process listens there (a second binlake?): give this "
+                               "one its own metrics.address (BINLAKE_METRICS_ADDRESS, "
+                               "--metrics-address), or an empty one to turn the endpoint off"
+                          ) from None
     task_status.started(listeners)
     await trio.serve_listeners(partial(_handle_connection, metrics), listeners)
 

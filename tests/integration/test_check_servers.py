@@ -142,12 +142,7 @@ async def test_mariadb_gtid_start(mariadb_10_11: ServerHandle, tmp_path: Path) -
 
 def test_cli_exit_codes_and_fix_lines(mariadb_10_11: ServerHandle, tmp_path: Path) -> None:
     server = mariadb_10_11
-    env = {k: v for k, v in os.environ.items() if not k.startswith("BINLAKE_")}
-    env.update(BINLAKE_SERVER_SOCKET=server.socket, BINLAKE_SERVER_USER=server.users["repl"].name,
-               BINLAKE_SERVER_PASSWORD=server.users["repl"].password,
-               BINLAKE_LAKE_PATH=str(tmp_path / "lake"),
-               BINLAKE_CONFIG=str(tmp_path / "absent.toml"))
-    (tmp_path / "absent.toml").write_text("")
+    env = _cli_env(server, tmp_path)
     argv = [sys.executable, "-m", "replica.cli", "check"]
     ok = subprocess.run([*argv, "--server-id", str(next(_ids))], env=env, capture_output=True,
                         text=True, timeout=60)
@@ -163,3 +158,103 @@ def test_cli_exit_codes_and_fix_lines(mariadb_10_11: ServerHandle, tmp_path: Pat
                           env=env, capture_output=True, text=True, timeout=60)
     assert down.returncode == 1
     assert "FAIL  connect" in down.stdout and "fix:" in down.stdout
+
+
+# --- what `binlake check` says with the README's grants: only what is true ----------------------
+
+
+def _cli_env(server: ServerHandle, tmp_path: Path) -> dict[str, str]:
+    """The `repl` account over the unix socket, by environment, with an empty config file."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("BINLAKE_")}
+    env.update(BINLAKE_SERVER_SOCKET=server.socket, BINLAKE_SERVER_USER=server.users["repl"].name,
+               BINLAKE_SERVER_PASSWORD=server.users["repl"].password,
+               BINLAKE_LAKE_PATH=str(tmp_path / "lake"),
+               BINLAKE_CONFIG=str(tmp_path / "empty.toml"))
+    (tmp_path / "empty.toml").write_text("")
+    return env
+
+
+def _check_cli(server: ServerHandle, tmp_path: Path, server_id: int,
+               ) -> subprocess.CompletedProcess[str]:
+    env = _cli_env(server, tmp_path)
+    return subprocess.run([sys.executable, "-m", "replica.cli", "check", "--server-id",
+                           str(server_id)], env=env, capture_output=True, text=True, timeout=60)
+
+
+def _line(stdout: str, name: str) -> str:
+    (line,) = [line for line in stdout.splitlines() if line[8:].startswith(name + " ")]
+    return " ".join(line.split())
+
+
+@pytest.mark.parametrize("flavor", ["mariadb_10_11", "mariadb_11_8"])
+def test_readme_grants_pass_without_warnings(flavor: str, request: pytest.FixtureRequest,
+                                             tmp_path: Path) -> None:
+    """The test bed's `repl` has exactly the README's grants (REPLICATION SLAVE, BINLOG MONITOR,
+    SELECT). MariaDB lists replicas only with REPLICATION MASTER ADMIN: one info line, naming
+    the privilege once, and no warning."""
+    server: ServerHandle = request.getfixturevalue(flavor)
+    mine = next(_ids)
+    result = _check_cli(server, tmp_path, mine)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert _line(result.stdout, "server_id") == (
+        f"info server_id {mine} differs from the server's ({server.server_id}); other replicas' "
+        f"ids are not listed (that needs REPLICATION MASTER ADMIN): if one uses {mine}, the "
+        "server disconnects whichever of the two connected first with DuplicateServerId "
+        "(binlake then stops and says so)")
+    assert result.stdout.count("REPLICATION MASTER ADMIN") == 1
+    assert result.stdout.splitlines()[-1] == "ready: all required checks passed (0 warning(s))"
+    assert result.stderr == ""
+
+
+def test_minimal_row_metadata_says_what_the_daemon_does(server_factory: object,
+                                                        tmp_path: Path) -> None:
+    """With binlog_row_metadata=MINIMAL the warning says names come from information_schema —
+    and the daemon, on the same server, lands the columns under their names."""
+    import trio
+
+    from .daemon_process import binlog_end, catch_up, catch_up_config, unique_db
+    from .workload import read_lake
+
+    server: ServerHandle = server_factory.start(  # type: ignore[attr-defined]
+        "mariadb-10.11", extra_args=["--binlog-row-metadata=MINIMAL"], name="check-minimal")
+    result = _check_cli(server, tmp_path, next(_ids))
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert _line(result.stdout, "binlog_row_metadata") == (
+        "warn binlog_row_metadata MINIMAL: the binlog names no columns and carries no ENUM/SET "
+        "labels or keys; `binlake run` reads them from information_schema as the tables are "
+        "now, so only rows written before a later ALTER of their table land with unnamed "
+        "columns (col_1, col_2, …, with a warning)")
+    assert result.stdout.splitlines()[-1] == "ready: all required checks passed (1 warning(s))"
+
+    database = unique_db("minimal")
+    start = binlog_end(server)
+    server.sql(f"CREATE DATABASE {database}; CREATE TABLE {database}.t (id INT PRIMARY KEY, "
+               f"label VARCHAR(10)); INSERT INTO {database}.t VALUES (1, 'one')")
+    trio.run(catch_up, catch_up_config(server, tmp_path / "lake", start, include=(database,)))
+    (row,) = read_lake(tmp_path / "lake", database).rows["t"]
+    assert (row["_op"], row["id"], row["label"]) == ("I", 1, "one")
+
+
+def test_a_reader_that_stops_early_does_not_change_the_verdict(mariadb_10_11: ServerHandle,
+                                                               tmp_path: Path) -> None:
+    """`binlake check | head -3`: no BrokenPipeError, and the exit status is still the check's
+    (0: ready; 1 with a clashing server_id) — with a reader that read 3 lines and one that
+    closed the pipe before anything was written."""
+    server = mariadb_10_11
+    env = _cli_env(server, tmp_path)
+    check_cmd = f"{sys.executable} -m replica.cli check --server-id"
+    for server_id, verdict in ((next(_ids), 0), (server.server_id, 1)):
+        piped = subprocess.run(
+            ["bash", "-c", f"{check_cmd} {server_id} | head -3; echo \"status ${{PIPESTATUS[0]}}\""],
+            env=env, capture_output=True, text=True, timeout=60)
+        lines = piped.stdout.splitlines()
+        assert lines[0].startswith("binlake check: repl@") and len(lines) == 4
+        assert lines[-1] == f"status {verdict}"
+        assert piped.stderr == ""
+
+        closed = subprocess.Popen([*check_cmd.split(), str(server_id)], env=env,
+                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        assert closed.stdout is not None and closed.stderr is not None
+        closed.stdout.close()  # gone before the first byte
+        assert closed.wait(timeout=60) == verdict
+        assert closed.stderr.read() == ""

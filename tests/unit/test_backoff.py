@@ -42,12 +42,14 @@ def test_full_jitter_spreads_over_the_whole_interval() -> None:
 
 def test_reset_and_exhaustion() -> None:
     backoff = Backoff(initial_delay=0.1, max_delay=1.0, max_attempts=3)
-    for _ in range(3):
+    for _ in range(2):  # max_attempts = 3: the third failure in a row is the last
+        backoff.failed()
         assert not backoff.exhausted
         backoff.next_delay()
-    assert backoff.exhausted
+    backoff.failed()
+    assert backoff.exhausted and backoff.failures == 3 and backoff.attempts == 2
     backoff.reset()
-    assert backoff.attempts == 0 and not backoff.exhausted
+    assert backoff.attempts == 0 and backoff.failures == 0 and not backoff.exhausted
     assert not Backoff(max_attempts=0).exhausted
 
 

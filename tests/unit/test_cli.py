@@ -80,8 +80,8 @@ def test_config_error_is_one_line_with_the_fix(capsys: pytest.CaptureFixture[str
     monkeypatch.delenv("BINLAKE_REPLICA_SERVER_ID")
     assert cli.run(["run"]) == cli.EXIT_USAGE
     err = capsys.readouterr().err.splitlines()
-    assert err[0] == ("binlake: error: replica.server_id: is required: every replica needs a "
-                      "server_id of its own")
+    assert err[0] == ("binlake: error: replica.server_id: is required (1..4294967295): every "
+                      "replica needs a server_id of its own")
     assert err[1].startswith("  fix: ") and "BINLAKE_REPLICA_SERVER_ID" in err[1]
     assert len(err) == 2
 
@@ -258,3 +258,42 @@ def test_insecure_transport_fix_line_is_the_plugins_own() -> None:
     assert hint_for(info.value) == info.value.fix and "RSA" not in str(info.value.fix)
     assert hint_for(InsecureTransport("x")) == ("use TLS (server.tls_mode = verify-ca with "
                                                 "server.tls_ca) or the unix socket (server.socket)")
+
+
+def test_server_id_zero_names_the_valid_range(capsys: pytest.CaptureFixture[str]) -> None:
+    assert cli.run(["run", "--server-id", "0"]) == cli.EXIT_USAGE
+    err = capsys.readouterr().err.splitlines()
+    assert err == [
+        "binlake: error: replica.server_id: must be between 1 and 4294967295, got 0 (0 is not a "
+        "valid replica id) (from flag --server-id)",
+        "  fix: choose an N in 1..4294967295 unused by the server and its other replicas"]
+
+
+def test_commands_take_only_the_flags_they_use(capsys: pytest.CaptureFixture[str]) -> None:
+    """status never registers, streams or serves metrics: flags for that are usage errors, not
+    silently ignored; --set of a section it does not use is refused the same way."""
+    for flag in ("--server-id", "--start-from", "--metrics-address"):
+        with pytest.raises(SystemExit) as info:
+            cli.run(["status", flag, "5"])
+        assert info.value.code == cli.EXIT_USAGE
+        assert f"unrecognized arguments: {flag} 5" in capsys.readouterr().err
+    assert cli.run(["status", "--set", "replica.server_id=5"]) == cli.EXIT_USAGE
+    assert capsys.readouterr().err.splitlines() == [
+        "binlake: error: `binlake status` does not use replica.* settings, got --set "
+        "replica.server_id",
+        "  fix: it uses lake, log, server"]
+    with pytest.raises(SystemExit):
+        cli.run(["compact", "--host", "db"])
+    assert "unrecognized arguments: --host db" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        cli.run(["check", "--metrics-address", ":1"])
+    capsys.readouterr()
+
+
+def test_tls_mode_help_lists_auto_as_the_default(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        cli.run(["run", "--help"])
+    help_text = " ".join(capsys.readouterr().out.split())
+    assert ("--tls-mode MODE auto (the default: preferred on loopback and unix sockets, "
+            "required elsewhere), disabled, preferred, required, verify-ca or verify-identity "
+            "(server.tls_mode)") in help_text

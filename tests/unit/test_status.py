@@ -68,18 +68,18 @@ def test_a_missing_lake(tmp_path: Path) -> None:
     assert "does not exist" in out.getvalue()
 
 
-async def test_unreachable_server_is_reported_not_fatal(tmp_path: Path,
-                                                        capsys: pytest.CaptureFixture[str]) -> None:
+async def test_unreachable_server_is_reported_after_the_lake_and_exits_1(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     _build_lake(tmp_path / "lake")
     config = _config(tmp_path / "lake", socket=str(tmp_path / "no.sock"))
-    assert await status.run(config) == 0
+    assert await status.run(config) == 1
     out = capsys.readouterr().out
     assert "checkpoint      transaction 4, GTID 0-1-4" in out
     assert "last commit     2026-01-01T00:00:03.000000Z" in out
     assert "6 rows in" in out and "2 tables" in out
     assert "schema v1,v2" in out
     assert "server unreachable: " in out
-    assert await status.run(config, argparse.Namespace(json=True, no_server=False)) == 0
+    assert await status.run(config, argparse.Namespace(json=True, no_server=False)) == 1
     doc = json.loads(capsys.readouterr().out)
     assert doc["lake"]["rows"] == 6 and doc["lake"]["checkpoint"]["seq"] == 4
     assert doc["server"]["reachable"] is False and doc["server"]["error"]
@@ -91,6 +91,29 @@ async def test_unreachable_server_is_reported_not_fatal(tmp_path: Path,
 async def test_missing_lake_exits_1(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     config = _config(tmp_path / "nowhere", socket=str(tmp_path / "no.sock"))
     assert await status.run(config) == 1
+
+
+def test_status_through_the_cli_exits_1_when_the_server_is_unreachable(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    import os
+
+    from replica import cli
+
+    for name in list(os.environ):
+        if name.startswith("BINLAKE_"):
+            monkeypatch.delenv(name)
+    _build_lake(tmp_path / "lake")
+    base = ["status", "--config", str(tmp_path / "empty.toml"), "--lake", str(tmp_path / "lake"),
+            "--socket", str(tmp_path / "no.sock")]
+    (tmp_path / "empty.toml").write_text("")
+    assert cli.run(base) == 1
+    out = capsys.readouterr().out.splitlines()
+    assert out[0] == f"lake {tmp_path / 'lake'}"
+    assert "  landed          6 rows in" in "\n".join(out)
+    assert out[-1] == (f"server unreachable: ConnectError: cannot connect to {tmp_path}/no.sock: "
+                       "[Errno 2] No such file or directory")
+    assert cli.run([*base, "--no-server"]) == 0
+    assert "server" not in capsys.readouterr().out.splitlines()[-1]
 
 
 def test_interrupted_commit_is_mentioned(tmp_path: Path) -> None:
