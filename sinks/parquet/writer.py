@@ -34,6 +34,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from protocol.binlog.events import EventType
 from protocol.binlog.model import BinlogPosition, RowsEvent, TableMapEvent
 from protocol.binlog.transactions import (
     Statement,
@@ -43,6 +44,7 @@ from protocol.binlog.transactions import (
     TransactionPrepared,
     TransactionRollback,
 )
+from protocol.binlog.values import JsonDiff
 from protocol.gtid import GtidPosition, GtidSet, MariadbGtid, MysqlGtid
 
 from ..errors import LakeError, SinkStateError
@@ -171,7 +173,7 @@ class ParquetSink:
         self.stats: dict[str, int] = {
             "transactions": 0, "rows": 0, "skipped_transactions": 0, "rollbacks": 0,
             "statement_dml": 0, "ddl": 0, "files": 0, "flushes": 0, "spilled_batches": 0,
-            "xa_prepared": 0, "xa_committed": 0, "xa_rolled_back": 0,
+            "xa_prepared": 0, "xa_committed": 0, "xa_rolled_back": 0, "json_diff_rows": 0,
         }
         self._counter = new_counter()
         self._opened = False
@@ -395,6 +397,8 @@ class ParquetSink:
         table = txn.tables.get(key)
         if table is None:
             table = txn.tables[key] = _TxnTable(version)
+        if event.header.type_code == EventType.PARTIAL_UPDATE_ROWS:
+            self._note_json_diffs(event)
         entry = PendingRows(event, txn.tags, txn.next_row, key_changed_rows(version, event))
         txn.next_row += entry.landed_rows
         table.pending.append(entry)
@@ -406,6 +410,24 @@ class ParquetSink:
             self._convert_txn_pending(table)
         if self._buffered > self.options.memory_limit_bytes:
             self._relieve_memory()
+
+    def _note_json_diffs(self, event: RowsEvent) -> None:
+        """Count rows whose JSON column landed as ``_json_diff`` (no before value to apply a
+        MySQL partial update to), and say once per table why the column is in ``_missing``."""
+        rows = {i for values in event.after or () for i, v in enumerate(values)
+                if isinstance(v, JsonDiff)}
+        if not rows:
+            return
+        self.stats["json_diff_rows"] += len(rows)
+        key = f"json_diff {event.table.schema}.{event.table.table}"
+        if key not in self._warned:
+            self._warned.add(key)
+            log.warning("%s.%s: partial JSON updates without a before image "
+                        "(binlog_row_image=MINIMAL with binlog_row_value_options=PARTIAL_JSON) "
+                        "land as _json_diff operations, the column listed in _missing; "
+                        "read_current_state applies them (first at %s:%d)",
+                        event.table.schema, event.table.table, event.header.file,
+                        event.header.position)
 
     def _convert_txn_pending(self, table: _TxnTable) -> None:
         batch = rows_batch(table.version, table.pending, with_commit_time=False)

@@ -145,6 +145,7 @@ def test_partial_json_without_before_image(server_factory: Any, tmp_path: Path,
     daemon = DaemonProcess(tmp_path, settings, password=server.users["repl"].password)
     daemon.start()
     assert daemon.wait(timeout=120) == 0, daemon.run_stderr()
+    assert daemon.run_stderr().count("partial JSON updates without a before image") == 1
     rows = [r for f in sorted(lake.glob(f"{db}/t/*/*/*.parquet"))
             for r in pq.read_table(f).to_pylist()]
     rows.sort(key=lambda r: (r["_seq"], r["_row"]))
