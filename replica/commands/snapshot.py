@@ -91,14 +91,39 @@ async def _ask_daemon(config: Config, tables: list[tuple[str, str]]) -> int:
     request = write_request(lake, tables)
     log.info("a daemon holds the lake %s: asked it to snapshot %s; waiting", lake,
              ", ".join(f"{d}.{t}" for d, t in tables))
+    holder = _holder(lake)
     try:
         while True:
             entries = requests_done(_checkpoint_state(lake), request, tables)
             if entries is not None:
                 return _report(entries)
+            if holder is not None and not _alive(holder) and _holder(lake) in (holder, None):
+                log.error("the daemon (pid %d) stopped before the snapshot was done: tables it "
+                          "had taken up resume when it runs again; run `binlake snapshot` "
+                          "again to have them all and wait for them", holder)
+                return 1
             await trio.sleep(WAIT_POLL)
     finally:
         remove_request(lake, request)
+
+
+def _holder(lake: str) -> int | None:
+    """The pid the lake's lock file names (its holder, or its last holder)."""
+    try:
+        with open(os.path.join(lake, L.LOCK), encoding="ascii") as f:
+            return int(f.read().strip())
+    except (OSError, ValueError):
+        return None
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's process: it exists
+        return True
+    return True
 
 
 async def run(config: Config, args: argparse.Namespace) -> int:

@@ -234,6 +234,7 @@ class _KeyLog:
 
     key_columns: tuple[int, ...]
     keep_images: bool
+    since: float = field(default_factory=time.monotonic)  # when it started
     touched: dict[tuple[Any, ...], list[Any] | None] = field(default_factory=dict)
     changes: int = 0  # rows events seen (what a keyless table's read is checked against)
 
@@ -366,11 +367,14 @@ class SnapshotCoordinator:
         return self._generations.get((database, table), 0)
 
     def watch(self, database: str, table: str, key_columns: tuple[int, ...],
-              keep_images: bool) -> None:
+              keep_images: bool) -> float:
+        """Start the table's key log (unless it runs with these key columns); returns the
+        monotonic time it started."""
         key = (database, table)
         current = self._logs.get(key)
         if current is None or current.key_columns != key_columns:
-            self._logs[key] = _KeyLog(key_columns, keep_images)
+            current = self._logs[key] = _KeyLog(key_columns, keep_images)
+        return current.since
 
     def changes(self, database: str, table: str) -> int:
         key_log = self._logs.get((database, table))
@@ -552,7 +556,20 @@ class SnapshotReader:
                 pending = pending_tables(self.coordinator.state)
                 if not pending:
                     return
+                if len(pending) > 1:  # its key log starts now: its grace passes meanwhile
+                    await self._watch_early(conn, pending[1])
                 await self._snapshot_table(conn, dict(pending[0]))
+
+    async def _watch_early(self, conn: Connection, entry: dict[str, Any]) -> None:
+        """Start the key log of the table read next, so that reading it need not wait."""
+        try:
+            table = await describe_table(conn, entry["database"], entry["table"])
+            key = await _key_plan(conn, table)
+        except (DescribeError, ServerError):
+            return  # it is described again (and its errors reported) when its turn comes
+        self.coordinator.watch(entry["database"], entry["table"],
+                               table.key_columns if key is not None else (),
+                               bool(entry.get("one_time")))
 
     async def _snapshot_table(self, conn: Connection, entry: dict[str, Any]) -> None:
         database, name = entry["database"], entry["table"]
@@ -579,12 +596,13 @@ class SnapshotReader:
                 if entry.get("key") != key_names:  # a new (or changed) key: from the start
                     entry["key"] = key_names
                     entry["last_key"] = entry["high_key"] = None
-                coordinator.watch(database, name, table.key_columns, entry.get("one_time", False))
+                since = coordinator.watch(database, name, table.key_columns,
+                                          bool(entry.get("one_time")))
                 if described_at < 0:
                     log.info("snapshot of %s.%s: %s", database, name,
                              f"by key ({', '.join(key.names)}), {self.chunk_rows} rows a chunk"
                              if key is not None else "no usable key: read whole, in one chunk")
-                    await trio.sleep(self.grace)
+                await trio.sleep(max(0.0, since + self.grace - time.monotonic()))
                 described_at = generation
                 finished = await self._chunks(conn, table, key, entry, generation)
                 if finished:

@@ -211,3 +211,28 @@ def test_system_databases_are_never_listed(mariadb_10_11: ServerHandle) -> None:
     assert not {d.lower() for d, _ in tables} & SYSTEM_DATABASES
     assert int(server.sql("SELECT COUNT(*) FROM information_schema.TABLES WHERE TABLE_SCHEMA "
                           "IN ('mysql', 'sys')")[0][0] or 0) > 0
+
+
+def test_the_command_says_when_the_daemon_it_asked_dies(mariadb_10_11: ServerHandle,
+                                                        tmp_path: Path) -> None:
+    server = mariadb_10_11
+    workload = _filled(server, "snapdies", txns=60, tables=TABLES[:1])
+    daemon = _daemon(server, tmp_path, workload.database, start="latest", chunk_rows=2,
+                     chunk_pause=0.5)
+    daemon.start()
+    daemon.wait_for("streaming from")
+    numbers = f"{workload.database}.numbers"
+    argv = [sys.executable, "-m", "replica.cli", "snapshot", "--config",
+            str(daemon.config_path), "--table", numbers]
+    process = subprocess.Popen(argv, env=daemon._env(), cwd=REPO, stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, text=True)
+    try:
+        daemon.wait_for("snapshot requested")
+        daemon.kill()
+        _out, err = process.communicate(timeout=30)
+    finally:
+        if process.poll() is None:
+            process.kill()
+    assert process.returncode == 1, err
+    assert "stopped before the snapshot was done" in err
+    assert not list((tmp_path / "lake" / "_snapshot_requests").glob("*.json"))
