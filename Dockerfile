@@ -6,8 +6,14 @@
 
 # --- build a wheel of the project (needs the build backend, which the runtime image does not) ---
 FROM python:3.11-slim-bookworm AS build
+# A C compiler for the native row decoder (setup.py); the image already has the Python headers.
+# The wheel carries the built extension, so the runtime stage needs no compiler.
+# hadolint ignore=DL3008
+RUN apt-get update \
+    && apt-get install -y --no-install-recommends gcc libc6-dev \
+    && rm -rf /var/lib/apt/lists/*
 WORKDIR /src
-COPY pyproject.toml README.md ./
+COPY pyproject.toml setup.py README.md ./
 COPY protocol/ protocol/
 COPY replica/ replica/
 COPY sinks/ sinks/

@@ -15,6 +15,11 @@ command -v mariadbd >/dev/null 2>&1 || [ -x /usr/sbin/mariadbd ] || apt_packages
 command -v java >/dev/null 2>&1 || apt_packages+=(default-jre-headless)
 command -v python3 >/dev/null 2>&1 || apt_packages+=(python3)
 python3 -c 'import venv, ensurepip' >/dev/null 2>&1 || apt_packages+=(python3-venv python3-pip)
+# The native row decoder (setup.py) is compiled when binlake is installed; without a compiler and
+# the Python headers it is skipped and rows decode with the slower pure-Python decoder.
+command -v gcc >/dev/null 2>&1 || apt_packages+=(gcc libc6-dev)
+python3 -c 'import os, sysconfig; assert os.path.exists(os.path.join(sysconfig.get_paths()["include"], "Python.h"))' \
+  >/dev/null 2>&1 || apt_packages+=(python3-dev)
 # pip reaches PyPI over HTTPS; a minimal Debian has no CA bundle (Java's packages only pull it in
 # by chance).
 [ -f /etc/ssl/certs/ca-certificates.crt ] || apt_packages+=(ca-certificates)

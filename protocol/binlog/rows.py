@@ -64,6 +64,7 @@ from typing import Any
 from ..errors import EventDecodeError, MalformedPacket, RowDecodeError, UnknownTable
 from ..packets import read_lenenc
 from . import charsets as _charsets
+from . import native as _native
 from . import values as _values
 from .coltypes import FieldType, charset_name, codec_for_collation
 from .model import Column, EventHeader, RowsEvent, RowsKind, TableMapEvent
@@ -194,7 +195,8 @@ class TableDecoder:
     A stream gets it from its :class:`DecoderCache`, which builds one per table definition.
     """
 
-    __slots__ = ("table", "_consts", "_shapes", "_json_columns", "_sources", "_unsupported")
+    __slots__ = ("table", "_consts", "_shapes", "_json_columns", "_sources", "_unsupported",
+                 "_native_specs", "_native_plans")
 
     def __init__(self, table: TableMapEvent) -> None:
         self.table = table
@@ -207,6 +209,9 @@ class TableDecoder:
             if c.type_code in (FieldType.DECIMAL, FieldType.TYPED_ARRAY, FieldType.INVALID,
                                FieldType.BOOL)
         }
+        self._native_specs = ([native_spec(c) for c in table.columns]
+                              if _native.ENABLED else None)
+        self._native_plans: dict[tuple[Any, ...], tuple[object, object] | None] = {}
 
     # --- code generation ---------------------------------------------------------------------
 
@@ -617,6 +622,33 @@ class TableDecoder:
             self._sources[key] = source
         return fn
 
+    def native_plan(self, before: tuple[int, ...] | None, after: tuple[int, ...] | None,
+                    partial: bool = False) -> tuple[object, object] | None:
+        """The compiled native plans (before, after) of a shape, or None when the native
+        decoder is off or does not cover one of its columns (see native.py)."""
+        specs = self._native_specs
+        if specs is None or partial:
+            return None
+        key = (before, after)
+        if key in self._native_plans:
+            return self._native_plans[key]
+        plans: tuple[object, object] | None = None
+        images: list[object] = []
+        for present in (before, after):
+            if present is None:
+                images.append(None)
+                continue
+            image = tuple(specs[i] for i in present)
+            if any(spec is None for spec in image):
+                break
+            images.append(_native.plan(image))  # type: ignore[arg-type]
+        else:
+            plans = (images[0], images[1])
+        if len(self._native_plans) >= _MAX_CACHED_SHAPES:
+            self._native_plans.clear()
+        self._native_plans[key] = plans
+        return plans
+
     def source_for(self, before: tuple[int, ...] | None, after: tuple[int, ...] | None,
                    partial: bool = False) -> str:
         """The generated Python source for a shape (for debugging and the curious)."""
@@ -644,6 +676,64 @@ def _struct_code(col: Column) -> str | None:
     """The little-endian ``struct`` code of a column whose value is just that field."""
     codes = _STRUCT_CODES.get(col.type_code)
     return None if codes is None else codes[col.unsigned]
+
+
+_NATIVE_INT_SIZES = {FieldType.TINY: 1, FieldType.SHORT: 2, FieldType.INT24: 3,
+                     FieldType.LONG: 4, FieldType.LONGLONG: 8}
+
+
+def native_spec(col: Column) -> tuple[Any, ...] | None:
+    """The native plan entry of one column, or None when the native decoder does not cover it
+    (an image with it keeps the Python decoder). Mirrors TableDecoder._value_code."""
+    t = col.type_code
+    if t in _NATIVE_INT_SIZES:
+        return (_native.K_INT, _NATIVE_INT_SIZES[FieldType(t)], int(col.unsigned), 0, None, None)
+    if t == FieldType.FLOAT:
+        return (_native.K_FLOAT, 4, 0, 0, None, None)
+    if t == FieldType.DOUBLE:
+        return (_native.K_FLOAT, 8, 0, 0, None, None)
+    if t in (FieldType.VARCHAR, FieldType.VAR_STRING, FieldType.STRING, FieldType.BLOB,
+             FieldType.TINY_BLOB, FieldType.MEDIUM_BLOB, FieldType.LONG_BLOB):
+        if t in (FieldType.VARCHAR, FieldType.VAR_STRING, FieldType.STRING):
+            width = 1 if (col.length or 0) < 256 else 2
+        elif col.meta in (1, 2, 3, 4):
+            width = col.meta
+        else:
+            return None
+        kind, how = text_rule(col.charset)
+        pad = 0
+        if t == FieldType.STRING and col.charset == 63 and col.length:
+            if kind != "bytes":
+                return None
+            pad = col.length
+        if kind == "bytes":
+            return (_native.K_STR, width, 0, pad, None, None)
+        if kind == "codec" and how == "utf-8":
+            return (_native.K_STR, width, 1, 0, None, None)
+        return (_native.K_STR, width, 2, 0, text_decoder(col.charset), None)
+    if t in (FieldType.DATE, FieldType.NEWDATE):
+        return (_native.K_DATE, 0, 0, 0, _values.decode_date, None)
+    if t == FieldType.DATETIME2 and 0 <= col.meta <= 6:
+        return (_native.K_DT2, col.meta, 0, 0, _values.datetime2_invalid, None)
+    if t == FieldType.TIMESTAMP2 and 0 <= col.meta <= 6:
+        fsp = col.meta
+        zero = _values.InvalidTemporal(
+            "0000-00-00 00:00:00" + (".000000"[:fsp + 1] if fsp else ""))
+        return (_native.K_TS2, fsp, 0, 0, zero, datetime.UTC)
+    if t == FieldType.NEWDECIMAL:
+        precision, scale = col.meta >> 8, col.meta & 0xFF
+        try:
+            _values.decimal_size_checked(precision, scale)
+        except ValueError:
+            return None
+        groups = bytes(x for pair in _values.decimal_groups(precision, scale) for x in pair)
+        return (_native.K_DEC, scale, 0, 0, groups, Decimal)
+    if t == FieldType.ENUM and (col.length or 1) in (1, 2):
+        labels = None if col.enum_values is None else ("",) + tuple(col.enum_values)
+        return (_native.K_ENUM, col.length or 1, 0, 0, labels, None)
+    if t == FieldType.YEAR:
+        return (_native.K_YEAR, 0, 0, 0, None, None)
+    return None
 
 
 DECODER_CACHE_SIZE = 1024
@@ -855,8 +945,13 @@ def decode_rows_event(header: EventHeader, body: memoryview | bytes, post_header
     after_lists: tuple[list[Any], ...] | None = (
         tuple([[] for _ in after]) if after is not None else None)
     try:
-        fn = decoder.shape(before, after, partial)
-        count = fn(buf, off, len(buf), before_lists, after_lists)
+        native = decoder.native_plan(before, after, partial)
+        if native is not None:
+            count = _native.decode(buf, off, len(buf), native[0], native[1], before_lists,
+                                   after_lists)
+        else:
+            fn = decoder.shape(before, after, partial)
+            count = fn(buf, off, len(buf), before_lists, after_lists)
     except RowDecodeError as exc:
         raise _error(header, str(exc)) from exc
     except (IndexError, KeyError, ValueError, TypeError, OverflowError, struct.error,

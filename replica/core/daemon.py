@@ -36,6 +36,7 @@ from typing import Any
 
 import trio
 
+from protocol.binlog import native as native_rows
 from protocol.binlog.model import BinlogPosition
 from protocol.errors import ProtocolError, ServerError
 from protocol.gtid import GtidPosition, GtidSet
@@ -224,6 +225,7 @@ class Daemon:
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> int:
         checkpoint = self.pipeline.open()
         self._new_lake = checkpoint is None
+        native_rows.warn_once(log.warning)
         self.snapshots = self.pipeline.snapshots = SnapshotCoordinator(self.sink)
         if checkpoint is not None:
             log.info("lake %s: resuming after transaction %d (%s, GTID state %s)",

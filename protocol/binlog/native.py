@@ -1,0 +1,63 @@
+"""The switch to the native row decoder, and the thin wrapper rows.py calls it through.
+
+``_native_rows`` (a C extension built from ``_native_rows.c`` when binlake is installed, see
+setup.py) decodes a rows event's images into the same per-column lists as the generated Python
+code of :class:`~.rows.TableDecoder`, without executing bytecode per value. It covers the common
+types — integers, FLOAT/DOUBLE, CHAR/VARCHAR/BINARY/TEXT/BLOB, DATE, DATETIME2, TIMESTAMP2,
+NEWDECIMAL, ENUM, YEAR — and an image with any other column (JSON, SET, BIT, TIME, legacy
+temporal types, MySQL partial updates) keeps the Python decoder, which stays the reference:
+``tests/unit/test_native_rows.py`` runs both over random and corrupted rows and requires the
+same values and the same typed errors.
+
+``BINLAKE_NATIVE=0`` forces the Python reference. When the extension is not built (no compiler
+when binlake was installed), :func:`warn_once` says so once, and decoding is the same, slower.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+from collections.abc import Callable
+from typing import Any
+
+__all__ = ["AVAILABLE", "ENABLED", "UNAVAILABLE_REASON", "plan", "decode", "warn_once"]
+
+_module: Any = None
+UNAVAILABLE_REASON = ""
+try:
+    _module = importlib.import_module(f"{__package__}._native_rows")
+except ImportError as exc:  # not built: no compiler when binlake was installed
+    UNAVAILABLE_REASON = f"the native row decoder is not built ({exc})"
+
+AVAILABLE = _module is not None
+ENABLED = AVAILABLE and os.environ.get("BINLAKE_NATIVE", "1") != "0"
+
+# The column kinds of a plan entry ``(kind, a, b, c, obj1, obj2)``; _native_rows.c says what
+# a, b, c and the objects mean for each, rows.native_spec builds them.
+K_INT, K_FLOAT, K_STR, K_DATE, K_DT2, K_TS2, K_DEC, K_ENUM, K_YEAR = range(1, 10)
+_warned = False
+
+
+def warn_once(log: Callable[[str], None]) -> None:
+    """Say once per process that rows decode with the Python reference because the extension
+    is missing (nothing when it was switched off on purpose with BINLAKE_NATIVE=0)."""
+    global _warned
+    if AVAILABLE or _warned or os.environ.get("BINLAKE_NATIVE", "1") == "0":
+        return
+    _warned = True
+    log(f"{UNAVAILABLE_REASON}: rows decode with the pure-Python decoder (same values, slower); "
+        "install gcc and the Python headers (python3-dev) and reinstall binlake to build it")
+
+
+def plan(specs: tuple[tuple[Any, ...], ...]) -> object:
+    """Compile the specs of an image's present columns (the extension keeps them in C)."""
+    return _module.plan(specs)
+
+
+def decode(buf: bytes, off: int, end: int, before: object, after: object,
+           before_lists: tuple[list[Any], ...] | None,
+           after_lists: tuple[list[Any], ...] | None) -> int:
+    """Decode every row of the event into the column lists; the row count. Bad bytes raise
+    ValueError (rows.decode_rows_event makes it a RowDecodeError)."""
+    count: int = _module.decode(buf, off, end, before, after, before_lists, after_lists)
+    return count

@@ -1,0 +1,14 @@
+"""The one thing pyproject.toml cannot say: the optional C extension (the native row decoder).
+
+``optional=True``: a machine without a C compiler or Python headers still installs binlake, and
+the daemon then decodes rows with the pure-Python reference (saying so once, see
+protocol/binlog/native.py).
+"""
+
+from setuptools import Extension, setup
+
+setup(ext_modules=[
+    Extension("protocol.binlog._native_rows", ["protocol/binlog/_native_rows.c"],
+              extra_compile_args=["-O2", "-Wall", "-Wextra", "-Wno-unused-parameter"],
+              optional=True),
+])
