@@ -13,7 +13,11 @@ RUN apt-get update \
     && apt-get install -y --no-install-recommends gcc libc6-dev \
     && rm -rf /var/lib/apt/lists/*
 WORKDIR /src
-COPY pyproject.toml setup.py README.md ./
+# The dependency list alone first: the runtime stage installs it in a layer of its own, which a
+# change of binlake's code (or of anything else in pyproject.toml) does not invalidate.
+COPY pyproject.toml ./
+RUN python -c "import tomllib; print('\n'.join(tomllib.load(open('pyproject.toml', 'rb'))['project']['dependencies']))" > /requirements.txt
+COPY setup.py README.md ./
 COPY protocol/ protocol/
 COPY replica/ replica/
 COPY sinks/ sinks/
@@ -26,8 +30,14 @@ ENV PYTHONDONTWRITEBYTECODE=1 \
     PYTHONUNBUFFERED=1 \
     PIP_DISABLE_PIP_VERSION_CHECK=1
 
+# Dependencies (pyarrow and friends): cached until the dependency list itself changes.
+COPY --from=build /requirements.txt /tmp/requirements.txt
+RUN pip install --no-cache-dir -r /tmp/requirements.txt \
+    && rm /tmp/requirements.txt
+
+# binlake itself: the only layer a code change rebuilds.
 COPY --from=build /wheels /tmp/wheels
-RUN pip install --no-cache-dir /tmp/wheels/*.whl \
+RUN pip install --no-cache-dir --no-deps /tmp/wheels/*.whl \
     && rm -rf /tmp/wheels
 
 # A fixed uid/gid so the lake volume's ownership is predictable on the host.
@@ -39,18 +49,22 @@ RUN groupadd --system --gid 10001 binlake \
 
 # The config file (optional: every key also has a BINLAKE_* variable) is read from
 # /etc/binlake/binlake.toml when it exists; the lake's default path is /var/lib/binlake.
-# Metrics listen on all interfaces inside the container so Prometheus can scrape them
-# (environment overrides the file: change the port here, with -e, not in the file).
-ENV BINLAKE_METRICS_ADDRESS=0.0.0.0:9108
+# Metrics listen on all interfaces inside the container so Prometheus can scrape them. This is
+# a *default* (BINLAKE_DEFAULT_<SECTION>_<KEY>): metrics.address in a mounted config file, a
+# BINLAKE_METRICS_ADDRESS variable or --metrics-address still wins.
+ENV BINLAKE_DEFAULT_METRICS_ADDRESS=0.0.0.0:9108
 
 VOLUME ["/var/lib/binlake"]
 EXPOSE 9108
 WORKDIR /var/lib/binlake
 USER 10001:10001
 
-# Liveness from /healthz, with the interpreter the image already has (no curl).
+# Liveness: `binlake health` asks /healthz wherever the configuration put the endpoint. Not
+# readiness (/readyz): a daemon catching up on a long binlog is behind, not broken, and must not
+# be restarted for it — orchestrators probe /readyz themselves (see the README's Kubernetes
+# example, or `binlake health --ready`).
 HEALTHCHECK --interval=30s --timeout=5s --start-period=30s --retries=3 \
-    CMD ["python", "-c", "import os, urllib.request; port = os.environ.get('BINLAKE_METRICS_ADDRESS', '127.0.0.1:9108').rpartition(':')[2]; urllib.request.urlopen('http://127.0.0.1:' + port + '/healthz', timeout=4)"]
+    CMD ["binlake", "health"]
 
 # binlake handles SIGTERM itself (flush, commit, exit 0); run it directly as PID 1.
 ENTRYPOINT ["binlake"]

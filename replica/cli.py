@@ -71,8 +71,9 @@ exit codes:
   4  lake error: disk full, I/O error, read-only or permission (the line names the
      path and the errno), or another `binlake run` holds the lake's lock
 
-configuration: a TOML file (--config, $BINLAKE_CONFIG or /etc/binlake/binlake.toml),
-then BINLAKE_<SECTION>_<KEY> environment variables, then flags. Secrets come from
+configuration: BINLAKE_DEFAULT_<SECTION>_<KEY> variables (defaults), a TOML file
+(--config, $BINLAKE_CONFIG or /etc/binlake/binlake.toml), then BINLAKE_<SECTION>_<KEY>
+environment variables, then flags. Secrets come from
 BINLAKE_SERVER_PASSWORD or server.password_file, never from the command line.
 """
 
@@ -109,6 +110,9 @@ COMMANDS = {
                  "or on its own, and exit once they are committed"),
     "compact": ("replica.commands.compact", "config",
                 "rewrite old partitions' small files into large ones (safe beside `run`)"),
+    "health": ("replica.commands.health", "config",
+               "ask the running daemon's /healthz (--ready: /readyz) at metrics.address; "
+               "exit 0 when it answers 200 (the container's HEALTHCHECK)"),
     "decode": ("replica.commands.decode", "args", "decode binlog files offline and print their events"),
     "demo": ("replica.commands.demo", "args",
              "start a sandbox MariaDB, run a workload, land it and read it back with Spark"),
@@ -123,6 +127,7 @@ COMMAND_SECTIONS = {
     "check": frozenset({"server", "replica", "start", "semi_sync", "lake", "log"}),
     "status": frozenset({"server", "lake", "log"}),
     "compact": frozenset({"lake", "log"}),
+    "health": frozenset({"metrics", "log"}),
 }
 
 #: Commands that write Parquet: their start-up chooses Arrow's allocator (prefer_jemalloc).
@@ -228,7 +233,7 @@ def _dispatch(args: argparse.Namespace) -> int:
     if takes == "args":
         return _call(module_name, args)
     config = load_config(args.config, flags=_flags_from(args),
-                         require_server_id=args.command not in ("status", "compact"))
+                         require_server_id=args.command not in ("status", "compact", "health"))
     args.json_errors = config.log.format == "json"
     from replica.observe.logs import setup_logging
 

@@ -56,6 +56,10 @@ DEFAULT_CONFIG_PATH = "/etc/binlake/binlake.toml"
 ENV_PREFIX = "BINLAKE_"
 #: Environment variables with the prefix that are not config keys.
 RESERVED_ENV = frozenset({"BINLAKE_CONFIG"})
+#: ``BINLAKE_DEFAULT_<SECTION>_<KEY>``: a default for the key that the config file (and the
+#: environment, and flags) override — how an image gives a setting a default of its own
+#: (metrics on all interfaces inside a container) without beating a mounted config file.
+DEFAULT_ENV_PREFIX = "BINLAKE_DEFAULT_"
 
 
 class ConfigError(Exception):
@@ -598,6 +602,9 @@ def load_config(
 ) -> Config:
     """Build the configuration from a TOML file, the environment and flags, in that precedence.
 
+    Below the file: ``BINLAKE_DEFAULT_<SECTION>_<KEY>`` variables, defaults that replace the
+    built-in ones (the container image sets ``BINLAKE_DEFAULT_METRICS_ADDRESS``).
+
     Args:
       path: the TOML file. ``None`` means ``$BINLAKE_CONFIG``, else ``/etc/binlake/binlake.toml``
         if it exists, else no file. A path given explicitly (argument or env) must exist.
@@ -612,6 +619,15 @@ def load_config(
     """
     environ = os.environ if env is None else env
     values: dict[str, tuple[Any, Origin]] = {}
+    for name, text in environ.items():
+        if name.startswith(DEFAULT_ENV_PREFIX):
+            spec = _ENV_KEYS.get(ENV_PREFIX + name[len(DEFAULT_ENV_PREFIX):])
+            if spec is None:
+                raise ConfigError(f"unknown setting {name}", origin="environment",
+                                  hint=f"{DEFAULT_ENV_PREFIX}<SECTION>_<KEY> gives a key a "
+                                       "default, e.g. BINLAKE_DEFAULT_METRICS_ADDRESS")
+            origin = f"env {name} (a default)"
+            values[spec.dotted] = (_checked(spec, text, True, origin), origin)
 
     file_path: str | None
     if path is not None:
@@ -624,7 +640,8 @@ def load_config(
         _read_file(file_path, values)
 
     for name, text in environ.items():
-        if not name.startswith(ENV_PREFIX) or name in RESERVED_ENV:
+        if not name.startswith(ENV_PREFIX) or name in RESERVED_ENV \
+                or name.startswith(DEFAULT_ENV_PREFIX):
             continue
         spec = _ENV_KEYS.get(name)
         if spec is None:

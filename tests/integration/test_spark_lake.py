@@ -204,13 +204,18 @@ def test_current_state_job_runs_as_a_module(tmp_path):
     land(lake, transactions)
     out = str(tmp_path / "state")
     env = dict(os.environ, PYTHONPATH=os.getcwd(), SPARK_LOCAL_IP="127.0.0.1")
-    subprocess.run([sys.executable, "-m", "sinks.spark.current_state", "--lake", lake,
-                    "--db", "bank", "--table", "accounts", "--out", out, "--master", "local[1]"],
-                   check=True, env=env, capture_output=True, timeout=300)
+    done = subprocess.run([sys.executable, "-m", "sinks.spark.current_state", "--lake", lake,
+                           "--db", "bank", "--table", "accounts", "--out", out, "--master",
+                           "local[1]"], check=True, env=env, capture_output=True, text=True,
+                          timeout=300)
     files = glob.glob(os.path.join(out, "*.parquet"))
     rows = [r for f in files for r in pq.read_table(f).to_pylist()]
     got = {r["id"]: (r["id"], r["owner"], r["balance"], r["note"]) for r in rows}
-    assert got == _replay_model(transactions, 4)
+    expected = _replay_model(transactions, 4)
+    assert got == expected
+    assert done.stdout.splitlines()[-1] == (
+        f"bank.accounts: {len(expected)} rows of current state in {out} (Parquet, mode "
+        f"overwrite, from the lake {lake})")
 
 
 def test_a_column_added_with_a_default_has_it_in_older_rows(spark, tmp_path):  # noqa: F811

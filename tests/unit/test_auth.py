@@ -143,6 +143,32 @@ def test_parsec_iterations_and_bad_salt() -> None:
         ParsecPassword(b"pw", NONCE20, PLAIN).start()
 
 
+@pytest.mark.parametrize("factor", [4, 9, 15])
+def test_parsec_factors_above_what_servers_store(factor: int,
+                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    """Factors 4-15 are valid in the protocol but MariaDB 11.8 stores only 0-3 (proven against
+    it in tests/integration/test_auth.py): here the ext-salt's factor becomes 1024 << factor
+    PBKDF2 rounds and the reply is signed with the key derived from them."""
+    from protocol import auth
+
+    rounds: list[int] = []
+    seed = bytes(range(32))
+
+    def derive(password: bytes, salt: bytes, iterations: int) -> bytes:
+        rounds.append(iterations)
+        assert (password, salt) == (b"pw", bytes(18))
+        return seed  # the real derivation of 2^25 rounds would take seconds
+
+    monkeypatch.setattr(auth, "_parsec_derive_key", derive)
+    server_nonce = b"A" * 32
+    plugin = ParsecPassword(b"pw", server_nonce, PLAIN)
+    reply = plugin.continue_with(bytes([ord("P"), factor]) + bytes(18))
+    assert rounds[0] == 1024 << factor
+    assert reply is not None and len(reply) == 96
+    public = ed25519.Ed25519PrivateKey.from_private_bytes(seed).public_key()
+    public.verify(reply[32:], server_nonce + reply[:32])
+
+
 # --- caching_sha2_password ------------------------------------------------------------------------
 
 

@@ -69,6 +69,24 @@ server_id = 5
     assert config.replica.server_id == 5
 
 
+def test_default_variables_lose_to_the_file_env_and_flags(tmp_path: Path) -> None:
+    """BINLAKE_DEFAULT_<SECTION>_<KEY> (what the container image sets) replaces only the
+    built-in default: a mounted file's metrics.address wins over it."""
+    image = {"BINLAKE_DEFAULT_METRICS_ADDRESS": "0.0.0.0:9108", "BINLAKE_REPLICA_SERVER_ID": "5"}
+    assert load_config(write(tmp_path, ""), env=image).metrics.address == "0.0.0.0:9108"
+    path = write(tmp_path, '[metrics]\naddress = "127.0.0.1:9200"\n')
+    assert load_config(path, env=image).metrics.address == "127.0.0.1:9200"
+    assert load_config(path, env={**image, "BINLAKE_METRICS_ADDRESS": "127.0.0.1:9300"}
+                       ).metrics.address == "127.0.0.1:9300"
+    with pytest.raises(ConfigError) as info:
+        load_config(write(tmp_path, ""), env={**image, "BINLAKE_DEFAULT_METRICS_PORT": "1"})
+    assert str(info.value) == "unknown setting BINLAKE_DEFAULT_METRICS_PORT (from environment)"
+    with pytest.raises(ConfigError) as info:
+        load_config(write(tmp_path, ""), env={**image, "BINLAKE_DEFAULT_METRICS_ADDRESS": "x"})
+    assert str(info.value) == ("metrics.address: 'x' is not host:port (from env "
+                               "BINLAKE_DEFAULT_METRICS_ADDRESS (a default))")
+
+
 def test_config_path_from_environment(tmp_path: Path) -> None:
     path = write(tmp_path, "[replica]\nserver_id = 9\n")
     assert load_config(env={"BINLAKE_CONFIG": str(path)}).replica.server_id == 9
