@@ -225,7 +225,11 @@ def _decode(header: EventHeader, buf: bytes, post_header_len: int,
         off += length
         opt.add(tag, value)
 
-    numeric = [i for i, t in enumerate(real_types) if t in NUMERIC_TYPES]
+    # MariaDB gives YEAR a signedness bit too (its Field_year is a Field_tiny); MySQL does not.
+    # Skipping that bit shifted every later numeric column's: an INT UNSIGNED after a YEAR
+    # decoded as signed. YEAR itself takes no flag from it (it is always 0..2155).
+    numeric = [i for i, t in enumerate(real_types)
+               if t in NUMERIC_TYPES or (mariadb and t == FieldType.YEAR)]
     character = [i for i, t in enumerate(real_types)
                  if t in CHARACTER_TYPES or (mariadb and t == FieldType.GEOMETRY)]
     enum_set = [i for i, t in enumerate(real_types) if t in ENUM_SET_TYPES]
@@ -237,7 +241,7 @@ def _decode(header: EventHeader, buf: bytes, post_header_len: int,
     unsigned: set[int] = set()
     if opt.signedness is not None:
         for idx, bit in zip(numeric, _bits_msb_first(opt.signedness, len(numeric)), strict=False):
-            if bit:
+            if bit and real_types[idx] != FieldType.YEAR:
                 unsigned.add(idx)
     charsets = opt.charsets(character, opt.default_charset, opt.column_charset)
     enum_charsets = opt.charsets(enum_set, opt.enum_default_charset, opt.enum_column_charset)

@@ -766,3 +766,15 @@ def test_without_crc_a_flipped_value_byte_decodes_silently() -> None:
     assert clean[0].rows_after() != dirty[0].rows_after()
     with pytest.raises(ChecksumMismatch):
         _feed_file(path, bytes(data))
+
+
+@pytest.mark.parametrize("mariadb", [True, False])
+def test_mariadb_gives_year_a_signedness_bit(mariadb: bool) -> None:
+    """(YEAR, DECIMAL, INT UNSIGNED): MariaDB's SIGNEDNESS bitmap has a bit for the YEAR (set:
+    Field_year is an unsigned Field_tiny), MySQL's has none. Reading it MySQL's way on MariaDB
+    shifted the bits: the DECIMAL came out unsigned and the INT UNSIGNED signed."""
+    cols = [Col(T.YEAR, name="y", unsigned=True), Col(T.NEWDECIMAL, b"\x05\x02", name="d"),
+            Col(T.LONG, name="u", unsigned=True)]
+    body = table_map_body(cols, numeric=[0, 1, 2] if mariadb else [1, 2])
+    table = decode_table_map(header(), body, 8, mariadb=mariadb)
+    assert [c.unsigned for c in table.columns] == [False, False, True]
