@@ -1,5 +1,7 @@
-"""The replica side of the replication protocol, sans I/O: registration, dump requests, the
-dump stream's packet framing, semi-sync ACKs, and the server's replication errors.
+"""The replica side of the replication protocol, sans I/O.
+
+Registration, dump requests, the dump stream's packet framing, semi-sync ACKs, and the server's
+replication errors.
 
 A replica session is, on the wire::
 

@@ -1,5 +1,6 @@
-"""WRITE/UPDATE/DELETE_ROWS (v1, v2, MariaDB compressed once inflated, MySQL PARTIAL_UPDATE)
-decoded column-wise — the hot path of the whole daemon.
+"""Row images of WRITE/UPDATE/DELETE_ROWS events decoded column-wise: the daemon's hot path.
+
+All their forms: v1, v2, MariaDB's compressed ones (once inflated) and MySQL's PARTIAL_UPDATE.
 
 Body layout (after the header, CRC stripped, already inflated/unwrapped by the caller)::
 

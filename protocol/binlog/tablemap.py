@@ -1,5 +1,6 @@
-"""TABLE_MAP_EVENT (19): bind a table id to a table, its column types and what the server tells
-about the columns (optional metadata).
+"""TABLE_MAP_EVENT (19): bind a table id to a table, its column types and column metadata.
+
+What the server tells about the columns beyond their types is its *optional metadata* (below).
 
 Layout of the body (after the 19-byte header, CRC stripped)::
 

@@ -1,6 +1,8 @@
-"""Snapshot reads that land exactly like the binlog: a table's TABLE_MAP as the daemon would use
-it, the ``SELECT`` list that brings every column back exactly, and the conversion of the rows to
-the column-wise Python values a ``RowsEvent`` holds.
+"""Snapshot reads that land exactly like the binlog: the pure (sans-I/O) part of snapshots.
+
+A table's TABLE_MAP as the daemon would use it, the ``SELECT`` list that brings every column
+back exactly, and the conversion of the rows to the column-wise Python values a ``RowsEvent``
+holds.
 
 :class:`SnapshotTable` is the contract between the snapshot engine (which chooses the chunks and
 runs the queries) and the sink: feed :meth:`SnapshotTable.decode_rows` the rows of

@@ -1,5 +1,6 @@
-"""``SELECT`` expressions that bring a column's value back exactly, and their text → the value
-the binlog's row decoder gives for the same stored bytes.
+"""``SELECT`` expressions that bring a column's value back exactly, and their text → its value.
+
+The value is the one the binlog's row decoder gives for the same stored bytes.
 
 A snapshot row and a binlog row of the same table must land identically (same Arrow type, same
 value), so for every column type this module pairs an expression for the text protocol with a

@@ -1,5 +1,6 @@
-"""Snapshots: land a table's existing rows as ``_op = "R"``, chunk by chunk, while the daemon
-keeps streaming — no lock on the server (the watermark method of DBLog / Flink CDC).
+"""Snapshots: land tables' existing rows as ``_op = "R"`` while the daemon keeps streaming.
+
+Chunk by chunk, with no lock on the server (the watermark method of DBLog / Flink CDC).
 
 Why this shape: the daemon is the lake's only writer, so a snapshot runs *inside* it, beside
 the stream, and every chunk lands as a transaction of its own ``_seq`` between two streamed

@@ -1,6 +1,7 @@
-"""Describe a table for a snapshot: ask ``information_schema`` what the daemon's schema source
-asks, plus the exact collation ids and the unique keys, and build the
-:class:`~protocol.snapshot.SnapshotTable` (the pure part is ``protocol.snapshot``).
+"""Describe a table for a snapshot, from the server's ``information_schema``.
+
+It asks what the daemon's schema source asks, plus the exact collation ids and the unique keys,
+and builds the :class:`~protocol.snapshot.SnapshotTable` (the pure part is ``protocol.snapshot``).
 
 The answer depends on ``@@GLOBAL.binlog_row_metadata`` because the daemon's TABLE_MAPs do:
 with ``FULL`` they come from the binlog, otherwise they are completed from ``information_schema``

@@ -6,6 +6,7 @@ no test runs."""
 from __future__ import annotations
 
 import ast
+import os
 from pathlib import Path
 
 import pytest
@@ -117,3 +118,15 @@ def test_the_demo_imports_the_sandbox_lazily() -> None:
     uses = [(line, top) for target, line, top in _imports(
         "replica.commands.demo", MODULES["replica.commands.demo"]) if target.startswith("devtools")]
     assert uses and not any(top for _, top in uses)
+
+
+def test_every_module_says_its_job_in_one_line() -> None:
+    """A newcomer reads a module's first docstring line to know what it is for: every product
+    and devtools module has one, and it stands alone (a summary line, then a blank line)."""
+    missing = []
+    for path in sorted([*MODULES.values(), *(ROOT / "devtools").rglob("*.py")]):
+        doc = ast.get_docstring(ast.parse(path.read_text(encoding="utf-8")))
+        lines = (doc or "").splitlines()
+        if not lines or not lines[0].strip() or (len(lines) > 1 and lines[1].strip()):
+            missing.append(os.fspath(path.relative_to(ROOT)))
+    assert missing == []
