@@ -6,17 +6,17 @@
 
 # --- build a wheel of the project (needs the build backend, which the runtime image does not) ---
 FROM python:3.11-slim-bookworm AS build
+WORKDIR /src
+# The dependency list alone first: the runtime stage installs it in a layer of its own, which a
+# change of binlake's code (or of anything else in pyproject.toml) does not invalidate.
+COPY pyproject.toml ./
+RUN python -c "import tomllib; print('\n'.join(tomllib.load(open('pyproject.toml', 'rb'))['project']['dependencies']))" > /requirements.txt
 # A C compiler for the native row decoder (setup.py); the image already has the Python headers.
 # The wheel carries the built extension, so the runtime stage needs no compiler.
 # hadolint ignore=DL3008
 RUN apt-get update \
     && apt-get install -y --no-install-recommends gcc libc6-dev \
     && rm -rf /var/lib/apt/lists/*
-WORKDIR /src
-# The dependency list alone first: the runtime stage installs it in a layer of its own, which a
-# change of binlake's code (or of anything else in pyproject.toml) does not invalidate.
-COPY pyproject.toml ./
-RUN python -c "import tomllib; print('\n'.join(tomllib.load(open('pyproject.toml', 'rb'))['project']['dependencies']))" > /requirements.txt
 COPY setup.py README.md ./
 COPY protocol/ protocol/
 COPY replica/ replica/
