@@ -185,6 +185,23 @@ def test_max_attempts_counts_connection_attempts(service: type[FakeService],
     assert "giving up after 3 attempts: " in giving_up
 
 
+def test_max_attempts_on_a_closed_port(tmp_path: Path) -> None:
+    port = closed_port()
+    config = write_config(tmp_path, port, reconnect={
+        "max_attempts": 3, "initial_delay": 0.05, "max_delay": 0.1}, log={"level": "debug"})
+    run = subprocess.run([binlake(), "run"], env=environment(config), capture_output=True,
+                         text=True, timeout=60)
+    assert run.returncode == 1, run.stderr
+    refused = f"cannot connect to 127.0.0.1:{port}: "
+    # one log line per attempt (the first a WARNING, then DEBUG, the last the giving up)
+    attempts = [line for line in run.stderr.splitlines()
+                if refused in line and "binlake.daemon" in line]
+    assert len(attempts) == 3, run.stderr
+    giving_up = attempts[-1]
+    assert "giving up after 3 attempts: ConnectError: " + refused in giving_up
+    assert run.stderr.splitlines()[-3].startswith("binlake: error: ConnectError: " + refused)
+
+
 def _catches_sigterm(pid: int) -> bool:
     with open(f"/proc/{pid}/status") as f:
         for line in f:
