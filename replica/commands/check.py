@@ -217,15 +217,23 @@ def _metadata_consequence(report: ServerReport) -> str:
     select = report.grants is None or _has_select(report.grants)
     if not select:
         return (f"{what}; `binlake run` would read them from information_schema, where this "
-                "user (no SELECT) does not see the tables: columns land as col_1, col_2, …")
+                "user (no SELECT on any table) does not see the tables: columns land as col_1, "
+                "col_2, …")
     return (f"{what}; `binlake run` reads them from information_schema as the tables are now, "
             "so only rows written before a later ALTER of their table land with unnamed "
             "columns (col_1, col_2, …, with a warning)")
 
 
 def _has_select(grants: Sequence[str]) -> bool:
-    privileges, _roles = parse_grants(grants)
-    return bool(privileges & {"SELECT", "ALL PRIVILEGES"})
+    """SELECT (or ALL) on anything: per database (``ON shop.*``) is enough for those tables."""
+    for line in grants:
+        match = _GRANT.match(line)
+        if match is None:
+            continue
+        names = {" ".join(p.split()).upper() for p in match.group("privs").split(",")}
+        if names & {"SELECT", "ALL", "ALL PRIVILEGES"}:
+            return True
+    return False
 
 
 def _setting(variables: Mapping[str, str], name: str, wanted: str, otherwise: Status,

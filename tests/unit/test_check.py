@@ -202,3 +202,37 @@ def test_select_is_what_snapshots_need(start: str, checkpoint: dict[str, object]
     assert result.fix == "GRANT SELECT ON *.* TO the user (or on each database binlake lands)"
     granted = _named(evaluate(config, _report(), checkpoint))["privilege SELECT"]
     assert granted.status is Status.OK
+
+
+@pytest.mark.parametrize(("metadata", "grants", "says"), [
+    ("MINIMAL", MARIADB_GRANTS,
+     "MINIMAL: the binlog names no columns and carries no ENUM/SET labels or keys; `binlake run` "
+     "reads them from information_schema as the tables are now, so only rows written before a "
+     "later ALTER of their table land with unnamed columns (col_1, col_2, …, with a warning)"),
+    ("NO_LOG", ["GRANT REPLICATION SLAVE, BINLOG MONITOR ON *.* TO `repl`@`%`",
+                "GRANT SELECT ON `shop`.* TO `repl`@`%`"],
+     "NO_LOG: the binlog names no columns and carries no ENUM/SET labels, keys, signedness or "
+     "charsets; `binlake run` reads them from information_schema as the tables are now, so only "
+     "rows written before a later ALTER of their table land with unnamed columns (col_1, col_2, "
+     "…, with a warning)"),
+    ("MINIMAL", ["GRANT REPLICATION SLAVE, BINLOG MONITOR ON *.* TO `repl`@`%`"],
+     "MINIMAL: the binlog names no columns and carries no ENUM/SET labels or keys; `binlake run` "
+     "would read them from information_schema, where this user (no SELECT on any table) does not "
+     "see the tables: columns land as col_1, col_2, …"),
+])
+def test_row_metadata_says_what_the_daemon_does(metadata: str, grants: list[str],
+                                                says: str) -> None:
+    report = _report(variables={**GOOD, "binlog_row_metadata": metadata}, grants=grants)
+    line = _named(evaluate(_config(), report))["binlog_row_metadata"]
+    assert (line.status, line.detail) == (Status.WARN, says)
+
+
+def test_replicas_not_listable_is_one_info_line() -> None:
+    report = _report(replica_ids=None, replicas_denied=True,
+                     replicas_error="Access denied; you need (at least one of) the REPLICATION "
+                                    "MASTER ADMIN privilege(s) for this operation")
+    line = _named(evaluate(_config(), report))["server_id"]
+    assert line.status is Status.INFO and line.fix is None
+    assert line.detail.count("REPLICATION MASTER ADMIN") == 1
+    other = _named(evaluate(_config(), _report(replica_ids=None, replicas_error="boom")))
+    assert other["server_id"].status is Status.WARN
