@@ -440,6 +440,9 @@ class _ReaderGoneSafe:
 
     def __init__(self, stream: Any) -> None:
         self._stream = stream
+        #: The stream itself, for a command that stops by itself once its reader is gone
+        #: (``decode``: the rest of a large binlog is not worth decoding for nobody).
+        self.unwrapped = stream
 
     def write(self, text: str) -> int:
         try:

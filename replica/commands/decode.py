@@ -241,7 +241,8 @@ async def _with_server_schema(options: DecodeOptions, server: ServerConfig,
 
 def _decode(options: DecodeOptions, args: argparse.Namespace,
             table_map_hook: Callable[[TableMapEvent], TableMapEvent] | None = None) -> int:
-    out = sys.stdout
+    # the real stdout, not the CLI's pipe-safe wrapper: a broken pipe must stop decoding here
+    out = getattr(sys.stdout, "unwrapped", sys.stdout)
     accepts = _matcher(options)
     events = _noting_missing_metadata(selected_events(options, table_map_hook=table_map_hook),
                                       accepts, sys.stderr)
