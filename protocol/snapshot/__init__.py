@@ -21,7 +21,14 @@ from typing import Any
 from ..binlog.enrich import TableDescription
 from ..binlog.model import TableMapEvent
 from .tablemap import DescribeError, TableNotFound, UnsupportedColumn, snapshot_table_map
-from .values import Converter, converter_for, quote_name, select_expression
+from .values import (
+    ColumnConverter,
+    Converter,
+    column_converter,
+    converter_for,
+    quote_name,
+    select_expression,
+)
 
 __all__ = ["SnapshotTable", "snapshot_table", "choose_key", "DescribeError", "TableNotFound",
            "UnsupportedColumn", "quote_name"]
@@ -50,11 +57,13 @@ class SnapshotTable:
     select_list: str
     data_types: tuple[str, ...] = ()
     _converters: tuple[Converter, ...] = field(init=False, repr=False, compare=False)
+    _columns: tuple[ColumnConverter, ...] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         types = self.data_types or ("",) * len(self.table_map.columns)
         object.__setattr__(self, "_converters", tuple(
             converter_for(c, t) for c, t in zip(self.table_map.columns, types, strict=True)))
+        object.__setattr__(self, "_columns", tuple(map(column_converter, self._converters)))
 
     @property
     def column_names(self) -> tuple[str, ...]:
@@ -76,13 +85,17 @@ class SnapshotTable:
         out: tuple[list[Any], ...] = tuple([] for _ in range(width))
         if not raw_rows:
             return out
-        for row in raw_rows:
-            if len(row) != width:
-                raise ValueError(f"{self.database}.{self.name}: a row of {len(row)} values, "
-                                 f"the table has {width} columns")
+        if set(map(len, raw_rows)) != {width}:
+            bad = next(len(row) for row in raw_rows if len(row) != width)
+            raise ValueError(f"{self.database}.{self.name}: a row of {bad} values, "
+                             f"the table has {width} columns")
         columns = zip(*raw_rows, strict=True)
-        for k, (convert, values) in enumerate(zip(self._converters, columns, strict=True)):
-            out[k].extend([None if v is None else convert(v) for v in values])
+        for k, (convert, whole, values) in enumerate(
+                zip(self._converters, self._columns, columns, strict=True)):
+            if None in values:
+                out[k].extend([None if v is None else convert(v) for v in values])
+            else:
+                out[k].extend(whole(values))
         return out
 
 

@@ -446,8 +446,12 @@ class Connection:
         self.reset_sequence()
         await self.send_packet(com_query(sql))
         reader = TextResultReader(self.capabilities)
+        feed, codec = reader.feed, self._codec
         while not reader.done:
-            reader.feed(await self.read_packet())
+            feed(await self.read_packet())
+            # The packets already buffered, without an await each (a snapshot's rows).
+            while not reader.done and (packet := codec.next_packet()) is not None:
+                feed(packet[1])
         assert reader.result is not None
         return reader.result
 

@@ -227,3 +227,35 @@ def test_mariadb_counts_geometry_among_character_columns() -> None:
     assert [c.charset for c in mariadb.columns] == [None, 51]
     mysql = decode_table_map(header(), table_map_body(cols, character=[1]), 8)
     assert [c.charset for c in mysql.columns] == [None, 51]
+
+
+WIDE = TableDescription("db", "w", (
+    D("id", "bigint", False), D("amount", "decimal", True, precision=12, scale=2),
+    D("at", "datetime", True, fsp=6), D("ratio", "double", True),
+    D("name", "varchar", True, charset="utf8mb4", collation=UTF8MB4, octet_length=256),
+    D("state", "enum", True, charset="latin1", collation=LATIN1, enum_values=("new", "old")),
+    D("ts", "timestamp", True, fsp=0),
+), primary_key=("id",))
+
+
+@pytest.mark.parametrize("with_null", [False, True])
+def test_column_at_a_time_equals_value_by_value(with_null: bool) -> None:
+    """decode_rows converts NULL-free columns with C-level map: the values (and their types)
+    must be exactly the per-value converters', also for str/bytes mixes and invalid dates."""
+    snap = snapshot_table(WIDE, mysql=False, row_metadata="FULL")
+    rows: list[tuple[bytes | str | None, ...]] = [
+        ("1", "12.30", "2024-01-01 00:00:00.000123", "0.1", "héllo".encode(), "1", "1700000000"),
+        (b"-9", b"-0.05", "0000-00-00 00:00:00.000000", b"1e300", b"\xff\xfe", b"2", "0"),
+        ("9223372036854775807", "9999999999.99", "2024-02-29 23:59:59", "-0", "héllo", "0",
+         "1"),
+    ]
+    if with_null:
+        rows.append((None,) * 7)
+    columns = list(zip(*rows, strict=True))
+    expected = tuple([None if v is None else convert(v) for v in column]
+                     for convert, column in zip(snap._converters, columns, strict=True))
+    got = snap.decode_rows(rows)
+    assert got == expected
+    assert [[type(v) for v in c] for c in got] == [[type(v) for v in c] for c in expected]
+    assert got[2][1] == InvalidTemporal("0000-00-00 00:00:00.000000")
+    assert snap.decode_rows(rows[:1])[2] == [datetime.datetime(2024, 1, 1, 0, 0, 0, 123)]
