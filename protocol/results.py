@@ -15,6 +15,7 @@ from __future__ import annotations
 import struct
 from dataclasses import dataclass
 
+from .binlog.native import text_row as _native_text_row
 from .capabilities import Capability, Command, ServerStatus
 from .errors import AccessDenied, MalformedPacket, ServerError, TruncatedData
 from .packets import read_lenenc, read_lenenc_bytes, read_lenenc_int
@@ -246,9 +247,15 @@ def parse_text_row(payload: bytes | memoryview,
     """Parse one text-protocol row: ``str`` values, ``bytes`` for binary columns, None for NULL.
 
     Inlined for the common one-byte lengths: a snapshot parses millions of rows here, and a
-    call per value (``read_lenenc_bytes``) was half of its CPU time.
+    call per value (``read_lenenc_bytes``) was half of its CPU time. The native extension's
+    ``text_row`` parses the row when it is built (the same values; a malformed row comes back
+    here so the error is this function's).
     """
     data = payload if isinstance(payload, bytes) else bytes(payload)
+    if _native_text_row is not None:
+        row = _native_text_row(data, binary)
+        if row is not None:
+            return row
     size = len(data)
     offset = 0
     values: list[str | bytes | None] = []

@@ -411,10 +411,64 @@ static PyObject *decode(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     return PyLong_FromSsize_t(rows);
 }
 
+/* text_row(data: bytes, binary: tuple[bool, ...]) -> tuple | None
+ * One text-protocol row (results.parse_text_row's fast path): per column a length-encoded
+ * string, str (UTF-8, surrogateescape) or bytes where binary[i] is true, None for 0xFB.
+ * Returns None for anything malformed, so that the Python parser raises its typed error. */
+static PyObject *text_row(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 2 || !PyBytes_Check(args[0]) || !PyTuple_Check(args[1])) Py_RETURN_NONE;
+    const unsigned char *p = (const unsigned char *)PyBytes_AS_STRING(args[0]);
+    Py_ssize_t size = PyBytes_GET_SIZE(args[0]);
+    PyObject *binary = args[1];
+    Py_ssize_t n = PyTuple_GET_SIZE(binary), off = 0;
+    PyObject *row = PyTuple_New(n);
+    if (row == NULL) return NULL;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        if (off >= size) goto malformed;
+        unsigned int first = p[off];
+        unsigned long long length;
+        Py_ssize_t start;
+        if (first < 0xFB) {
+            length = first;
+            start = off + 1;
+        } else if (first == 0xFB) {
+            Py_INCREF(Py_None);
+            PyTuple_SET_ITEM(row, i, Py_None);
+            off += 1;
+            continue;
+        } else {
+            int width = first == 0xFC ? 2 : first == 0xFD ? 3 : first == 0xFE ? 8 : 0;
+            if (width == 0 || size - off - 1 < width) goto malformed;
+            length = 0;
+            for (int b = width - 1; b >= 0; b--) length = (length << 8) | p[off + 1 + b];
+            start = off + 1 + width;
+        }
+        if (length > (unsigned long long)(size - start)) goto malformed;
+        PyObject *value;
+        int is_binary = PyObject_IsTrue(PyTuple_GET_ITEM(binary, i));
+        if (is_binary < 0) { Py_DECREF(row); return NULL; }
+        if (is_binary)
+            value = PyBytes_FromStringAndSize((const char *)p + start, (Py_ssize_t)length);
+        else
+            value = PyUnicode_DecodeUTF8((const char *)p + start, (Py_ssize_t)length,
+                                         "surrogateescape");
+        if (value == NULL) { Py_DECREF(row); return NULL; }
+        PyTuple_SET_ITEM(row, i, value);
+        off = start + (Py_ssize_t)length;
+    }
+    if (off != size) goto malformed;
+    return row;
+malformed:
+    Py_DECREF(row);
+    Py_RETURN_NONE;
+}
+
 static PyMethodDef methods[] = {
     {"plan", (PyCFunction)make_plan, METH_O, "Compile a column plan (a tuple of specs)."},
     {"decode", (PyCFunction)(void (*)(void))decode, METH_FASTCALL,
      "Decode a rows event's images into per-column lists; returns the row count."},
+    {"text_row", (PyCFunction)(void (*)(void))text_row, METH_FASTCALL,
+     "Parse one text-protocol row; None when malformed (the Python parser then raises)."},
     {NULL, NULL, 0, NULL},
 };
 

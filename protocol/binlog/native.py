@@ -20,7 +20,8 @@ import os
 from collections.abc import Callable
 from typing import Any
 
-__all__ = ["AVAILABLE", "ENABLED", "UNAVAILABLE_REASON", "plan", "decode", "warn_once"]
+__all__ = ["AVAILABLE", "ENABLED", "UNAVAILABLE_REASON", "plan", "decode", "text_row",
+           "warn_once"]
 
 _module: Any = None
 UNAVAILABLE_REASON = ""
@@ -31,6 +32,12 @@ except ImportError as exc:  # not built: no compiler when binlake was installed
 
 AVAILABLE = _module is not None
 ENABLED = AVAILABLE and os.environ.get("BINLAKE_NATIVE", "1") != "0"
+
+#: ``text_row(payload, binary)``: one text-protocol row as ``protocol.results.parse_text_row``
+#: returns it, or None when malformed (the Python parser then raises its typed error); None
+#: when the extension is off. A snapshot parses every row it reads here.
+text_row: Callable[[bytes, tuple[bool, ...]], tuple[str | bytes | None, ...] | None] | None = (
+    _module.text_row if ENABLED else None)
 
 # The column kinds of a plan entry ``(kind, a, b, c, obj1, obj2)``; _native_rows.c says what
 # a, b, c and the objects mean for each, rows.native_spec builds them.

@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import random
+from unittest import mock
+
 import pytest
 
+from protocol.binlog import native
 from protocol.capabilities import Capability, ServerStatus
 from protocol.errors import AccessDenied, MalformedPacket, ProtocolError, ServerError
 from protocol.packets import lenenc_bytes, lenenc_int
@@ -192,3 +196,33 @@ def test_text_row_lengths_of_every_width() -> None:
     row = parse_text_row(memoryview(payload), (False, False, False, True, False))
     assert row == ("", None, long2, long3, "ok")
     _all_truncations_fail(lambda p: parse_text_row(p, (False,) * 5), payload)
+
+
+@pytest.mark.skipif(not native.ENABLED, reason="the native extension is not built")
+def test_native_text_row_equals_the_python_parser() -> None:
+    """The C fast path gives the Python parser's values (types included) for random rows, and
+    hands every malformed row back to it (None) so the typed error stays the Python one."""
+    assert native.text_row is not None
+    rng = random.Random(14)
+    for _ in range(2000):
+        binary = tuple(rng.random() < 0.4 for _ in range(rng.randint(0, 6)))
+        payload = b""
+        for _ in binary:
+            kind = rng.random()
+            if kind < 0.15:
+                payload += b"\xfb"
+                continue
+            raw = rng.randbytes(rng.choice((0, 1, 5, 250, 251, 300, 70_000)))
+            payload += lenenc_bytes(raw)
+        with mock.patch("protocol.results._native_text_row", None):
+            expected = parse_text_row(payload, binary)
+        got = native.text_row(payload, binary)
+        assert got == expected
+        assert got is not None and [type(v) for v in got] == [type(v) for v in expected]
+        for bad in (payload + b"x", payload[:-1], payload[: rng.randint(0, len(payload))],
+                    payload.replace(b"\xfb", b"\xff", 1)):
+            if bad != payload:
+                assert native.text_row(bad, binary) is None or (
+                    native.text_row(bad, binary) == parse_text_row(bad, binary))
+    assert native.text_row(b"\xff", (False,)) is None
+    assert native.text_row(b"\xfe\x01", (False,)) is None
