@@ -35,9 +35,10 @@ ENABLED = AVAILABLE and os.environ.get("BINLAKE_NATIVE", "1") != "0"
 
 #: ``text_row(payload, binary)``: one text-protocol row as ``protocol.results.parse_text_row``
 #: returns it, or None when malformed (the Python parser then raises its typed error); None
-#: when the extension is off. A snapshot parses every row it reads here.
+#: when the extension is off (or was built before it had ``text_row``). A snapshot parses
+#: every row it reads here.
 text_row: Callable[[bytes, tuple[bool, ...]], tuple[str | bytes | None, ...] | None] | None = (
-    _module.text_row if ENABLED else None)
+    getattr(_module, "text_row", None) if ENABLED else None)
 
 # The column kinds of a plan entry ``(kind, a, b, c, obj1, obj2)``; _native_rows.c says what
 # a, b, c and the objects mean for each, rows.native_spec builds them.
