@@ -24,10 +24,8 @@ from .daemon_process import binlog_end, read_checkpoint
 from .workload import (
     LakeChanges,
     Workload,
-    _lake_cells,
-    _normalized,
-    _source_rows,
     _where,
+    assert_state_equals_select,
     check_exactly_once,
     read_lake,
 )
@@ -77,16 +75,7 @@ def compare_snapshot_lake(server: ServerHandle, lake: str | os.PathLike[str],
         reads = Counter(tuple(r[k] for k in spec.key_names) for r in rows if r["_op"] == "R")
         assert not [k for k, n in reads.items() if n > 1], f"{name}: a key read twice"
         lake_state = replay(name, spec.key_names, rows)
-        source = _source_rows(server, workload.database, spec)
-        assert sorted(lake_state) == sorted(source), (
-            f"{name}: keys differ: only in lake {sorted(set(lake_state) - set(source))[:10]}, "
-            f"only in source {sorted(set(source) - set(lake_state))[:10]}")
-        for key, source_cells in source.items():
-            lake_cells = _lake_cells(spec, lake_state[key])
-            if _normalized(spec, lake_cells) != _normalized(spec, source_cells):
-                diffs = [(col, s, lk) for col, s, lk in zip(
-                    ("rev", *spec.columns), source_cells, lake_cells, strict=True) if s != lk]
-                raise AssertionError(f"{name} {key}: source != lake in {diffs}")
+        assert_state_equals_select(server, workload.database, name, spec, lake_state)
     return changes
 
 

@@ -577,18 +577,28 @@ def compare_lake(server: ServerHandle, lake: str | os.PathLike[str],
     for name, model in workload.tables.items():
         spec = model.spec
         lake_state = current_state(spec, changes.rows.get(name, []))
-        source = _source_rows(server, workload.database, spec)
-        assert sorted(lake_state) == sorted(source), (
-            f"{name}: keys differ: only in lake {sorted(set(lake_state) - set(source))[:10]}, "
-            f"only in source {sorted(set(source) - set(lake_state))[:10]}")
+        source = assert_state_equals_select(server, workload.database, name, spec, lake_state)
         assert sorted(source) == sorted(model.keys), f"{name}: the workload's model drifted"
-        for key, source_cells in source.items():
-            lake_cells = _lake_cells(spec, lake_state[key])
-            if _normalized(spec, lake_cells) != _normalized(spec, source_cells):
-                diffs = [(col, s, lk) for col, s, lk in zip(
-                    ("rev", *spec.columns), source_cells, lake_cells, strict=True) if s != lk]
-                raise AssertionError(f"{name} {key}: source != lake in {diffs}")
     return changes
+
+
+def assert_state_equals_select(server: ServerHandle, database: str, name: str, spec: TableSpec,
+                               lake_state: dict[Any, dict[str, Any]]) -> dict[Any, list[Any]]:
+    """Assert a table's state replayed from the lake == SELECT, key for key and cell for cell.
+
+    Returns the source rows by key, for further checks.
+    """
+    source = _source_rows(server, database, spec)
+    assert sorted(lake_state) == sorted(source), (
+        f"{name}: keys differ: only in lake {sorted(set(lake_state) - set(source))[:10]}, "
+        f"only in source {sorted(set(source) - set(lake_state))[:10]}")
+    for key, source_cells in source.items():
+        lake_cells = _lake_cells(spec, lake_state[key])
+        if _normalized(spec, lake_cells) != _normalized(spec, source_cells):
+            diffs = [(col, s, lk) for col, s, lk in zip(
+                ("rev", *spec.columns), source_cells, lake_cells, strict=True) if s != lk]
+            raise AssertionError(f"{name} {key}: source != lake in {diffs}")
+    return source
 
 
 def wait_for_lake(lake: str | os.PathLike[str], workload: Workload, timeout: float = 30.0,
