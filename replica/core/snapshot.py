@@ -200,6 +200,9 @@ def write_request(lake: str, tables: Sequence[tuple[str, str]]) -> str:
     return request
 
 
+_unreadable_warned: set[str] = set()  # request paths already warned about (polled each second)
+
+
 def read_requests(lake: str) -> list[tuple[str, list[tuple[str, str]]]]:
     directory = os.path.join(lake, REQUESTS_DIR)
     try:
@@ -215,7 +218,10 @@ def read_requests(lake: str) -> list[tuple[str, list[tuple[str, str]]]]:
                 doc = json.load(f)
             found.append((str(doc["id"]), [(str(d), str(t)) for d, t in doc["tables"]]))
         except (OSError, ValueError, KeyError, TypeError) as exc:
-            log.warning("ignoring the unreadable snapshot request %s: %s", name, exc)
+            path = os.path.join(directory, name)
+            if path not in _unreadable_warned:  # once, not at every poll
+                _unreadable_warned.add(path)
+                log.warning("ignoring the unreadable snapshot request %s: %s", path, exc)
     return found
 
 
