@@ -132,18 +132,18 @@ def partitions(lake: str) -> Iterator[str]:
     """Every ``<db>/<table>/schema_version=N/commit_date=D`` directory, relative to the lake."""
     for db in sorted(os.listdir(lake)):
         db_path = os.path.join(lake, db)
-        if db.startswith(("_", ".")) or not os.path.isdir(db_path):
+        if L.is_hidden(db) or not os.path.isdir(db_path):
             continue
         for table in sorted(os.listdir(db_path)):
             table_path = os.path.join(db_path, table)
-            if table.startswith(("_", ".")) or not os.path.isdir(table_path):
+            if L.is_hidden(table) or not os.path.isdir(table_path):
                 continue
             for version in sorted(os.listdir(table_path)):
-                if not version.startswith("schema_version="):
+                if not L.is_version_dir(version):
                     continue
                 version_path = os.path.join(table_path, version)
                 for date in sorted(os.listdir(version_path)):
-                    if date.startswith("commit_date="):
+                    if L.is_date_dir(date):
                         yield "/".join((db, table, version, date))
 
 
@@ -214,11 +214,11 @@ def _drop_record(lake: str, partition: str, generation: int) -> None:
 
 
 def _staged_dir(lake: str, generation: int, partition: str) -> str:
-    return os.path.join(lake, L.COMPACT_STAGING, f"g{generation:08d}", partition)
+    return os.path.join(lake, L.compact_staged(generation, partition))
 
 
 def _to_trash(lake: str, generation: int, partition: str, old: str) -> None:
-    target = os.path.join(lake, L.COMPACT_TRASH, f"g{generation:08d}", partition)
+    target = os.path.join(lake, L.compact_trashed(generation, partition))
     os.makedirs(os.path.dirname(target), exist_ok=True)
     os.rename(old, target)
     fsync_path(os.path.dirname(target))
@@ -384,14 +384,14 @@ def drop_history(lake: str, database: str, table: str, covered_seq: int, before:
     dropped = 0
     with compact_lock(lake):
         for partition in list(partitions(lake)):
-            if not partition.startswith(prefix) or partition.rsplit("=", 1)[1] >= before:
+            if not partition.startswith(prefix) or L.date_of_dir(partition.rsplit("/", 1)[1]) >= before:
                 continue
             live = os.path.join(lake, partition)
             names = set(os.listdir(live))
             if any(_max_seq(os.path.join(live, n)) > covered_seq for n in names
-                   if n.endswith(".parquet")):
+                   if L.is_data_file(n)):
                 continue
-            target = os.path.join(lake, L.COMPACT_TRASH, f"retired-{stamp}", partition)
+            target = os.path.join(lake, L.COMPACT_TRASH, L.retired_dir(stamp), partition)
             os.makedirs(os.path.dirname(target), exist_ok=True)
             with publish_lock(lake, exclusive=True):
                 if set(os.listdir(live)) != names:

@@ -51,6 +51,10 @@ STATE_STAGING = "_state_staging"
 DEMO_MARKER = "_binlake_demo_lake"
 SNAPSHOT_REQUESTS_DIR = "_snapshot_requests"
 DATA_SUFFIX = ".parquet"
+VERSION_PREFIX = "schema_version="
+DATE_PREFIX = "commit_date="
+STATE_PREFIX = "seq="
+PINS_DIR = "_pins"
 
 #: Data files the daemon writes, and those compaction writes: readers tell them apart by name.
 ORIGINAL_PREFIX = "part-"
@@ -90,7 +94,7 @@ def table_dir(database: str, table: str) -> str:
 
 def version_dir(version: int) -> str:
     """The partition directory of a schema version, under the table's directory."""
-    return f"schema_version={version}"
+    return f"{VERSION_PREFIX}{version}"
 
 
 def schema_file_name(version: int) -> str:
@@ -109,11 +113,29 @@ def schema_file(database: str, table: str, version: int) -> str:
     return posixpath.join(table_dir(database, table), SCHEMA_DIR, schema_file_name(version))
 
 
+def date_dir(commit_date: str) -> str:
+    """The partition directory of a commit date, under a schema version's directory."""
+    return f"{DATE_PREFIX}{commit_date}"
+
+
+def is_version_dir(name: str) -> bool:
+    return name.startswith(VERSION_PREFIX)
+
+
+def is_date_dir(name: str) -> bool:
+    return name.startswith(DATE_PREFIX)
+
+
+def date_of_dir(name: str) -> str:
+    """``YYYY-MM-DD`` of a ``commit_date=`` directory name."""
+    return name[len(DATE_PREFIX):]
+
+
 def part_file(database: str, table: str, version: int, commit_date: str, first_seq: int,
               index: int) -> str:
     """A data file's name: unique because ``first_seq`` only grows from commit to commit."""
     return posixpath.join(
-        table_dir(database, table), version_dir(version), f"commit_date={commit_date}",
+        table_dir(database, table), version_dir(version), date_dir(commit_date),
         f"part-{first_seq:016d}-{index:03d}{DATA_SUFFIX}",
     )
 
@@ -141,17 +163,18 @@ def xa_file(seq: int, index: int) -> str:
 def compacted_file(partition: str, generation: int, first_seq: int, index: int) -> str:
     """A compacted file's name: unique because no two compactions share a generation."""
     return posixpath.join(partition,
-                          f"{COMPACTED_PREFIX}{generation:08d}-{first_seq:016d}-{index:03d}.parquet")
+                          f"{COMPACTED_PREFIX}{generation:08d}-{first_seq:016d}-{index:03d}"
+                          f"{DATA_SUFFIX}")
 
 
 def is_original(name: str) -> bool:
     """A file the daemon landed (not yet replaced by compaction)."""
-    return name.startswith(ORIGINAL_PREFIX) and name.endswith(".parquet")
+    return name.startswith(ORIGINAL_PREFIX) and name.endswith(DATA_SUFFIX)
 
 
 def compacted_generation(name: str) -> int | None:
     """The compaction generation of a compacted file's name; ``None`` for any other file."""
-    if not (name.startswith(COMPACTED_PREFIX) and name.endswith(".parquet")):
+    if not (name.startswith(COMPACTED_PREFIX) and name.endswith(DATA_SUFFIX)):
         return None
     digits = name[len(COMPACTED_PREFIX):].split("-", 1)[0]
     return int(digits) if digits.isdigit() else None
@@ -161,5 +184,40 @@ def compaction_record(partition: str, generation: int) -> str:
     """``<db>/<table>/_compacted/g<gen>-<version>-<date>.json``: which daemon files one
     compaction replaced in one partition (``stream_changes`` checks a query had read them)."""
     db, table, version, date = partition.split("/")
-    return posixpath.join(db, table, COMPACTION_LOG, f"g{generation:08d}-"
+    return posixpath.join(db, table, COMPACTION_LOG, f"{generation_dir(generation)}-"
                           f"{version.split('=', 1)[1]}-{date.split('=', 1)[1]}.json")
+
+
+def generation_dir(generation: int) -> str:
+    """One compaction's directory under ``_compact_staging/`` and ``_compacted_trash/``."""
+    return f"g{generation:08d}"
+
+
+def retired_dir(stamp: int) -> str:
+    """One retention run's directory under ``_compacted_trash/``."""
+    return f"retired-{stamp}"
+
+
+def compact_staged(generation: int, partition: str) -> str:
+    """Where compaction builds a partition's new directory."""
+    return posixpath.join(COMPACT_STAGING, generation_dir(generation), partition)
+
+
+def compact_trashed(generation: int, partition: str) -> str:
+    """Where a partition's replaced directory waits out the grace period."""
+    return posixpath.join(COMPACT_TRASH, generation_dir(generation), partition)
+
+
+def state_dir_name(seq: int) -> str:
+    """A materialised state's directory name, under the table's ``_state``."""
+    return f"{STATE_PREFIX}{seq}"
+
+
+def state_seq_of(name: str) -> int | None:
+    """The ``_seq`` a ``_state`` directory name is as of; None for any other name."""
+    digits = name[len(STATE_PREFIX):]
+    return int(digits) if name.startswith(STATE_PREFIX) and digits.isdigit() else None
+
+
+def state_dir(database: str, table: str, seq: int) -> str:
+    return posixpath.join(table_dir(database, table), STATE_DIR, state_dir_name(seq))

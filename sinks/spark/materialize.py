@@ -35,15 +35,15 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
 
 def tables(lake: str) -> list[tuple[str, str]]:
     """Every (database, table) with a schema, by reading the directory names back."""
-    from urllib.parse import unquote
+    from sinks.parquet import layout as L
 
     found = []
     for db in sorted(os.listdir(lake)):
-        if db.startswith(("_", ".")) or not os.path.isdir(os.path.join(lake, db)):
+        if L.is_hidden(db) or not os.path.isdir(os.path.join(lake, db)):
             continue
         for table in sorted(os.listdir(os.path.join(lake, db))):
-            if os.path.isdir(os.path.join(lake, db, table, "_schema")):
-                found.append((unquote(db), unquote(table)))
+            if os.path.isdir(os.path.join(lake, db, table, L.SCHEMA_DIR)):
+                found.append((L.name_of_dir(db), L.name_of_dir(table)))
     return found
 
 

@@ -121,11 +121,11 @@ def stream_changes(spark: SparkSession, lake: str, database: str, table: str,
             reader = reader.option(key, value)
         return reader.option("pathGlobFilter", glob).parquet(path)
 
-    landed = source(f"{L.ORIGINAL_PREFIX}*.parquet")
+    landed = source(f"{L.ORIGINAL_PREFIX}*{L.DATA_SUFFIX}")
     if fence == 0:
         return landed
     generation = F.regexp_extract(F.input_file_name(), rf"{L.COMPACTED_PREFIX}(\d+)-", 1)
-    compacted = (source(f"{L.COMPACTED_PREFIX}*.parquet")
+    compacted = (source(f"{L.COMPACTED_PREFIX}*{L.DATA_SUFFIX}")
                  .where(generation.cast("long") <= F.lit(fence)))
     return landed.unionByName(compacted)
 

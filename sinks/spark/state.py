@@ -280,8 +280,9 @@ def state_dirs(lake: str, database: str, table: str) -> list[tuple[int, str]]:
     base = os.path.join(lake, L.table_dir(database, table), L.STATE_DIR)
     found = []
     for name in os.listdir(base) if os.path.isdir(base) else []:
-        if name.startswith("seq=") and name[4:].isdigit():
-            found.append((int(name[4:]), os.path.join(base, name)))
+        seq = L.state_seq_of(name)
+        if seq is not None:
+            found.append((seq, os.path.join(base, name)))
     return sorted(found)
 
 
@@ -315,14 +316,14 @@ def materialize_state(spark: SparkSession, lake: str, database: str, table: str,
     changes = _changes_for_state(spark, lake, database, table, use_state=True, upto_seq=upto)
     state = current_state(changes, keys, keep_metadata=True)
     staging = os.path.join(lake, L.STATE_STAGING, L.table_dir(database, table),
-                           f"seq={upto}-{uuid.uuid4().hex}")
+                           f"{L.state_dir_name(upto)}-{uuid.uuid4().hex}")
     saved = spark.conf.get("spark.sql.parquet.outputTimestampType")
     spark.conf.set("spark.sql.parquet.outputTimestampType", "TIMESTAMP_MICROS")
     try:
         state.write.parquet(staging)
     finally:
         spark.conf.set("spark.sql.parquet.outputTimestampType", saved or "INT96")
-    target = os.path.join(lake, L.table_dir(database, table), L.STATE_DIR, f"seq={upto}")
+    target = os.path.join(lake, L.state_dir(database, table, upto))
     os.makedirs(os.path.dirname(target), exist_ok=True)
     os.rename(staging, target)
     for _seq, old in state_dirs(lake, database, table)[:-keep]:

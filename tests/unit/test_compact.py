@@ -210,3 +210,16 @@ def test_a_lake_error_exits_4_and_leaves_the_rows(tmp_path, monkeypatch, capsys)
     assert rows(lake) == before
     assert main(["compact", "--lake", lake, "--min-age", "0"]) == 0
     assert rows(lake) == before and len(data_files(lake)) == 1
+
+
+def test_lake_paths_are_spelled_only_by_layout() -> None:
+    """One home for lake paths: compaction and the Spark readers name them through layout."""
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    for module in ("sinks/parquet/compact.py", "sinks/spark/materialize.py",
+                   "sinks/spark/state.py", "sinks/spark/readers.py"):
+        with open(os.path.join(root, module), encoding="utf-8") as f:
+            source = f.read()
+        code = [line for line in source.splitlines() if not line.lstrip().startswith(("#", "``"))]
+        for spelled in ('"schema_version=', '"commit_date=', '.parquet"', '"seq=', '"_schema"',
+                        'f"g{'):
+            assert not any(spelled in line for line in code), (module, spelled)
