@@ -225,6 +225,7 @@ class Daemon:
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> int:
         checkpoint = self.pipeline.open()
         self._new_lake = checkpoint is None
+        self._clean_compaction_leftovers()
         native_rows.warn_once(log.warning)
         self.snapshots = self.pipeline.snapshots = SnapshotCoordinator(self.sink)
         if checkpoint is not None:
@@ -272,6 +273,25 @@ class Daemon:
             port = listeners[0].socket.getsockname()[1]
             self.metrics_address = (self.config.metrics.host, int(port))
             log.info("metrics on http://%s:%s/metrics", self.config.metrics.host, port)
+
+    def _clean_compaction_leftovers(self) -> None:
+        """A ``binlake compact`` killed -9 leaves its staging and commit record; clean them now
+        rather than at the next compaction (which may be a cron day away), unless a compaction
+        is running — it holds ``_compact.lock`` and cleans them itself."""
+        from sinks.parquet.compact import recover_if_idle
+        from sinks.parquet.layout import COMPACT_LOCK
+
+        try:
+            done = recover_if_idle(self.config.lake.path)
+        except OSError as exc:  # the next compaction retries; landing matters more
+            log.warning("could not clean up after an interrupted compaction (the next "
+                        "`binlake compact` will): %s", exc)
+            return
+        if done:
+            log.info("cleaned up after an interrupted compaction (%s)", self.config.lake.path)
+        elif done is False:
+            log.info("an interrupted compaction's leftovers are left to the compaction running "
+                     "now (it holds %s)", COMPACT_LOCK)
 
     async def _compact_in_background(self) -> None:
         """``lake.compact_interval``: the same compaction as ``binlake compact``, in a worker

@@ -21,8 +21,10 @@ The switch is one atomic step that readers and the daemon cannot observe half-do
 4. the old directory is moved to ``<lake>/_compacted_trash/g<gen>/…`` (deleted after the grace
    period by a later run) and the record removed.
 
-A compaction killed at any instant leaves every partition either old or new; the next run (or
-the daemon's background compaction) finishes the bookkeeping (:func:`recover_compaction`).
+A compaction killed at any instant leaves every partition either old or new; the next run, the
+daemon's background compaction, or the daemon's start (:func:`recover_if_idle`, which leaves
+it to a compaction running at that moment) finishes the bookkeeping
+(:func:`recover_compaction`).
 A daemon starting meanwhile empties only ``_staging/``, never ``_compact_staging/``.
 Only the daemon's files are inputs: a compacted file is never rewritten, so a streaming reader
 can tell a compacted file from new data by its name and generation (``sinks/spark/readers``).
@@ -53,7 +55,7 @@ from .commit import dumps, fsync_path, publish_lock, replace_atomically
 log = logging.getLogger("binlake.compact")
 
 __all__ = ["CompactError", "CompactOptions", "CompactStats", "compact_lake", "drop_history", "partitions",
-           "recover_compaction"]
+           "recover_compaction", "recover_if_idle"]
 
 #: Arrow bytes buffered per row group of a compacted file (about the daemon's row groups).
 ROW_GROUP_BYTES = 32 * 1024 * 1024
@@ -189,6 +191,27 @@ def recover_compaction(lake: str) -> None:
     staging = os.path.join(lake, L.COMPACT_STAGING)
     if os.path.isdir(staging):
         shutil.rmtree(staging)
+
+
+def recover_if_idle(lake: str) -> bool | None:
+    """At daemon start: finish what a killed compaction left, unless a compaction is running
+    (it holds ``_compact.lock`` and finishes that itself). ``None``: nothing was left;
+    ``True``: cleaned up; ``False``: left to the running compaction. Never waits."""
+    lake = os.path.abspath(lake)
+    leftovers = [p for p in (L.COMPACT_MANIFEST, L.COMPACT_MANIFEST + ".tmp", L.COMPACT_STAGING)
+                 if os.path.exists(os.path.join(lake, p))]
+    if not leftovers:
+        return None
+    fd = os.open(os.path.join(lake, L.COMPACT_LOCK), os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return False
+        recover_compaction(lake)
+        return True
+    finally:
+        os.close(fd)
 
 
 def purge_trash(lake: str, grace: float, now: float) -> int:

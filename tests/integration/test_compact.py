@@ -1,7 +1,7 @@
 """Compaction on a real MariaDB 10.11 lake of thousands of small files (one per transaction).
 
 * daemon stopped: ``binlake compact`` killed -9 mid-way (nothing visible twice, nothing
-  missing), rerun → files down ≥ 10×, every column of every row identical, Spark current state
+  missing), the daemon's start cleans up its leftovers, rerun → files down ≥ 10×, every column of every row identical, Spark current state
   == SELECT, then from a materialised state as well;
 * daemon running and writing: compactions beside it while a reader polls the directory
   (never a duplicate) and a streaming query started before them delivers every row once.
@@ -172,6 +172,12 @@ def test_compact_killed_then_rerun_with_the_daemon_stopped(mariadb_10_11: Server
     process.send_signal(signal.SIGKILL)
     process.wait()
     assert lake_rows(lake) == before  # nothing visible twice, nothing missing, before any rerun
+
+    # the daemon's start cleans up what the killed compaction left (not the next compaction)
+    trio.run(catch_up, config)
+    assert not os.path.exists(lake / "_compact.json")
+    assert not os.path.exists(lake / "_compact_staging")
+    assert lake_rows(lake) == before
 
     out = run_compact(compact_config)
     files_after = len(data_files(lake))

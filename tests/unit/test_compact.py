@@ -223,3 +223,38 @@ def test_lake_paths_are_spelled_only_by_layout() -> None:
         for spelled in ('"schema_version=', '"commit_date=', '.parquet"', '"seq=', '"_schema"',
                         'f"g{'):
             assert not any(spelled in line for line in code), (module, spelled)
+
+
+def test_daemon_start_cleans_up_a_killed_compaction_unless_one_runs(tmp_path, monkeypatch):
+    """recover_if_idle (what the daemon calls at start): leftovers of a compaction killed
+    before its swap are dropped — unless a compaction holds _compact.lock, which owns them."""
+    import fcntl
+
+    lake = str(tmp_path / "lake")
+    build_lake(lake, 10)
+    before = rows(lake)
+    assert K.recover_if_idle(lake) is None  # nothing left: not even a lock file is made
+    assert not os.path.exists(os.path.join(lake, L.COMPACT_LOCK))
+
+    class Killed(BaseException):
+        pass
+
+    def die(*args, **kwargs):
+        raise Killed
+    with monkeypatch.context() as m:
+        m.setattr(K, "publish_lock", die)  # staged and recorded, not swapped
+        with pytest.raises(Killed):
+            K.compact_lake(lake, OPTIONS)
+    assert os.path.exists(os.path.join(lake, L.COMPACT_MANIFEST))
+    fd = os.open(os.path.join(lake, L.COMPACT_LOCK), os.O_RDWR)
+    fcntl.flock(fd, fcntl.LOCK_EX)  # a `binlake compact` running now
+    try:
+        assert K.recover_if_idle(lake) is False
+        assert os.path.exists(os.path.join(lake, L.COMPACT_STAGING))
+    finally:
+        os.close(fd)
+    assert K.recover_if_idle(lake) is True
+    assert not os.path.exists(os.path.join(lake, L.COMPACT_MANIFEST))
+    assert not os.path.exists(os.path.join(lake, L.COMPACT_STAGING))
+    assert os.listdir(os.path.join(lake, "shop", "users", L.COMPACTION_LOG)) == []
+    assert rows(lake) == before and len(data_files(lake)) == 10
