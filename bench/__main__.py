@@ -3,20 +3,34 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
 
+from .baseline import DEFAULT_REV
 from .run import BenchOptions, run
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m bench",
-        description="binlake vs python-mysql-replication vs mariadb-binlog on a sandbox "
-                    "MariaDB 10.11: throughput, memory and semi-sync latency.")
-    parser.add_argument("--scale", type=float, default=1.0,
-                        help="workload size factor (1.0: 200k rows per workload, 2M-row "
-                             "transaction)")
+        description="binlake (the daemon `binlake run`, `binlake decode`) vs "
+                    "python-mysql-replication vs mariadb-binlog on a sandbox MariaDB 10.11: "
+                    "throughput, memory, snapshot and semi-sync latency.")
+    parser.add_argument("--scale", type=float,
+                        default=float(os.environ.get("BINLAKE_BENCH_SCALE", "1")),
+                        help="workload size factor (1.0: 600k rows in (a), 200k in (b) and (c), "
+                             "50k in (d), a 2M-row transaction; default $BINLAKE_BENCH_SCALE "
+                             "or 1)")
+    parser.add_argument("--big-rows", type=int,
+                        default=int(os.environ.get("BINLAKE_BENCH_BIG_ROWS", "0")) or None,
+                        help="rows of the single-transaction memory workload (default "
+                             "$BINLAKE_BENCH_BIG_ROWS, else 2M x scale)")
+    parser.add_argument("--baseline-rev", default=None,
+                        help="also run `binlake decode` of this commit on the same files (the "
+                             f"rate the targets compare with; default {DEFAULT_REV}, the "
+                             "commit before issue 17's speed work; 'none' skips; --smoke skips "
+                             "unless given)")
     parser.add_argument("--repeats", type=int, default=3, help="runs per peer (median)")
     parser.add_argument("--seed", type=int, default=20241121)
     parser.add_argument("--smoke", action="store_true",
@@ -53,11 +67,19 @@ def main(argv: list[str] | None = None) -> int:
         snapshot=not args.no_snapshot,
         snapshot_writer_seconds=1.0 if args.smoke else 10.0,
         profile=args.profile,
+        baseline_rev=_baseline_rev(args.baseline_rev, args.smoke),
+        big_rows=args.big_rows,
     )
     if args.results_dir is not None:
         options = BenchOptions(**{**options.__dict__, "results_dir": args.results_dir})
     run(options)
     return 0
+
+
+def _baseline_rev(given: str | None, smoke: bool) -> str | None:
+    if given is None:
+        return None if smoke else DEFAULT_REV
+    return None if given.lower() == "none" else given
 
 
 if __name__ == "__main__":

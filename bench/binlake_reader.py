@@ -1,4 +1,6 @@
-"""binlake as a benchmark subject: one process per measurement, so its peak RSS is its own.
+"""binlake's components as benchmark subjects: one process per measurement, so its peak RSS is
+its own. The end-to-end figure is the real daemon, ``binlake run`` (bench/commands.py); these
+modes isolate parts of it.
 
 ``python -m bench.binlake_reader MODE --port P --user U --server-id N [--file F]`` connects over
 loopback TCP (no TLS: the sandbox has none, and the peers get none either), dumps from ``F``/4
@@ -7,17 +9,15 @@ with BINLOG_DUMP_NON_BLOCK to the server's end of binlog, and prints one JSON li
 ``fetch``
     raw packets only: the wire ceiling (no event decoding at all).
 ``decode``
-    ``EventStream`` (CRC32 checked, every row value decoded) + ``TransactionAssembler``.
-``land``
-    ``decode`` + ``ParquetSink`` into ``--lake``, closed at the end: every transaction committed.
+    ``EventStream`` (CRC32 checked, every row value decoded into what the landing path takes)
+    + ``TransactionAssembler``: decode only, from the wire.
 ``ack-on-receive`` / ``ack-after-land``
     a long-running semi-sync replica from the server's current end (blocking dump) for the
     commit-latency test: ACK on arrival, or land + flush the transaction and ACK its end.
     Prints ``{"ready": true}`` once registered, runs until SIGTERM. ``ack-on-receive-raw`` ACKs
     on arrival and decodes nothing: the session's own share of the latency.
 
-The password comes from ``$BENCH_PASSWORD`` (never argv). This is the simplest loop that
-exercises the real pieces; the daemon's pipeline adds backpressure and metrics, not decoding.
+The password comes from ``$BENCH_PASSWORD`` (never argv).
 """
 
 from __future__ import annotations
@@ -38,7 +38,7 @@ from protocol.binlog.transactions import TransactionAssembler, TransactionCommit
 from replica.core.connection import Connection, ConnectOptions
 from replica.core.session import ReplicationSession, SemiSyncMode, SessionOptions, StartFrom
 
-MODES = ("fetch", "decode", "land", "ack-on-receive", "ack-on-receive-raw", "ack-after-land")
+MODES = ("fetch", "decode", "ack-on-receive", "ack-on-receive-raw", "ack-after-land")
 
 
 def _connect_options(args: argparse.Namespace) -> ConnectOptions:
@@ -58,7 +58,7 @@ async def _session(args: argparse.Namespace, **options: Any) -> ReplicationSessi
 
 
 async def catch_up(args: argparse.Namespace) -> dict[str, Any]:
-    """Dump ``args.file`` onwards to the end of binlog; count (and in ``land`` mode, land) rows."""
+    """Dump ``args.file`` onwards to the end of binlog; count the rows (``decode``)."""
     mode = args.mode
     started = time.perf_counter()
     cpu_started = time.process_time()
@@ -66,12 +66,6 @@ async def catch_up(args: argparse.Namespace) -> dict[str, Any]:
                              heartbeat_period=0)
     stream = EventStream()
     assembler = TransactionAssembler()
-    sink = None
-    if mode == "land":
-        from sinks.parquet import ParquetSink, SinkOptions  # noqa: PLC0415 - pyarrow: land only
-
-        sink = ParquetSink(args.lake, SinkOptions())
-        sink.open()
     events = rows = values = nbytes = 0
     try:
         while True:
@@ -87,13 +81,8 @@ async def catch_up(args: argparse.Namespace) -> dict[str, Any]:
                     rows += event.row_count
                     images = len(event.after_columns) + len(event.before_columns)
                     values += images * event.row_count
-                for txn_item in assembler.feed(event):
-                    if sink is not None:
-                        sink.handle(txn_item)
-        if sink is not None:
-            sink.close()
-            if sink.stats["rows"] != rows:
-                raise SystemExit(f"landed {sink.stats['rows']} rows of {rows} decoded")
+                for _ in assembler.feed(event):
+                    pass
     finally:
         await session.close()
     seconds = time.perf_counter() - started
@@ -167,11 +156,11 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--user", required=True)
     parser.add_argument("--server-id", type=int, required=True)
     parser.add_argument("--file", help="binlog file to start from (catch-up modes)")
-    parser.add_argument("--lake", help="lake directory (land, ack-after-land)")
+    parser.add_argument("--lake", help="lake directory (ack-after-land)")
     args = parser.parse_args(argv)
-    if args.mode in ("fetch", "decode", "land"):
-        if not args.file or (args.mode == "land" and not args.lake):
-            parser.error("catch-up modes need --file (and --lake for land)")
+    if args.mode in ("fetch", "decode"):
+        if not args.file:
+            parser.error("catch-up modes need --file")
         print(json.dumps(trio.run(catch_up, args)), flush=True)
     else:
         if args.mode == "ack-after-land" and not args.lake:

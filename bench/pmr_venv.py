@@ -1,5 +1,6 @@
 """The python-mysql-replication peer lives in its own venv, so its dependencies (and its pinned
 PyMySQL) never meet binlake's. The venv is cached between runs under the bench cache directory.
+What it installs is the project's ``bench-peer`` extra (pyproject.toml), the one list of it.
 """
 
 from __future__ import annotations
@@ -7,12 +8,15 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import tomllib
 from pathlib import Path
 
 __all__ = ["PMR_PACKAGES", "cache_dir", "ensure_pmr_venv", "pmr_python", "pmr_version"]
 
-#: What the peer needs; the versions pip picks are recorded in the results.
-PMR_PACKAGES = ("mysql-replication", "pymysql")
+_PYPROJECT = Path(__file__).resolve().parent.parent / "pyproject.toml"
+#: What the peer needs: pyproject.toml's ``bench-peer`` extra (versions are recorded in results).
+PMR_PACKAGES = tuple(tomllib.loads(_PYPROJECT.read_text())["project"]["optional-dependencies"]
+                     ["bench-peer"])
 
 
 def cache_dir() -> Path:
@@ -42,6 +46,11 @@ def pmr_version() -> str | None:
     return result.stdout.strip() or None if result.returncode == 0 else None
 
 
+def _pinned() -> str:
+    """The versions pmr_version() reports when the venv holds exactly the extra's pins."""
+    return " ".join(spec.partition("==")[2] for spec in PMR_PACKAGES)
+
+
 def ensure_pmr_venv(*, install: bool = True) -> Path | None:
     """Return the venv's python, creating the venv and installing the peer if needed.
 
@@ -49,7 +58,8 @@ def ensure_pmr_venv(*, install: bool = True) -> Path | None:
     Returns None when the peer is unavailable; the reason is printed to stderr.
     """
     python = pmr_python()
-    if pmr_version() is not None:
+    installed = pmr_version()
+    if installed is not None and (installed == _pinned() or not install):
         return python
     if not install:
         print("bench: python-mysql-replication venv not cached; skipping that peer "

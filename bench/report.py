@@ -1,18 +1,34 @@
-"""The results as text tables: throughput with ratios, memory, semi-sync latency."""
+"""The results as text tables (throughput with ratios, issue 17's targets, memory, snapshot,
+semi-sync latency), and as the README's Markdown table.
+
+``python -m bench.report [RESULTS.json]`` prints a saved run's tables again;
+``python -m bench.report --readme [RESULTS.json]`` prints the README's benchmark table and
+targets from it (default: the newest file in bench/results/), to paste with its commit.
+"""
 
 from __future__ import annotations
 
+import argparse
+import json
+import sys
+from pathlib import Path
 from typing import Any
 
-__all__ = ["render"]
+__all__ = ["TITLES", "readme", "render"]
 
-_PEER_ORDER = ("pmr", "mariadb-binlog", "binlake-fetch", "binlake-decode", "binlake-land")
-_TITLES = {
+_PEER_ORDER = ("pmr", "mariadb-binlog", "binlake-fetch", "binlake-decode", "binlake-run",
+               "binlake-decode-text", "binlake-decode-open-protocol", "baseline-decode-text",
+               "baseline-decode-open-protocol")
+TITLES = {
     "pmr": "python-mysql-replication",
-    "mariadb-binlog": "mariadb-binlog -v (C)",
-    "binlake-fetch": "binlake fetch (no decode)",
-    "binlake-decode": "binlake decode",
-    "binlake-land": "binlake end to end",
+    "mariadb-binlog": "mariadb-binlog -v (C, from the file)",
+    "binlake-fetch": "binlake fetch only (wire; component)",
+    "binlake-decode": "binlake decode only (wire; component)",
+    "binlake-run": "binlake run (end to end)",
+    "binlake-decode-text": "binlake decode --format text",
+    "binlake-decode-open-protocol": "binlake decode --format open-protocol",
+    "baseline-decode-text": "  baseline: --format text",
+    "baseline-decode-open-protocol": "  baseline: --format open-protocol",
 }
 
 
@@ -46,9 +62,14 @@ def render(results: dict[str, Any]) -> str:
     if src:
         dirty = f" + uncommitted {len(src['uncommitted'])} file(s)" if src.get("uncommitted") else ""
         out.append(f"source {src.get('commit', '?')[:12]}{dirty}; * = fewer rounds (slow run)")
-    out.append("rows/s = rows / median stream seconds (Python peers: connect to end of stream; "
-               "mariadb-binlog: process wall); rows/CPU-s likewise with CPU time (steadier on a "
-               "shared machine). RSS = peak of the process.")
+    base = results.get("baseline")
+    if base:
+        native = "" if base.get("native") else " (its native decoder did not build)"
+        out.append(f"baseline: binlake decode of {base['commit'][:12]}{native}")
+    out.append("rows/s = rows / median seconds: process wall time, start-up included, for "
+               "binlake run, binlake decode and mariadb-binlog; connect to end of stream for the "
+               "Python programs (the peer, the wire components). rows/CPU-s likewise with CPU "
+               "time (steadier on a shared machine). RSS = peak of the process.")
     for name, workload in results.get("workloads", {}).items():
         peers = workload["peers"]
         pmr = _rate(peers.get("pmr"))
@@ -58,17 +79,19 @@ def render(results: dict[str, Any]) -> str:
         rows = []
         for peer in _PEER_ORDER:
             entry = peers.get(peer, {})
+            if "skipped" in entry and peer.startswith("baseline"):
+                continue
             if "error" in entry or "skipped" in entry:
                 reason = "error" if "error" in entry else "skipped"
-                rows.append([_TITLES[peer], reason, "", "", "", "", "", "", "", ""])
+                rows.append([TITLES[peer], reason, "", "", "", "", "", "", "", ""])
                 continue
             rate = _rate(entry)
             cpu_rate = _rate(entry, "rows_per_cpu_s")
-            binlake = peer.startswith("binlake")
+            binlake = peer not in ("pmr", "mariadb-binlog")
             mismatch = " (rows!)" if "rows_mismatch" in entry else ""
             mismatch += " *" if "note" in entry else ""
             rows.append([
-                _TITLES[peer], f"{entry['median_seconds']:.3f}", f"{rate:,.0f}{mismatch}",
+                TITLES[peer], f"{entry['median_seconds']:.3f}", f"{rate:,.0f}{mismatch}",
                 _ratio(rate, pmr) if binlake else "", _ratio(rate, c) if binlake else "",
                 f"{entry.get('median_cpu_seconds', 0):.3f}", f"{cpu_rate or 0:,.0f}",
                 _ratio(cpu_rate, pmr_cpu) if binlake else "",
@@ -80,12 +103,21 @@ def render(results: dict[str, Any]) -> str:
                    f"{workload['binlog_bytes'] / 1e6:.1f} MB")
         out.append(_table(["peer", "seconds", "rows/s", "vs pmr", "vs C", "CPU s", "rows/CPU-s",
                            "vs pmr", "vs C", "RSS MiB"], rows))
+    goals = results.get("targets")
+    if goals:
+        out.append("")
+        out.append("issue 17 targets (same-run ratios; reported, not asserted)")
+        out.append(_table(["target", "measured", "threshold", "verdict"],
+                          [[t["goal"], _measured(t), f"{t['threshold']:g}", t["verdict"]]
+                           for t in goals]))
     memory = results.get("memory")
     if memory:
         rows = []
         for name, entry in memory.items():
-            for mode in ("binlake-decode", "binlake-land"):
+            for mode in ("binlake-decode", "binlake-run"):
                 m = entry.get(mode, {})
+                if not m:
+                    continue
                 if "error" in m:
                     rows.append([f"{name} ({mode})", f"{entry['rows']:,}", "error", "", ""])
                     continue
@@ -93,7 +125,7 @@ def render(results: dict[str, Any]) -> str:
                              f"{m['median_seconds']:.1f}", f"{m['rows_per_s']:,}",
                              f"{m['peak_rss_mib']:.0f}"])
         out.append("")
-        out.append("memory (peak RSS of the binlake process)")
+        out.append("memory (peak RSS of the binlake process: decode only, the daemon)")
         out.append(_table(["run", "rows", "seconds", "rows/s", "RSS MiB"], rows))
     snap = results.get("snapshot")
     if snap:
@@ -141,3 +173,98 @@ def render(results: dict[str, Any]) -> str:
         out.append("")
         out.append(f"profile of binlake decode on a_bulk_insert: {results['profile']}")
     return "\n".join(out)
+
+
+def _measured(target: dict[str, Any]) -> str:
+    value = target.get("measured")
+    if value is None:
+        return "-"
+    return f"{value:.0f} MiB" if "rss" in target["name"] else f"{value:.2f}x"
+
+
+_README_COLUMNS = ("pmr", "mariadb-binlog", "binlake-decode", "binlake-run", "binlake-decode-text",
+                   "binlake-decode-open-protocol")
+_README_TITLES = ("python-mysql-replication", "mariadb-binlog -v (C, from the file)",
+                  "binlake decode only (wire)", "`binlake run` end to end",
+                  "`binlake decode --format text`", "`--format open-protocol`")
+
+
+def _k(rate: float | None) -> str:
+    if rate is None:
+        return "-"
+    return f"{rate / 1000:.0f}k" if rate >= 10_000 else f"{rate / 1000:.1f}k"
+
+
+def readme(results: dict[str, Any]) -> str:
+    """The README's benchmark table (rows/s, wall; ratios vs the peer and vs C), the targets,
+    and the peak RSS line, as Markdown."""
+    src = results.get("source", {})
+    opts = results.get("options", {})
+    load = float(results.get("machine", {}).get("loadavg_at_start", [0.0])[0])
+    dirty = " plus uncommitted changes" if src.get("uncommitted") else ""
+    lines = [f"Measured at commit {src.get('commit', '?')[:7]}{dirty} by `python -m bench` "
+             f"(scale {opts.get('scale')}, median of {opts.get('repeats')}, load average "
+             f"{load:.1f} at the start), rows/s; ratios are to python-mysql-replication and to "
+             "mariadb-binlog in the same run:", "",
+             "| workload | " + " | ".join(_README_TITLES) + " |",
+             "|---" * (len(_README_TITLES) + 1) + "|"]
+    for workload in results.get("workloads", {}).values():
+        peers = workload["peers"]
+        pmr, c = _rate(peers.get("pmr")), _rate(peers.get("mariadb-binlog"))
+        cells = []
+        for peer in _README_COLUMNS:
+            rate = _rate(peers.get(peer))
+            cell = _k(rate)
+            if rate and peer not in ("pmr", "mariadb-binlog"):
+                ratios = [f"{rate / pmr:.1f}× peer" if pmr else "",
+                          f"{rate / c:.2f}× C" if c else ""]
+                cell += f" ({', '.join(r for r in ratios if r)})"
+            cells.append(cell)
+        lines.append(f"| {workload['description']} | " + " | ".join(cells) + " |")
+    base = results.get("baseline")
+    goals = results.get("targets") or []
+    if goals:
+        lines += ["", "| target (issue 17) | measured | |", "|---|---|---|"]
+        lines += [f"| {t['goal']} | {_measured(t)} | {t['verdict']} |" for t in goals]
+    if base:
+        lines += ["", f"The baseline of the `binlake decode` targets is commit "
+                      f"{base['commit'][:7]}, measured in the same run."]
+    rss = [w["peers"]["binlake-run"]["peak_rss_mib"] for w in results.get("workloads", {}).values()
+           if "peak_rss_mib" in w["peers"].get("binlake-run", {})]
+    memory = results.get("memory", {})
+    extra = []
+    for name, label in (("big_transaction", "a {rows:,}-row single transaction"),
+                        ("backlog", "a {rows:,}-row backlog of all four")):
+        entry = memory.get(name, {})
+        if "peak_rss_mib" in entry.get("binlake-run", {}):
+            extra.append(f"{label.format(rows=entry['rows'])} at "
+                         f"{entry['binlake-run']['peak_rss_mib']:.0f} MiB")
+    if rss:
+        lines += ["", f"Peak RSS of `binlake run`: {min(rss):.0f}–{max(rss):.0f} MiB on (a)–(d)"
+                      + ("; " + ", ".join(extra) if extra else "") + "."]
+    return "\n".join(lines)
+
+
+def _newest(results_dir: Path) -> Path:
+    found = sorted(results_dir.glob("[0-9]*T[0-9]*.json"))
+    if not found:
+        raise SystemExit(f"no results in {results_dir}; run `python -m bench` first")
+    return found[-1]
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench.report",
+                                     description="print a saved benchmark run")
+    parser.add_argument("results", nargs="?", type=Path,
+                        help="results JSON (default: the newest in bench/results/)")
+    parser.add_argument("--readme", action="store_true",
+                        help="the README's Markdown table and targets instead of the text tables")
+    args = parser.parse_args(argv)
+    path = args.results or _newest(Path(__file__).resolve().parent / "results")
+    results = json.loads(path.read_text())
+    print(readme(results) if args.readme else render(results))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

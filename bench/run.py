@@ -4,14 +4,19 @@ Order (each step only appends to the binlog, so what a step measures is exactly 
 
 1. start the server (ROW, FULL metadata, CRC32, annotate events on), a ``bench`` replication user;
 2. for each workload (a)–(d): ``FLUSH BINARY LOGS``, load it, then ``repeats`` rounds of every
-   peer reading from the workload's first binlog file to the end of binlog;
-3. memory: binlake decode and land of the whole backlog (a)–(d) from the first file, then of a
-   single 2M-row transaction;
+   peer reading from the workload's first binlog file to the end of binlog (the Python peer,
+   ``mariadb-binlog`` on the files, binlake's wire fetch and decode as components, the real
+   daemon ``binlake run`` into a fresh lake, ``binlake decode`` in both formats on the files —
+   and the same ``binlake decode`` of the ``--baseline-rev`` commit);
+3. memory: ``binlake run`` (and decode only) of the whole backlog (a)–(d) from the first file,
+   then of a single 2M-row transaction;
 4. snapshot: ``binlake snapshot`` of a 2M-row table of workload (a)'s shape beside
    ``mariadb-dump``, with a concurrent writer's commit latency (``bench/snapshot.py``);
 5. semi-sync commit latency with a real MariaDB replica, binlake ACKing on receive, binlake
    ACKing after landing, and no replica (asynchronous, the floor);
-6. the table, and JSON under ``bench/results/``.
+6. the tables, issue 17's targets (PASS/MISS, never an assertion: bench/targets.py), and JSON
+   under ``bench/results/`` (``python -m bench.report --readme`` turns it into the README's
+   table).
 """
 
 from __future__ import annotations
@@ -33,7 +38,7 @@ from typing import Any
 
 from devtools.sandbox import MARIADB, SandboxServer, start_server
 
-from . import profile, report, semisync, snapshot
+from . import baseline, commands, profile, report, semisync, snapshot, targets
 from .measure import MeasureError, Measurement, run_measured
 from .pmr_venv import ensure_pmr_venv, pmr_version
 from .workloads import DATABASE, Workload, big_transaction, standard_workloads
@@ -41,15 +46,11 @@ from .workloads import DATABASE, Workload, big_transaction, standard_workloads
 __all__ = ["BenchOptions", "run"]
 
 BENCH_USER = "bench"
-#: The peers of the throughput table, in display order.
-PEERS = ("pmr", "mariadb-binlog", "binlake-fetch", "binlake-decode", "binlake-land")
-PEER_TITLES = {
-    "pmr": "python-mysql-replication (decode)",
-    "mariadb-binlog": "mariadb-binlog --verbose (C, files)",
-    "binlake-fetch": "binlake fetch only (wire, no decode)",
-    "binlake-decode": "binlake decode (wire)",
-    "binlake-land": "binlake end to end (wire -> Parquet)",
-}
+#: The peers of the throughput table, in display order (titles: report.TITLES).
+PEERS = ("pmr", "mariadb-binlog", "binlake-fetch", "binlake-decode", "binlake-run",
+         "binlake-decode-text", "binlake-decode-open-protocol", "baseline-decode-text",
+         "baseline-decode-open-protocol")
+_DECODE_FORMATS = {"decode-text": "text", "decode-open-protocol": "open-protocol"}
 SERVER_ARGS = (
     "--binlog-annotate-row-events=ON",
     "--binlog-row-image=FULL",
@@ -73,6 +74,10 @@ class BenchOptions:
     #: How long the writer runs alone, for the latency figure without a snapshot.
     snapshot_writer_seconds: float = 10.0
     profile: bool = False
+    #: The commit whose ``binlake decode`` is measured beside the checkout's (None: skip).
+    baseline_rev: str | None = None
+    #: Rows of the single-transaction memory workload (None: 2M × scale).
+    big_rows: int | None = None
     #: A peer whose run took longer than this gets no further rounds (its median is over the
     #: rounds it had); keeps a full run bounded when something is pathologically slow.
     repeat_budget_seconds: float = 60.0
@@ -92,6 +97,9 @@ class Bench:
         self.password = secrets.token_hex(12)
         self.pmr_python = ensure_pmr_venv(install=options.install_pmr)
         self.env = dict(os.environ, BENCH_PASSWORD=self.password)
+        self.tree = commands.Tree(Path(__file__).resolve().parent.parent)
+        self.baseline: commands.Tree | None = None
+        self.target = commands.DaemonTarget(server.port, BENCH_USER, self.password, DATABASE)
 
     def log(self, message: str) -> None:
         print(f"[bench {time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
@@ -129,16 +137,13 @@ class Bench:
 
     # --- peers ------------------------------------------------------------------------------
 
-    def _binlake_argv(self, mode: str, first: str, lake: Path | None = None) -> list[str]:
-        argv = [sys.executable, "-m", "bench.binlake_reader", mode, "--port",
+    def _binlake_argv(self, mode: str, first: str) -> list[str]:
+        return [sys.executable, "-m", "bench.binlake_reader", mode, "--port",
                 str(self.server.port), "--user", BENCH_USER, "--server-id",
                 str(next(_server_ids)), "--file", first]
-        if lake is not None:
-            argv += ["--lake", os.fspath(lake)]
-        return argv
 
-    def measure_peer(self, peer: str, first: str) -> Measurement | None:
-        """One run of ``peer`` over the binlog from ``first`` to the end."""
+    def measure_peer(self, peer: str, first: str, rows: int) -> Measurement | None:
+        """One run of ``peer`` over the binlog from ``first`` to the end (``rows`` logged)."""
         if peer == "pmr":
             if self.pmr_python is None:
                 return None
@@ -150,18 +155,21 @@ class Bench:
             argv = ["mariadb-binlog", "--no-defaults", "--verbose",
                     "--base64-output=decode-rows", *self.binlog_paths(first)]
             return run_measured(argv, stdout_to_devnull=True)
-        mode = peer.removeprefix("binlake-")
-        lake = None
-        if mode == "land":
-            lake = Path(tempfile.mkdtemp(prefix="lake-", dir=self.work_dir))
-        try:
-            measurement = run_measured(self._binlake_argv(mode, first, lake), env=self.env)
-            if lake is not None:
-                measurement.report["lake_bytes"] = _tree_size(lake)
-            return measurement
-        finally:
-            if lake is not None:
-                shutil.rmtree(lake, ignore_errors=True)
+        origin, _, mode = peer.partition("-")
+        if mode in _DECODE_FORMATS:
+            tree = self.tree if origin == "binlake" else self.baseline
+            if tree is None:
+                return None
+            return commands.measure_decode(tree, self.env, _DECODE_FORMATS[mode],
+                                           self.binlog_paths(first))
+        if mode == "run":
+            lake = Path(tempfile.mkdtemp(prefix="lake-", dir=self.work_dir)) / "lake"
+            try:
+                return commands.measure_run(self.tree, self.env, self.target, first, lake,
+                                            next(_server_ids), rows)
+            finally:
+                shutil.rmtree(lake.parent, ignore_errors=True)
+        return run_measured(self._binlake_argv(mode, first), env=self.env)
 
     def throughput(self, workload: Workload, first: str) -> dict[str, Any]:
         runs: dict[str, list[Measurement]] = {peer: [] for peer in PEERS}
@@ -171,7 +179,7 @@ class Bench:
                 if peer in errors:
                     continue
                 try:
-                    measurement = self.measure_peer(peer, first)
+                    measurement = self.measure_peer(peer, first, workload.rows)
                 except MeasureError as exc:
                     errors[peer] = str(exc)
                     self.log(f"{workload.name}: {peer} failed: {exc}")
@@ -192,8 +200,10 @@ class Bench:
                                            "a run exceeded the repeat budget")
             elif peer in errors:
                 peers[peer] = {"error": errors[peer]}
-            else:
+            elif peer == "pmr":
                 peers[peer] = {"skipped": "python-mysql-replication venv unavailable"}
+            else:
+                peers[peer] = {"skipped": "no --baseline-rev"}
         return {"rows": workload.rows, "description": workload.description,
                 "binlog_bytes": self.binlog_bytes(first), "peers": peers}
 
@@ -204,7 +214,7 @@ class Bench:
         for mode in modes:
             peer = f"binlake-{mode}"
             try:
-                measurement = self.measure_peer(peer, first)
+                measurement = self.measure_peer(peer, first, rows)
             except MeasureError as exc:
                 out[peer] = {"error": str(exc)}
                 continue
@@ -264,10 +274,6 @@ def _source_state() -> dict[str, Any]:
                                "sinks").splitlines()}
 
 
-def _tree_size(path: Path) -> int:
-    return sum(f.stat().st_size for f in path.rglob("*") if f.is_file())
-
-
 def run(options: BenchOptions) -> dict[str, Any]:
     stamp = time.strftime("%Y%m%dT%H%M%S")
     options.results_dir.mkdir(parents=True, exist_ok=True)
@@ -278,6 +284,8 @@ def run(options: BenchOptions) -> dict[str, Any]:
                     "smoke": options.smoke},
         "machine": {"python": platform.python_version(), "platform": platform.platform(),
                     "cpus": os.cpu_count(), "loadavg_at_start": os.getloadavg()},
+        "units": {"seconds": "Python component peers: connect to end of stream; every other "
+                             "peer: process wall time, start-up included"},
         "source": _source_state(),
     }
     server = start_server("/", kind=MARIADB, extra_args=SERVER_ARGS)
@@ -286,6 +294,10 @@ def run(options: BenchOptions) -> dict[str, Any]:
         bench.prepare()
         results["server"] = {"version": server.version(), "args": list(SERVER_ARGS)}
         results["peers"] = {"pmr": pmr_version(), "python": sys.executable}
+        if options.baseline_rev:
+            bench.baseline, results["baseline"] = baseline.prepare(options.baseline_rev,
+                                                                   work_dir)
+            bench.log(f"baseline {results['baseline']}")
         bench.log(f"server {results['server']['version']} on port {server.port}; "
                   f"python-mysql-replication {results['peers']['pmr'] or 'unavailable'}")
 
@@ -307,14 +319,14 @@ def run(options: BenchOptions) -> dict[str, Any]:
             memory: dict[str, Any] = {}
             backlog_rows = sum(w["rows"] for w in workloads.values())
             memory["backlog"] = bench.memory("backlog", firsts["a_bulk_insert"], backlog_rows,
-                                             ("decode", "land"))
-            big = big_transaction(options.scale)
+                                             ("decode", "run"))
+            big = big_transaction(options.scale, options.big_rows)
             server.sql("FLUSH BINARY LOGS")
             first = bench.current_file()
             load_seconds = bench.load(big)
             bench.log(f"big transaction: {big.rows} rows loaded in {load_seconds:.1f} s")
             memory["big_transaction"] = bench.memory("big transaction", first, big.rows,
-                                                     ("decode", "land"))
+                                                     ("decode", "run"))
             results["memory"] = memory
 
         if options.snapshot:
@@ -329,6 +341,8 @@ def run(options: BenchOptions) -> dict[str, Any]:
         server.cleanup()
         shutil.rmtree(work_dir, ignore_errors=True)
 
+    results["machine"]["loadavg_at_end"] = os.getloadavg()
+    results["targets"] = targets.evaluate(results)
     path = options.results_dir / f"{stamp}.json"
     path.write_text(json.dumps(results, indent=2) + "\n")
     results["json_path"] = os.fspath(path)

@@ -7,12 +7,13 @@ cells are NULL, as in real tables.
 
 Workloads (sizes at ``--scale 1``):
 
-``a_bulk_insert``   200k rows of the 8-column mixed table in 1000-row INSERTs
-``b_single_row``    the same rows, one autocommit INSERT (= one transaction) each
-``c_update``        UPDATEs of those 200k rows, 1000 per statement, full before/after images
+``a_bulk_insert``   600k rows of the 8-column mixed table in 1000-row INSERTs (issue 17's (a))
+``b_single_row``    the first 200k of those rows, one autocommit INSERT (= one transaction) each
+``c_update``        UPDATEs of (a)'s first 200k rows, 1000 per statement, full before/after
+                    images
 ``d_wide``          50k rows of a 50-column table in 500-row INSERTs
 ``big_transaction`` 2M rows in ONE transaction (INSERT … SELECT from the sequence engine), for
-                    the memory figure
+                    the memory figure (``$BINLAKE_BENCH_BIG_ROWS`` sets another size)
 """
 
 from __future__ import annotations
@@ -137,15 +138,16 @@ def _wide_rows(seed: int, count: int) -> Iterator[str]:
 
 
 def standard_workloads(scale: float, seed: int) -> list[Workload]:
-    """Workloads (a)–(d) at ``scale`` (1.0: 200k rows, 200k, 200k updates, 50k wide rows)."""
+    """Workloads (a)–(d) at ``scale`` (1.0: 600k rows, 200k, 200k updates, 50k wide rows)."""
     n = max(10, int(200_000 * scale))
+    n_a = 3 * n
     n_wide = max(10, int(50_000 * scale))
-    mixed = list(mixed_rows(seed, n))  # (a) and (b) log the very same rows
+    mixed = list(mixed_rows(seed, n_a))  # (b) logs the first n of (a)'s rows
     a = tuple(
         f"INSERT INTO {DATABASE}.mixed VALUES {','.join(chunk)};"
         for chunk in _chunks(iter(mixed), 1000)
     )
-    b = tuple(f"INSERT INTO {DATABASE}.mixed_b VALUES {row};" for row in mixed)
+    b = tuple(f"INSERT INTO {DATABASE}.mixed_b VALUES {row};" for row in mixed[:n])
     c = tuple(
         f"UPDATE {DATABASE}.mixed SET big = IFNULL(big, 0) DIV 2 + 1, "
         f"amount = IFNULL(amount, 0) / 2 + 0.01, ratio = IFNULL(ratio, 0) * 0.5 + 1, "
@@ -159,20 +161,21 @@ def standard_workloads(scale: float, seed: int) -> list[Workload]:
         for chunk in _chunks(_wide_rows(seed, n_wide), 500)
     )
     return [
-        Workload("a_bulk_insert", f"{n} rows, 8 mixed columns, 1000-row INSERTs",
-                 f"CREATE TABLE {DATABASE}.mixed ({MIXED_COLUMNS}) ENGINE=InnoDB;", n, a),
-        Workload("b_single_row", f"{n} rows as 1-row transactions",
+        Workload("a_bulk_insert", f"(a) {n_a:,} rows, 8 mixed columns, 1000-row INSERTs",
+                 f"CREATE TABLE {DATABASE}.mixed ({MIXED_COLUMNS}) ENGINE=InnoDB;", n_a, a),
+        Workload("b_single_row", f"(b) {n:,} one-row transactions",
                  f"CREATE TABLE {DATABASE}.mixed_b ({MIXED_COLUMNS}) ENGINE=InnoDB;", n, b),
-        Workload("c_update", f"{n} rows UPDATEd, 1000 per statement, full before/after images",
+        Workload("c_update", f"(c) {n:,} rows UPDATEd, 1000 per statement, full before/after images",
                  "", n, c),
-        Workload("d_wide", f"{n_wide} rows of a {WIDE_COLUMN_COUNT}-column table, "
+        Workload("d_wide", f"(d) {n_wide:,} rows of a {WIDE_COLUMN_COUNT}-column table, "
                  "500-row INSERTs", _wide_setup(), n_wide, d),
     ]
 
 
-def big_transaction(scale: float) -> Workload:
-    """2M rows (at scale 1) of the mixed table in one INSERT … SELECT: one transaction."""
-    n = max(10, int(2_000_000 * scale))
+def big_transaction(scale: float, rows: int | None = None) -> Workload:
+    """2M rows (at scale 1; ``rows`` if given) of the mixed table in one INSERT … SELECT: one
+    transaction."""
+    n = rows if rows is not None else max(10, int(2_000_000 * scale))
     select = (
         "SELECT seq, seq * 7919, CONCAT('name-', seq), (seq MOD 1000000) / 100, "
         "TIMESTAMP'2024-01-01 00:00:00' + INTERVAL seq * 1234 MICROSECOND, seq / 7, "
@@ -180,7 +183,7 @@ def big_transaction(scale: float) -> Workload:
         f"'suspended', 'closed') FROM {DATABASE}.seq_1_to_{n}"
     )
     return Workload(
-        "big_transaction", f"{n} rows in one transaction (INSERT ... SELECT)",
+        "big_transaction", f"{n:,} rows in one transaction (INSERT ... SELECT)",
         f"CREATE TABLE {DATABASE}.big_txn ({MIXED_COLUMNS}) ENGINE=InnoDB;", n,
         (f"INSERT INTO {DATABASE}.big_txn {select};",),
     )

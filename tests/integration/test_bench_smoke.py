@@ -1,7 +1,9 @@
 """The benchmark's CI smoke run: ``python -m bench --smoke`` end to end, so it never rots.
 
-Tiny sizes, one repeat, no thresholds: this checks that every peer runs and agrees on the row
-counts, not how fast anything is (speed targets live in the benchmark, never in tests).
+Tiny sizes, one repeat, no thresholds: this checks that every peer runs (the daemon ``binlake
+run`` into a lake holding exactly the workload's rows, ``binlake decode`` of the checkout and of
+a baseline commit) and that the README table generates, not how fast anything is (speed targets
+live in the benchmark's PASS/MISS table, never in tests).
 """
 
 from __future__ import annotations
@@ -22,29 +24,46 @@ ROOT = Path(__file__).resolve().parents[2]
 def test_bench_smoke(tmp_path: Path) -> None:
     if not os.path.exists("/usr/sbin/mariadbd"):
         pytest.skip("MariaDB is not installed on this machine")
+    # The baseline commit is this checkout's own HEAD: the step (export, build, decode) is what
+    # is checked here, not a speed.
+    baseline = ["--baseline-rev", "HEAD"] if (ROOT / ".git").exists() else []
     result = subprocess.run(
-        [sys.executable, "-m", "bench", "--smoke", "--results-dir", os.fspath(tmp_path)],
+        [sys.executable, "-m", "bench", "--smoke", *baseline, "--results-dir",
+         os.fspath(tmp_path)],
         cwd=ROOT, capture_output=True, text=True, timeout=300,
     )
     assert result.returncode == 0, result.stderr[-4000:]
     (path,) = tmp_path.glob("*.json")
     results = json.loads(path.read_text())
 
-    assert set(results["workloads"]) == {"a_bulk_insert", "b_single_row", "c_update", "d_wide"}
+    # --smoke is scale 0.002: (a) 1,200 rows, (b) and (c) 400, (d) 100.
+    assert {name: w["rows"] for name, w in results["workloads"].items()} == {
+        "a_bulk_insert": 1200, "b_single_row": 400, "c_update": 400, "d_wide": 100}
+    decoders = ["binlake-decode-text", "binlake-decode-open-protocol"]
+    if baseline:
+        assert results["baseline"]["native"] is True
+        decoders += ["baseline-decode-text", "baseline-decode-open-protocol"]
     for name, workload in results["workloads"].items():
         peers = workload["peers"]
-        for peer in ("mariadb-binlog", "binlake-fetch", "binlake-decode", "binlake-land"):
+        for peer in ("mariadb-binlog", "binlake-fetch", "binlake-decode", "binlake-run",
+                     *decoders):
             assert "error" not in peers[peer], (name, peer, peers[peer])
-            assert peers[peer]["rows_per_s"] > 0
-        for peer in ("binlake-decode", "binlake-land"):
+            assert len(peers[peer]["runs"]) == 1, (name, peer)
+        # Decode only counts the rows it decoded; the daemon's are the rows in its lake.
+        for peer in ("binlake-decode", "binlake-run"):
             assert "rows_mismatch" not in peers[peer], (name, peer)
             assert peers[peer]["runs"][0]["rows"] == workload["rows"]
+        assert peers["binlake-run"]["runs"][0]["files"] >= 1
         pmr = peers["pmr"]  # only when its venv is cached: the smoke run installs nothing
         assert "error" not in pmr, (name, pmr)
         if "skipped" not in pmr:
             assert "rows_mismatch" not in pmr and pmr["runs"][0]["rows"] == workload["rows"]
-    for entry in results["memory"].values():
-        assert entry["binlake-land"]["peak_rss_mib"] > 0
+    memory = results["memory"]
+    assert memory["backlog"]["binlake-run"]["runs"][0]["rows"] == 2100
+    assert memory["big_transaction"]["binlake-run"]["runs"][0]["rows"] == 4000
+    verdicts = {t["name"]: t["verdict"] for t in results["targets"]}
+    assert len(verdicts) == 10
+    assert set(verdicts.values()) <= {"PASS", "MISS", "not measured"}
     snap = results["snapshot"]  # binlake snapshot beside mariadb-dump, a writer throughout
     assert "error" not in snap["mariadb-dump"] and "error" not in snap["binlake-snapshot"], snap
     assert snap["binlake-snapshot"]["rows_in_lake"] == snap["rows"] == 4000
@@ -55,4 +74,10 @@ def test_bench_smoke(tmp_path: Path) -> None:
     for config in ("mariadb-replica", "binlake-ack-on-receive", "binlake-ack-after-land"):
         assert semi[config]["commits"] > 0
         assert all(r["no_tx"] == 0 and r["yes_tx"] > 0 for r in semi[config]["rounds"]), config
-    assert "binlake decode" in result.stdout  # the table was printed
+    assert "binlake run (end to end)" in result.stdout  # the tables were printed
+    assert "issue 17 targets" in result.stdout
+
+    readme = subprocess.run([sys.executable, "-m", "bench.report", "--readme", os.fspath(path)],
+                            cwd=ROOT, capture_output=True, text=True, check=True).stdout
+    for workload in results["workloads"].values():
+        assert f"| {workload['description']} |" in readme

@@ -1,0 +1,85 @@
+"""Issue 17's targets, checked against one run's results: PASS, MISS or not measured.
+
+Reported, never asserted: on a shared machine a speed figure is evidence, not a test. Every
+ratio compares two peers measured in the same run on the same binlog, so machine load weighs on
+both sides. Rates are rows / median seconds (see bench/README.md for what each peer's seconds
+include: ``binlake run`` and every ``*decode`` command are process wall time, start-up included).
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Any
+
+__all__ = ["Target", "evaluate"]
+
+#: Peak RSS the daemon landed (a)–(d) with before issue 17 (MiB, the README's 147–157 MB).
+LANDING_RSS_MIB = 157.0
+BIG_TRANSACTION_RSS_MIB = 300.0
+
+
+@dataclass(frozen=True)
+class Target:
+    name: str
+    goal: str  # what the issue asks, in words
+    threshold: float
+    measured: float | None  # the ratio or MiB; None when the run did not measure it
+    higher_is_better: bool = True
+
+    @property
+    def verdict(self) -> str:
+        if self.measured is None:
+            return "not measured"
+        ok = (self.measured >= self.threshold if self.higher_is_better
+              else self.measured <= self.threshold)
+        return "PASS" if ok else "MISS"
+
+
+def _rate(results: dict[str, Any], workload: str, peer: str) -> float | None:
+    entry = results.get("workloads", {}).get(workload, {}).get("peers", {}).get(peer) or {}
+    if "rows_mismatch" in entry or not entry.get("rows_per_s"):
+        return None
+    return float(entry["rows_per_s"])
+
+
+def _ratio(results: dict[str, Any], workload: str, peer: str, reference: str) -> float | None:
+    a, b = _rate(results, workload, peer), _rate(results, workload, reference)
+    return round(a / b, 3) if a and b else None
+
+
+def _rss(entry: dict[str, Any] | None) -> float | None:
+    return float(entry["peak_rss_mib"]) if entry and "peak_rss_mib" in entry else None
+
+
+def evaluate(results: dict[str, Any]) -> list[dict[str, Any]]:
+    """The targets as JSON-ready dicts (name, goal, threshold, measured, verdict)."""
+    found: list[Target] = [
+        Target("run_a_vs_c", "binlake run end to end on (a) >= 0.5x mariadb-binlog --verbose",
+               0.5, _ratio(results, "a_bulk_insert", "binlake-run", "mariadb-binlog")),
+        Target("run_a_vs_peer", "binlake run end to end on (a) >= 10x python-mysql-replication",
+               10.0, _ratio(results, "a_bulk_insert", "binlake-run", "pmr")),
+        Target("run_b_vs_peer", "binlake run on (b) one-row transactions >= 5x the peer",
+               5.0, _ratio(results, "b_single_row", "binlake-run", "pmr")),
+    ]
+    for workload, label in (("a_bulk_insert", "a"), ("c_update", "c"), ("d_wide", "d")):
+        found.append(Target(f"decode_{label}_vs_c",
+                            f"decode only (wire) on ({label}) >= 1x mariadb-binlog --verbose",
+                            1.0, _ratio(results, workload, "binlake-decode", "mariadb-binlog")))
+    for fmt in ("text", "open-protocol"):
+        found.append(Target(
+            f"decode_{fmt.replace('-', '_')}_vs_baseline",
+            f"binlake decode --format {fmt} on (a) >= 3x the baseline commit's",
+            3.0, _ratio(results, "a_bulk_insert", f"binlake-decode-{fmt}",
+                        f"baseline-decode-{fmt}")))
+    landing = [_rss(w.get("peers", {}).get("binlake-run"))
+               for w in results.get("workloads", {}).values()]
+    measured = [r for r in landing if r is not None]
+    found.append(Target("run_rss", f"binlake run peak RSS on (a)-(d) <= {LANDING_RSS_MIB:.0f} "
+                        "MiB (no worse than before issue 17)", LANDING_RSS_MIB,
+                        max(measured) if measured else None, higher_is_better=False))
+    big = results.get("memory", {}).get("big_transaction", {})
+    found.append(Target("run_big_transaction_rss",
+                        f"binlake run peak RSS on the {big.get('rows', 0):,}-row transaction "
+                        f"<= {BIG_TRANSACTION_RSS_MIB:.0f} MiB", BIG_TRANSACTION_RSS_MIB,
+                        _rss(big.get("binlake-run")), higher_is_better=False))
+    return [dict(asdict(t), verdict=t.verdict) for t in found]
