@@ -24,7 +24,8 @@ enum {
     K_DATE = 4,    /* obj1 = values.decode_date (dates Python cannot hold) */
     K_DT2 = 5,     /* a = fsp, obj1 = values.datetime2_invalid */
     K_TS2 = 6,     /* a = fsp, obj1 = the zero TIMESTAMP's InvalidTemporal, obj2 = UTC */
-    K_DEC = 7,     /* a = scale, obj1 = bytes of (nbytes, digits) pairs, obj2 = Decimal */
+    K_DEC = 7,     /* a = scale, c = precision, obj1 = bytes of (nbytes, digits) pairs,
+                      obj2 = Decimal */
     K_ENUM = 8,    /* a = width (1 or 2), obj1 = labels tuple ("" first) or None */
     K_YEAR = 9,
 };
@@ -153,6 +154,51 @@ static uint32_t read_frac(const unsigned char *p, int fsp) {
     return (uint32_t)(p[0] << 16 | p[1] << 8 | p[2]);
 }
 
+/* DATETIME2 at p (its 5 + frac_bytes(fsp) bytes checked by the caller): the packed value less
+ * its 2^39 bias and the microseconds; -1 with ValueError when either is out of range. */
+static int read_dt2(const unsigned char *p, int fsp, int64_t *packed, uint32_t *us) {
+    *packed = (int64_t)be(p, 5) - ((int64_t)1 << 39);
+    *us = read_frac(p + 5, fsp);
+    if (*packed < 0 || *us > 999999) {
+        PyErr_SetString(PyExc_ValueError, "negative or out-of-range DATETIME2");
+        return -1;
+    }
+    return 0;
+}
+
+/* TIMESTAMP2 at p: seconds and microseconds; -1 with ValueError for a fraction over 999999. */
+static int read_ts2(const unsigned char *p, int fsp, uint32_t *secs, uint32_t *us) {
+    *secs = (uint32_t)be(p, 4);
+    *us = read_frac(p + 4, fsp);
+    if (*us > 999999) {
+        PyErr_SetString(PyExc_ValueError, "TIMESTAMP2 fraction out of range");
+        return -1;
+    }
+    return 0;
+}
+
+/* DECIMAL at p (cp->size bytes): the sign and each digit group's value; -1 with ValueError
+ * when a group holds more digits than it may. */
+static int read_dec(const ColPlan *cp, const unsigned char *p, int *neg, uint32_t *groups) {
+    unsigned char raw[40];
+    memcpy(raw, p, (size_t)cp->size);
+    *neg = !(raw[0] & 0x80);
+    if (*neg)
+        for (int i = 0; i < cp->size; i++) raw[i] ^= 0xFF;
+    raw[0] &= 0x7F;
+    int pos = 0;
+    for (int k = 0; k < cp->ngroups; k++) {
+        int nb = cp->groups[k][0];
+        groups[k] = (uint32_t)be(raw + pos, nb);
+        pos += nb;
+        if (groups[k] >= POW10[cp->groups[k][1]]) {
+            PyErr_SetString(PyExc_ValueError, "DECIMAL digit group out of range");
+            return -1;
+        }
+    }
+    return 0;
+}
+
 /* Decode one value of column cp at *offp into a new reference in *out. */
 static int value(const ColPlan *cp, const unsigned char *buf, Py_ssize_t *offp, Py_ssize_t end,
                  PyObject **out) {
@@ -240,13 +286,10 @@ static int value(const ColPlan *cp, const unsigned char *buf, Py_ssize_t *offp, 
     case K_DT2: {
         int fsp = cp->a;
         NEED(5 + frac_bytes(fsp));
-        int64_t packed = (int64_t)be(p, 5) - ((int64_t)1 << 39);
-        uint32_t us = read_frac(p + 5, fsp);
+        int64_t packed;
+        uint32_t us;
+        if (read_dt2(p, fsp, &packed, &us) < 0) return -1;
         off += 5 + frac_bytes(fsp);
-        if (packed < 0 || us > 999999) {
-            PyErr_SetString(PyExc_ValueError, "negative or out-of-range DATETIME2");
-            return -1;
-        }
         int64_t ymd = packed >> 17, ym = ymd >> 5;
         int year = (int)(ym / 13), month = (int)(ym % 13);
         v = PyDateTime_FromDateAndTime(year, month, (int)(ymd & 31), (int)(packed >> 12 & 31),
@@ -261,13 +304,9 @@ static int value(const ColPlan *cp, const unsigned char *buf, Py_ssize_t *offp, 
     case K_TS2: {
         int fsp = cp->a;
         NEED(4 + frac_bytes(fsp));
-        uint32_t secs = (uint32_t)be(p, 4);
-        uint32_t us = read_frac(p + 4, fsp);
+        uint32_t secs, us;
+        if (read_ts2(p, fsp, &secs, &us) < 0) return -1;
         off += 4 + frac_bytes(fsp);
-        if (us > 999999) {
-            PyErr_SetString(PyExc_ValueError, "TIMESTAMP2 fraction out of range");
-            return -1;
-        }
         if (secs == 0 && us == 0) {
             v = Py_NewRef(cp->obj1);
             break;
@@ -283,26 +322,16 @@ static int value(const ColPlan *cp, const unsigned char *buf, Py_ssize_t *offp, 
     }
     case K_DEC: {
         NEED(cp->size);
-        unsigned char raw[40];
-        memcpy(raw, p, (size_t)cp->size);
+        int neg;
+        uint32_t groups[16];
+        if (read_dec(cp, p, &neg, groups) < 0) return -1;
         off += cp->size;
-        int neg = !(raw[0] & 0x80);
-        if (neg)
-            for (int i = 0; i < cp->size; i++) raw[i] ^= 0xFF;
-        raw[0] &= 0x7F;
         char text[96];
-        int len = 0, pos = 0;
+        int len = 0;
         if (neg) text[len++] = '-';
-        for (int k = 0; k < cp->ngroups; k++) {
-            int nb = cp->groups[k][0], digits = cp->groups[k][1];
-            uint32_t g = (uint32_t)be(raw + pos, nb);
-            pos += nb;
-            if (g >= POW10[digits]) {
-                PyErr_SetString(PyExc_ValueError, "DECIMAL digit group out of range");
-                return -1;
-            }
-            len += snprintf(text + len, sizeof(text) - (size_t)len, "%0*u", digits, g);
-        }
+        for (int k = 0; k < cp->ngroups; k++)
+            len += snprintf(text + len, sizeof(text) - (size_t)len, "%0*u", cp->groups[k][1],
+                            groups[k]);
         if (cp->a)
             len += snprintf(text + len, sizeof(text) - (size_t)len, "E-%d", cp->a);
         PyObject *s = PyUnicode_FromStringAndSize(text, len);
@@ -379,20 +408,32 @@ static Plan *plan_of(PyObject *capsule, PyObject *lists) {
     return plan;
 }
 
+/* The (buf, off, end) every decoding entry point starts with, checked. */
+static int event_args(PyObject *const *args, Py_ssize_t nargs, Py_ssize_t want,
+                      const char *usage, const unsigned char **buf, Py_ssize_t *off,
+                      Py_ssize_t *end) {
+    if (nargs != want || !PyBytes_Check(args[0])) {
+        PyErr_SetString(PyExc_TypeError, usage);
+        return -1;
+    }
+    *buf = (const unsigned char *)PyBytes_AS_STRING(args[0]);
+    *off = PyLong_AsSsize_t(args[1]);
+    *end = PyLong_AsSsize_t(args[2]);
+    if (PyErr_Occurred()) return -1;
+    if (*off < 0 || *end > PyBytes_GET_SIZE(args[0]) || *off > *end) {
+        PyErr_SetString(PyExc_ValueError, "offsets outside the event");
+        return -1;
+    }
+    return 0;
+}
+
 /* decode(buf, off, end, before_plan, after_plan, before_lists, after_lists) -> rows */
 static PyObject *decode(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
-    if (nargs != 7 || !PyBytes_Check(args[0])) {
-        PyErr_SetString(PyExc_TypeError, "decode(buf: bytes, off, end, bplan, aplan, bl, al)");
+    const unsigned char *buf;
+    Py_ssize_t off, end;
+    if (event_args(args, nargs, 7, "decode(buf: bytes, off, end, bplan, aplan, bl, al)", &buf,
+                   &off, &end) < 0)
         return NULL;
-    }
-    const unsigned char *buf = (const unsigned char *)PyBytes_AS_STRING(args[0]);
-    Py_ssize_t off = PyLong_AsSsize_t(args[1]);
-    Py_ssize_t end = PyLong_AsSsize_t(args[2]);
-    if (PyErr_Occurred()) return NULL;
-    if (off < 0 || end > PyBytes_GET_SIZE(args[0]) || off > end) {
-        PyErr_SetString(PyExc_ValueError, "offsets outside the event");
-        return NULL;
-    }
     Plan *before = plan_of(args[3], args[5]);
     if (before == NULL && PyErr_Occurred()) return NULL;
     Plan *after = plan_of(args[4], args[6]);
@@ -409,6 +450,558 @@ static PyObject *decode(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
         rows++;
     }
     return PyLong_FromSsize_t(rows);
+}
+
+/* ---- Arrow columns: decode_arrow and concat ------------------------------------------------
+ * decode_arrow runs the same plan over the same bytes with the same checks as decode, but
+ * appends each value to its column's Arrow buffers (validity bitmap, data, and for strings
+ * int32 offsets) instead of a Python object. A column whose value Arrow cannot carry the way
+ * the landing path would land it (a string that is not UTF-8, a zero or invalid date, a text
+ * charset decoded by Python, DECIMAL wider than 38 digits, ENUM without labels) gives None:
+ * the landing path then uses the Python values for that column of that event. The tag of a
+ * chunk names its layout; the sink uses a chunk only when the tag is the one its Arrow type
+ * needs (sinks/parquet/types.native_tag), so the lake's schema cannot change through here. */
+
+enum { L_NONE, L_I1, L_I2, L_I4, L_I8, L_DEC, L_F4, L_F8, L_STR, L_BIN, L_DATE, L_TS };
+static const char *const TAGS[] = {"none", "i1", "i2", "i4", "i8", "dec", "f4", "f8", "str",
+                                   "bin", "date", "ts"};
+static const int WIDTH[] = {0, 1, 2, 4, 8, 16, 4, 8, 0, 0, 4, 8};
+
+typedef struct {
+    char *p;
+    Py_ssize_t len, cap;
+} Buf;
+
+static int buf_grow(Buf *b, Py_ssize_t extra) {
+    if (b->len + extra <= b->cap) return 0;
+    Py_ssize_t cap = b->cap ? b->cap : 64;
+    while (cap < b->len + extra) {
+        if (cap > PY_SSIZE_T_MAX / 2) { PyErr_NoMemory(); return -1; }
+        cap *= 2;
+    }
+    char *p = PyMem_Realloc(b->p, (size_t)cap);
+    if (p == NULL) { PyErr_NoMemory(); return -1; }
+    b->p = p;
+    b->cap = cap;
+    return 0;
+}
+
+static int buf_put(Buf *b, const void *src, Py_ssize_t n) {
+    if (buf_grow(b, n) < 0) return -1;
+    if (n) memcpy(b->p + b->len, src, (size_t)n);
+    b->len += n;
+    return 0;
+}
+
+typedef struct {
+    int layout;   /* L_*, L_NONE once the column fell back */
+    Py_ssize_t rows, nulls;
+    Buf valid, data, offsets;
+} ACol;
+
+static void acol_free(ACol *c) {
+    PyMem_Free(c->valid.p);
+    PyMem_Free(c->data.p);
+    PyMem_Free(c->offsets.p);
+    memset(c, 0, sizeof(*c));
+}
+
+static int layout_of(const ColPlan *cp) {
+    switch (cp->kind) {
+    case K_INT: {
+        static const int s[9] = {0, L_I1, L_I2, L_I4, L_I4, 0, 0, 0, L_I8};
+        static const int u[9] = {0, L_I2, L_I4, L_I4, L_I8, 0, 0, 0, L_DEC};
+        return cp->a >= 1 && cp->a <= 8 ? (cp->b ? u : s)[cp->a] : L_NONE;
+    }
+    case K_FLOAT: return cp->a == 4 ? L_F4 : L_F8;
+    case K_STR: return cp->b == 0 ? L_BIN : cp->b == 1 ? L_STR : L_NONE;
+    case K_DATE: return L_DATE;
+    case K_DT2: case K_TS2: return L_TS;
+    case K_DEC: return cp->c >= 1 && cp->c <= 38 ? L_DEC : L_NONE;
+    case K_ENUM: return cp->obj1 == Py_None ? L_NONE : L_STR;
+    case K_YEAR: return L_I2;
+    }
+    return L_NONE;
+}
+
+/* Append the validity bit of the next row (bitmap allocated at the first NULL). */
+static int put_valid(ACol *c, int valid) {
+    Py_ssize_t i = c->rows;
+    if (!valid && c->valid.p == NULL) {
+        Py_ssize_t need = (i + 8) / 8;
+        if (buf_grow(&c->valid, need) < 0) return -1;
+        memset(c->valid.p, 0xFF, (size_t)need);
+        c->valid.len = need;
+    }
+    if (c->valid.p != NULL) {
+        if (buf_grow(&c->valid, i / 8 + 1 - c->valid.len) < 0) return -1;
+        if (c->valid.len < i / 8 + 1) c->valid.p[c->valid.len++] = 0;
+        unsigned char *byte = (unsigned char *)c->valid.p + i / 8;
+        if (valid) *byte |= (unsigned char)(1u << (i & 7));
+        else *byte &= (unsigned char)~(1u << (i & 7));
+    }
+    if (!valid) c->nulls++;
+    c->rows++;
+    return 0;
+}
+
+static int is_utf8(const unsigned char *s, Py_ssize_t n) {
+    Py_ssize_t i = 0;
+    while (i < n) {
+        unsigned char c = s[i];
+        if (c < 0x80) { i++; continue; }
+        int len;
+        unsigned char lo = 0x80, hi = 0xBF;
+        if (c >= 0xC2 && c <= 0xDF) len = 2;
+        else if (c == 0xE0) { len = 3; lo = 0xA0; }
+        else if (c >= 0xE1 && c <= 0xEC) len = 3;
+        else if (c == 0xED) { len = 3; hi = 0x9F; }
+        else if (c >= 0xEE && c <= 0xEF) len = 3;
+        else if (c == 0xF0) { len = 4; lo = 0x90; }
+        else if (c >= 0xF1 && c <= 0xF3) len = 4;
+        else if (c == 0xF4) { len = 4; hi = 0x8F; }
+        else return 0;
+        if (n - i < len) return 0;
+        if (s[i + 1] < lo || s[i + 1] > hi) return 0;
+        for (int k = 2; k < len; k++)
+            if (s[i + k] < 0x80 || s[i + k] > 0xBF) return 0;
+        i += len;
+    }
+    return 1;
+}
+
+static int64_t days_from_civil(int64_t y, int m, int d) {
+    y -= m <= 2;
+    int64_t era = (y >= 0 ? y : y - 399) / 400;
+    int64_t yoe = y - era * 400;
+    int64_t doy = (153 * (m > 2 ? m - 3 : m + 9) + 2) / 5 + d - 1;
+    int64_t doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    return era * 146097 + doe - 719468;
+}
+
+/* A date Python's datetime.date accepts (else the reference makes an InvalidTemporal). */
+static int valid_date(int64_t y, int m, int d) {
+    static const int mdays[13] = {0, 31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31};
+    if (y < 1 || y > 9999 || m < 1 || m > 12 || d < 1) return 0;
+    int leap = (y % 4 == 0 && y % 100 != 0) || y % 400 == 0;
+    return d <= mdays[m] + (m == 2 && leap);
+}
+
+static int put_str(ACol *c, const void *s, Py_ssize_t n) {
+    if (c->data.len + n > INT32_MAX) { c->layout = L_NONE; return 0; }
+    if (buf_put(&c->data, s, n) < 0) return -1;
+    int32_t end = (int32_t)c->data.len;
+    return buf_put(&c->offsets, &end, 4);
+}
+
+/* Read one value of cp at *offp (the same reads and checks as value()) into column c. */
+static int avalue(const ColPlan *cp, ACol *c, const unsigned char *buf, Py_ssize_t *offp,
+                  Py_ssize_t end) {
+    Py_ssize_t off = *offp;
+    const unsigned char *p = buf + off;
+    unsigned char out[16];
+    int width = 0;  /* bytes of out to append to data (fixed-width layouts) */
+    switch (cp->kind) {
+    case K_INT: {
+        int n = cp->a;
+        NEED(n);
+        uint64_t u = le(p, n);
+        off += n;
+        if (c->layout == L_DEC) {  /* BIGINT UNSIGNED: decimal(20,0) */
+            memset(out, 0, 16);
+            memcpy(out, &u, 8);
+            width = 16;
+        } else {
+            int64_t s = (int64_t)u;
+            if (!cp->b && n < 8) {
+                uint64_t sign = (uint64_t)1 << (n * 8 - 1);
+                s = (int64_t)(u ^ sign) - (int64_t)sign;
+            }
+            width = WIDTH[c->layout];
+            if (width == 1) { int8_t v = (int8_t)s; memcpy(out, &v, 1); }
+            else if (width == 2) { int16_t v = (int16_t)s; memcpy(out, &v, 2); }
+            else if (width == 4) { int32_t v = (int32_t)s; memcpy(out, &v, 4); }
+            else { memcpy(out, &s, 8); }
+        }
+        break;
+    }
+    case K_FLOAT:
+        NEED(cp->a);
+        if (cp->a == 4) {
+            uint32_t bits = (uint32_t)le(p, 4);
+            memcpy(out, &bits, 4);
+            width = 4;
+        } else {
+            uint64_t bits = le(p, 8);
+            memcpy(out, &bits, 8);
+            width = 8;
+        }
+        off += cp->a;
+        break;
+    case K_STR: {
+        NEED(cp->a);
+        uint64_t n = le(p, cp->a);
+        off += cp->a;
+        if (n > (uint64_t)(end - off)) return overrun();
+        const unsigned char *s = buf + off;
+        off += (Py_ssize_t)n;
+        if (c->layout == L_STR) {
+            if (!is_utf8(s, (Py_ssize_t)n)) c->layout = L_NONE;
+            else if (put_str(c, s, (Py_ssize_t)n) < 0) return -1;
+        } else if (c->layout == L_BIN) {
+            if (put_str(c, s, (Py_ssize_t)n) < 0) return -1;
+            if (c->layout == L_BIN && cp->c > 0 && n < (uint64_t)cp->c) {  /* BINARY(n) pad */
+                Py_ssize_t pad = cp->c - (Py_ssize_t)n;
+                if (c->data.len + pad > INT32_MAX) {
+                    c->layout = L_NONE;
+                } else {
+                    if (buf_grow(&c->data, pad) < 0) return -1;
+                    memset(c->data.p + c->data.len, 0, (size_t)pad);
+                    c->data.len += pad;
+                    int32_t e = (int32_t)c->data.len;
+                    memcpy(c->offsets.p + c->offsets.len - 4, &e, 4);
+                }
+            }
+        }
+        break;
+    }
+    case K_DATE: {
+        NEED(3);
+        uint32_t x = (uint32_t)le(p, 3);
+        off += 3;
+        int y = (int)(x >> 9), m = (int)(x >> 5 & 15), d = (int)(x & 31);
+        if (!valid_date(y, m, d)) {
+            c->layout = L_NONE;
+        } else {
+            int32_t days = (int32_t)days_from_civil(y, m, d);
+            memcpy(out, &days, 4);
+            width = 4;
+        }
+        break;
+    }
+    case K_DT2: {
+        int fsp = cp->a;
+        NEED(5 + frac_bytes(fsp));
+        int64_t packed;
+        uint32_t us;
+        if (read_dt2(p, fsp, &packed, &us) < 0) return -1;
+        off += 5 + frac_bytes(fsp);
+        int64_t ymd = packed >> 17, ym = ymd >> 5;
+        int64_t year = ym / 13;
+        int month = (int)(ym % 13), day = (int)(ymd & 31);
+        int hour = (int)(packed >> 12 & 31), minute = (int)(packed >> 6 & 63);
+        int second = (int)(packed & 63);
+        if (!valid_date(year, month, day) || hour > 23 || minute > 59 || second > 59) {
+            c->layout = L_NONE;
+        } else {
+            int64_t v = ((days_from_civil(year, month, day) * 86400 + hour * 3600
+                          + minute * 60 + second) * 1000000) + us;
+            memcpy(out, &v, 8);
+            width = 8;
+        }
+        break;
+    }
+    case K_TS2: {
+        int fsp = cp->a;
+        NEED(4 + frac_bytes(fsp));
+        uint32_t secs, us;
+        if (read_ts2(p, fsp, &secs, &us) < 0) return -1;
+        off += 4 + frac_bytes(fsp);
+        if (secs == 0 && us == 0) {
+            c->layout = L_NONE;  /* the zero TIMESTAMP: NULL, counted by the landing path */
+        } else {
+            int64_t v = (int64_t)secs * 1000000 + us;
+            memcpy(out, &v, 8);
+            width = 8;
+        }
+        break;
+    }
+    case K_DEC: {
+        NEED(cp->size);
+        int neg;
+        uint32_t groups[16];
+        if (read_dec(cp, p, &neg, groups) < 0) return -1;
+        off += cp->size;
+        if (c->layout == L_DEC) {
+            __int128 v = 0;
+            for (int k = 0; k < cp->ngroups; k++) v = v * POW10[cp->groups[k][1]] + groups[k];
+            if (neg) v = -v;
+            memcpy(out, &v, 16);
+            width = 16;
+        }
+        break;
+    }
+    case K_ENUM: {
+        NEED(cp->a);
+        uint32_t x = (uint32_t)le(p, cp->a);
+        off += cp->a;
+        if (cp->obj1 != Py_None) {
+            if ((Py_ssize_t)x >= PyTuple_GET_SIZE(cp->obj1)) {
+                PyErr_SetString(PyExc_ValueError, "ENUM index has no label");
+                return -1;
+            }
+            if (c->layout == L_STR) {
+                Py_ssize_t n;
+                const char *s = PyUnicode_AsUTF8AndSize(PyTuple_GET_ITEM(cp->obj1, x), &n);
+                if (s == NULL) {
+                    PyErr_Clear();
+                    c->layout = L_NONE;
+                } else if (put_str(c, s, n) < 0) {
+                    return -1;
+                }
+            }
+        }
+        break;
+    }
+    case K_YEAR: {
+        NEED(1);
+        int16_t y = (int16_t)(p[0] ? 1900 + p[0] : 0);
+        memcpy(out, &y, 2);
+        width = 2;
+        off += 1;
+        break;
+    }
+    default:
+        PyErr_SetString(PyExc_ValueError, "unknown column kind");
+        return -1;
+    }
+    if (c->layout != L_NONE && width && buf_put(&c->data, out, width) < 0) return -1;
+    *offp = off;
+    return 0;
+}
+
+static int aimage(const Plan *plan, ACol *cols, const unsigned char *buf, Py_ssize_t *offp,
+                  Py_ssize_t end) {
+    Py_ssize_t off = *offp;
+    Py_ssize_t nbytes = (plan->n + 7) / 8;
+    NEED(nbytes);
+    const unsigned char *nulls = buf + off;
+    off += nbytes;
+    for (Py_ssize_t k = 0; k < plan->n; k++) {
+        ACol *c = &cols[k];
+        int null = nulls[k >> 3] >> (k & 7) & 1;
+        if (null) {
+            if (c->layout == L_NONE) continue;
+            int w = WIDTH[c->layout];
+            if (w) {
+                if (buf_grow(&c->data, w) < 0) return -1;
+                memset(c->data.p + c->data.len, 0, (size_t)w);
+                c->data.len += w;
+            } else {
+                int32_t e = (int32_t)c->data.len;
+                if (buf_put(&c->offsets, &e, 4) < 0) return -1;
+            }
+        } else if (avalue(&plan->cols[k], c, buf, &off, end) < 0) {
+            return -1;
+        }
+        if (c->layout != L_NONE && put_valid(c, !null) < 0) return -1;
+    }
+    *offp = off;
+    return 0;
+}
+
+static PyObject *bytes_of(Buf *b) {
+    return PyBytes_FromStringAndSize(b->p ? b->p : "", b->len);
+}
+
+/* (tag, nulls, validity bytes | None, data bytes, offsets bytes | None), or None (fallback). */
+static PyObject *chunk_of(ACol *c) {
+    if (c->layout == L_NONE) Py_RETURN_NONE;
+    PyObject *valid = c->valid.p ? bytes_of(&c->valid) : Py_NewRef(Py_None);
+    PyObject *data = bytes_of(&c->data);
+    PyObject *offsets = WIDTH[c->layout] ? Py_NewRef(Py_None) : bytes_of(&c->offsets);
+    PyObject *out = NULL;
+    if (valid && data && offsets)
+        out = Py_BuildValue("(snOOO)", TAGS[c->layout], c->nulls, valid, data, offsets);
+    Py_XDECREF(valid);
+    Py_XDECREF(data);
+    Py_XDECREF(offsets);
+    return out;
+}
+
+static void acols_free(const Plan *plan, ACol *cols) {
+    if (cols == NULL) return;
+    for (Py_ssize_t k = 0; k < plan->n; k++) acol_free(&cols[k]);
+    PyMem_Free(cols);
+}
+
+static ACol *acols_new(const Plan *plan) {
+    ACol *cols = PyMem_Calloc((size_t)plan->n + 1, sizeof(ACol));
+    if (cols == NULL) { PyErr_NoMemory(); return NULL; }
+    for (Py_ssize_t k = 0; k < plan->n; k++) {
+        cols[k].layout = layout_of(&plan->cols[k]);
+        if (cols[k].layout != L_NONE && !WIDTH[cols[k].layout]) {
+            int32_t zero = 0;
+            if (buf_put(&cols[k].offsets, &zero, 4) < 0) {
+                acols_free(plan, cols);
+                return NULL;
+            }
+        }
+    }
+    return cols;
+}
+
+static PyObject *chunks_of(const Plan *plan, ACol *cols) {
+    if (plan == NULL) Py_RETURN_NONE;
+    PyObject *t = PyTuple_New(plan->n);
+    if (t == NULL) return NULL;
+    for (Py_ssize_t k = 0; k < plan->n; k++) {
+        PyObject *c = chunk_of(&cols[k]);
+        if (c == NULL) { Py_DECREF(t); return NULL; }
+        PyTuple_SET_ITEM(t, k, c);
+    }
+    return t;
+}
+
+static Plan *plan_only(PyObject *capsule) {
+    if (capsule == Py_None) return NULL;
+    return (Plan *)PyCapsule_GetPointer(capsule, CAPSULE);
+}
+
+/* decode_arrow(buf, off, end, before_plan, after_plan) -> (rows, before_chunks, after_chunks)
+ * Bad bytes raise ValueError exactly where decode() would. */
+static PyObject *decode_arrow(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    const unsigned char *buf;
+    Py_ssize_t off, end;
+    if (event_args(args, nargs, 5, "decode_arrow(buf: bytes, off, end, bplan, aplan)", &buf,
+                   &off, &end) < 0)
+        return NULL;
+    Plan *before = plan_only(args[3]);
+    if (before == NULL && PyErr_Occurred()) return NULL;
+    Plan *after = plan_only(args[4]);
+    if (after == NULL && PyErr_Occurred()) return NULL;
+    ACol *bcols = NULL, *acols = NULL;
+    PyObject *result = NULL, *bt = NULL, *at = NULL;
+    if (before != NULL && (bcols = acols_new(before)) == NULL) goto done;
+    if (after != NULL && (acols = acols_new(after)) == NULL) goto done;
+    Py_ssize_t rows = 0;
+    while (off < end) {
+        Py_ssize_t start = off;
+        if (before != NULL && aimage(before, bcols, buf, &off, end) < 0) goto done;
+        if (after != NULL && aimage(after, acols, buf, &off, end) < 0) goto done;
+        if (off == start) {
+            PyErr_SetString(PyExc_ValueError, "row image holds no bytes");
+            goto done;
+        }
+        rows++;
+    }
+    bt = chunks_of(before, bcols);
+    at = chunks_of(after, acols);
+    if (bt && at) result = Py_BuildValue("(nOO)", rows, bt, at);
+done:
+    Py_XDECREF(bt);
+    Py_XDECREF(at);
+    if (before) acols_free(before, bcols);
+    if (after) acols_free(after, acols);
+    return result;
+}
+
+/* concat(tag, segments) -> (rows, nulls, validity | None, data, offsets | None)
+ * segments: a sequence of (chunk | None, rows); None is that many NULLs (a column absent from
+ * an image, or the rows of a batch with no before image). Chunks must carry ``tag`` (the caller
+ * checks); a string column over 2 GiB raises OverflowError (the caller then takes the Python
+ * path, which splits it as today). */
+static PyObject *concat(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 2 || !PyUnicode_Check(args[0])) {
+        PyErr_SetString(PyExc_TypeError, "concat(tag: str, segments)");
+        return NULL;
+    }
+    const char *tag = PyUnicode_AsUTF8(args[0]);
+    if (tag == NULL) return NULL;
+    int layout = L_NONE;
+    for (int i = 1; i <= L_TS; i++)
+        if (strcmp(tag, TAGS[i]) == 0) layout = i;
+    if (layout == L_NONE) {
+        PyErr_SetString(PyExc_ValueError, "unknown layout tag");
+        return NULL;
+    }
+    PyObject *seq = PySequence_Fast(args[1], "segments must be a sequence");
+    if (seq == NULL) return NULL;
+    Py_ssize_t nseg = PySequence_Fast_GET_SIZE(seq);
+    PyObject **items = PySequence_Fast_ITEMS(seq);
+    int w = WIDTH[layout];
+    Py_ssize_t rows = 0, nulls = 0, databytes = 0;
+    for (Py_ssize_t i = 0; i < nseg; i++) {
+        PyObject *seg = items[i], *chunk;
+        Py_ssize_t n;
+        if (!PyTuple_Check(seg) || PyTuple_GET_SIZE(seg) != 2) goto bad;
+        chunk = PyTuple_GET_ITEM(seg, 0);
+        n = PyLong_AsSsize_t(PyTuple_GET_ITEM(seg, 1));
+        if (n < 0) goto bad;
+        if (chunk == Py_None) {
+            nulls += n;
+            databytes += w * n;
+        } else {
+            if (!PyTuple_Check(chunk) || PyTuple_GET_SIZE(chunk) != 5
+                || !PyBytes_Check(PyTuple_GET_ITEM(chunk, 3))) goto bad;
+            PyObject *o = PyTuple_GET_ITEM(chunk, 4);
+            PyObject *v = PyTuple_GET_ITEM(chunk, 2);
+            Py_ssize_t dl = PyBytes_GET_SIZE(PyTuple_GET_ITEM(chunk, 3));
+            if (w ? dl != w * n : (!PyBytes_Check(o) || PyBytes_GET_SIZE(o) != 4 * (n + 1)))
+                goto bad;
+            if (v != Py_None && (!PyBytes_Check(v) || PyBytes_GET_SIZE(v) < (n + 7) / 8))
+                goto bad;
+            nulls += PyLong_AsSsize_t(PyTuple_GET_ITEM(chunk, 1));
+            databytes += dl;
+        }
+        rows += n;
+    }
+    if (PyErr_Occurred()) goto fail;
+    if (!w && databytes > INT32_MAX) {
+        PyErr_SetString(PyExc_OverflowError, "string column over 2 GiB");
+        goto fail;
+    }
+    PyObject *data = PyBytes_FromStringAndSize(NULL, databytes);
+    PyObject *offsets = w ? Py_NewRef(Py_None) : PyBytes_FromStringAndSize(NULL, 4 * (rows + 1));
+    PyObject *valid = nulls ? PyBytes_FromStringAndSize(NULL, (rows + 7) / 8) : Py_NewRef(Py_None);
+    if (data == NULL || offsets == NULL || valid == NULL) {
+        Py_XDECREF(data); Py_XDECREF(offsets); Py_XDECREF(valid);
+        goto fail;
+    }
+    char *dp = PyBytes_AS_STRING(data);
+    int32_t *op = w ? NULL : (int32_t *)PyBytes_AS_STRING(offsets);
+    unsigned char *vp = nulls ? (unsigned char *)PyBytes_AS_STRING(valid) : NULL;
+    if (vp) memset(vp, 0, (size_t)(rows + 7) / 8);
+    Py_ssize_t row = 0, pos = 0;
+    if (op) op[0] = 0;
+    for (Py_ssize_t i = 0; i < nseg; i++) {
+        PyObject *chunk = PyTuple_GET_ITEM(items[i], 0);
+        Py_ssize_t n = PyLong_AsSsize_t(PyTuple_GET_ITEM(items[i], 1));
+        if (chunk == Py_None) {
+            if (w) { memset(dp + pos, 0, (size_t)(w * n)); pos += w * n; }
+            else for (Py_ssize_t r = 0; r < n; r++) op[row + r + 1] = (int32_t)pos;
+            row += n;
+            continue;
+        }
+        PyObject *d = PyTuple_GET_ITEM(chunk, 3), *v = PyTuple_GET_ITEM(chunk, 2);
+        Py_ssize_t dl = PyBytes_GET_SIZE(d);
+        memcpy(dp + pos, PyBytes_AS_STRING(d), (size_t)dl);
+        if (op) {
+            const char *src = PyBytes_AS_STRING(PyTuple_GET_ITEM(chunk, 4));
+            for (Py_ssize_t r = 1; r <= n; r++) {
+                int32_t e;
+                memcpy(&e, src + 4 * r, 4);
+                op[row + r] = (int32_t)pos + e;
+            }
+        }
+        if (vp) {
+            const unsigned char *sv = v == Py_None ? NULL
+                                      : (const unsigned char *)PyBytes_AS_STRING(v);
+            for (Py_ssize_t r = 0; r < n; r++)
+                if (sv == NULL || (sv[r >> 3] >> (r & 7) & 1))
+                    vp[(row + r) >> 3] |= (unsigned char)(1u << ((row + r) & 7));
+        }
+        pos += dl;
+        row += n;
+    }
+    Py_DECREF(seq);
+    PyObject *res = Py_BuildValue("(nnNNN)", rows, nulls, valid, data, offsets);
+    return res;
+bad:
+    if (!PyErr_Occurred()) PyErr_SetString(PyExc_ValueError, "malformed concat segment");
+fail:
+    Py_DECREF(seq);
+    return NULL;
 }
 
 /* text_row(data: bytes, binary: tuple[bool, ...]) -> tuple | None
@@ -467,6 +1060,10 @@ static PyMethodDef methods[] = {
     {"plan", (PyCFunction)make_plan, METH_O, "Compile a column plan (a tuple of specs)."},
     {"decode", (PyCFunction)(void (*)(void))decode, METH_FASTCALL,
      "Decode a rows event's images into per-column lists; returns the row count."},
+    {"decode_arrow", (PyCFunction)(void (*)(void))decode_arrow, METH_FASTCALL,
+     "Decode a rows event's images into per-column Arrow buffers (see native.py)."},
+    {"concat", (PyCFunction)(void (*)(void))concat, METH_FASTCALL,
+     "Concatenate Arrow column chunks (and runs of NULLs) into one column's buffers."},
     {"text_row", (PyCFunction)(void (*)(void))text_row, METH_FASTCALL,
      "Parse one text-protocol row; None when malformed (the Python parser then raises)."},
     {NULL, NULL, 0, NULL},

@@ -150,6 +150,11 @@ class RowsEvent:
     before: tuple[list[Any], ...] | None
     after: tuple[list[Any], ...] | None
     extra: bytes = b""  # ROWS v2 extra-info bytes (MySQL NDB/partition info), verbatim
+    #: With a stream decoding for Arrow (``EventStream(arrow=True)``): the images' columns in
+    #: Arrow's layout, (before chunks, after chunks) in the order of ``before_columns`` /
+    #: ``after_columns`` (see ``native.decode_arrow``); ``before``/``after`` then decode their
+    #: Python values only when asked (``rows.LazyImage``). None otherwise.
+    arrow: tuple[Any, Any] | None = None
 
     def rows_after(self) -> list[dict[str, Any]]:
         """Convenience (slow path, for tests and tools): the after images as dicts by name."""

@@ -9,6 +9,16 @@ temporal types, MySQL partial updates) keeps the Python decoder, which stays the
 ``tests/unit/test_native_rows.py`` runs both over random and corrupted rows and requires the
 same values and the same typed errors.
 
+For the Parquet landing path it also decodes an image straight into Arrow buffers
+(:func:`decode_arrow`, :func:`concat`): per column a *chunk* ``(tag, nulls, validity, data,
+offsets)`` — the validity bitmap (None: no NULL), the values in Arrow's layout (integers of the
+landed width, DECIMAL <= 38 digits and BIGINT UNSIGNED as 128-bit scaled integers, FLOAT/DOUBLE
+as stored, DATE as days and DATETIME2/TIMESTAMP2 as epoch microseconds, strings and ENUM labels
+as int32 offsets + UTF-8 bytes) — or None where the landing path must use the Python values for
+that column of that event (a string that is not UTF-8, a zero or invalid date, a charset Python
+decodes, DECIMAL wider than 38 digits, ENUM without labels). ``tag`` names the layout: ``i1``,
+``i2``, ``i4``, ``i8``, ``dec``, ``f4``, ``f8``, ``str``, ``bin``, ``date``, ``ts``.
+
 ``BINLAKE_NATIVE=0`` forces the Python reference. When the extension is not built (no compiler
 when binlake was installed), :func:`warn_once` says so once, and decoding is the same, slower.
 """
@@ -20,8 +30,8 @@ import os
 from collections.abc import Callable
 from typing import Any
 
-__all__ = ["AVAILABLE", "ENABLED", "UNAVAILABLE_REASON", "plan", "decode", "text_row",
-           "warn_once"]
+__all__ = ["AVAILABLE", "ENABLED", "UNAVAILABLE_REASON", "plan", "decode", "decode_arrow",
+           "concat", "text_row", "warn_once"]
 
 _module: Any = None
 UNAVAILABLE_REASON = ""
@@ -69,3 +79,23 @@ def decode(buf: bytes, off: int, end: int, before: object, after: object,
     ValueError (rows.decode_rows_event makes it a RowDecodeError)."""
     count: int = _module.decode(buf, off, end, before, after, before_lists, after_lists)
     return count
+
+
+Chunk = tuple[str, int, bytes | None, bytes, bytes | None]
+"""One column of one image of one event in Arrow's layout (see the module docstring)."""
+
+
+def decode_arrow(buf: bytes, off: int, end: int, before: object, after: object
+                 ) -> tuple[int, tuple[Chunk | None, ...] | None, tuple[Chunk | None, ...] | None]:
+    """Decode every row of the event into Arrow chunks: (rows, before chunks, after chunks).
+    Bad bytes raise ValueError wherever :func:`decode` would (the same reads and checks)."""
+    result: tuple[int, Any, Any] = _module.decode_arrow(buf, off, end, before, after)
+    return result
+
+
+def concat(tag: str, segments: list[tuple[Chunk | None, int]]
+           ) -> tuple[int, int, bytes | None, bytes, bytes | None]:
+    """One column's buffers (rows, nulls, validity, data, offsets) from chunks of ``tag`` and
+    runs of NULLs (``(None, rows)``), copied once. OverflowError: strings over 2 GiB."""
+    result: tuple[int, int, bytes | None, bytes, bytes | None] = _module.concat(tag, segments)
+    return result

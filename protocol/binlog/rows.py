@@ -728,7 +728,7 @@ def native_spec(col: Column) -> tuple[Any, ...] | None:
         except ValueError:
             return None
         groups = bytes(x for pair in _values.decimal_groups(precision, scale) for x in pair)
-        return (_native.K_DEC, scale, 0, 0, groups, Decimal)
+        return (_native.K_DEC, scale, 0, precision, groups, Decimal)
     if t == FieldType.ENUM and (col.length or 1) in (1, 2):
         labels = None if col.enum_values is None else ("",) + tuple(col.enum_values)
         return (_native.K_ENUM, col.length or 1, 0, 0, labels, None)
@@ -753,10 +753,13 @@ class DecoderCache:
     frozen TableMapEvent.
     """
 
-    __slots__ = ("size", "built", "_by_definition", "_by_identity")
+    __slots__ = ("size", "built", "arrow", "_by_definition", "_by_identity")
 
-    def __init__(self, size: int = DECODER_CACHE_SIZE) -> None:
+    def __init__(self, size: int = DECODER_CACHE_SIZE, arrow: bool = False) -> None:
         self.size = size
+        #: Decode images the native decoder covers into Arrow chunks (``RowsEvent.arrow``),
+        #: their Python values only on demand: for the Parquet landing path.
+        self.arrow = arrow
         self.built = 0  # decoders generated so far (what the cache saves is visible in tests)
         self._by_definition: OrderedDict[tuple[str, str, tuple[Column, ...]], TableDecoder] = \
             OrderedDict()
@@ -787,6 +790,63 @@ class DecoderCache:
             del self._by_identity[next(iter(self._by_identity))]  # oldest first
         self._by_identity[id(columns)] = (columns, table.schema, table.table, decoder)
         return decoder
+
+
+class _LazyLists:
+    """The Python values of a rows event decoded into Arrow chunks, decoded from the event's
+    bytes the first time anything asks (a key-changing UPDATE, a column the chunks could not
+    carry, a snapshot's reconciliation). The Arrow pass already ran the same checks over the
+    same bytes, so this decoding does not fail."""
+
+    __slots__ = ("_args", "_lists")
+
+    def __init__(self, buf: bytes, off: int, plans: tuple[object, object],
+                 widths: tuple[int | None, int | None]) -> None:
+        self._args: tuple[Any, ...] | None = (buf, off, plans, widths)
+        self._lists: tuple[Any, Any] = (None, None)
+
+    def lists(self, which: int) -> tuple[list[Any], ...]:
+        if self._args is not None:
+            buf, off, plans, widths = self._args
+            before: tuple[list[Any], ...] | None = (
+                tuple([[] for _ in range(widths[0])]) if widths[0] is not None else None)
+            after: tuple[list[Any], ...] | None = tuple([[] for _ in range(widths[1])]) if widths[1] is not None else None
+            _native.decode(buf, off, len(buf), plans[0], plans[1], before, after)
+            self._lists = (before, after)
+            self._args = None
+        lists: tuple[list[Any], ...] = self._lists[which]
+        return lists
+
+
+class LazyImage:
+    """``RowsEvent.before``/``after`` of an event decoded for Arrow: reads like the tuple of
+    per-column lists it stands for (index, iterate, ``len``, ``==``), decoding on first use."""
+
+    __slots__ = ("_lazy", "_which", "_width")
+
+    def __init__(self, lazy: _LazyLists, which: int, width: int) -> None:
+        self._lazy = lazy
+        self._which = which
+        self._width = width
+
+    def __len__(self) -> int:
+        return self._width
+
+    def __getitem__(self, index: Any) -> Any:
+        return self._lazy.lists(self._which)[index]
+
+    def __iter__(self) -> Any:
+        return iter(self._lazy.lists(self._which))
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, LazyImage | tuple):
+            return tuple(self) == tuple(other)
+        return NotImplemented
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return repr(self._lazy.lists(self._which))
 
 
 def _read_json_diff(buf: bytes, off: int, end: int, before_list: list[Any] | None,
@@ -941,6 +1001,22 @@ def decode_rows_event(header: EventHeader, body: memoryview | bytes, post_header
         raise _error(header, "rows event has row data but no columns in its images")
 
     decoder = decoders.decoder_for(table) if decoders is not None else TableDecoder(table)
+    if decoders is not None and decoders.arrow and (before or after):
+        native = decoder.native_plan(before, after, partial)
+        if native is not None:
+            try:
+                count, before_chunks, after_chunks = _native.decode_arrow(
+                    buf, off, len(buf), native[0], native[1])
+            except ValueError:
+                pass  # bad bytes: the list decoders below raise the typed error
+            else:
+                lazy = _LazyLists(buf, off, native, (None if before is None else len(before),
+                                                     None if after is None else len(after)))
+                lazy_before: Any = None if before is None else LazyImage(lazy, 0, len(before))
+                lazy_after: Any = None if after is None else LazyImage(lazy, 1, len(after))
+                return RowsEvent(header, RowsKind.UPDATE if partial else kind, table, flags,
+                                 count, before or (), after or (), lazy_before, lazy_after,
+                                 extra, (before_chunks, after_chunks))
     before_lists: tuple[list[Any], ...] | None = (
         tuple([[] for _ in before]) if before is not None else None)
     after_lists: tuple[list[Any], ...] | None = (

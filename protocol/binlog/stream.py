@@ -124,6 +124,9 @@ class EventStream:
             included; the rows decoder gets the stream's ``decoders`` cache), e.g. in tests.
         table_map_hook: called with every decoded TABLE_MAP; what it returns is registered
             and returned instead (e.g. the TABLE_MAP completed from a schema source).
+        arrow: rows events the native decoder covers also carry their columns in Arrow's
+            layout (``RowsEvent.arrow``) and decode Python values only on demand: what the
+            Parquet landing path wants (the daemon sets it).
     """
 
     def __init__(self, *, file: str = "", position: int = 4, verify_checksums: bool = True,
@@ -131,8 +134,10 @@ class EventStream:
                  max_decompressed_size: int = MAX_DECOMPRESSED_SIZE,
                  table_map_decoder: Callable[..., TableMapEvent] | None = None,
                  rows_decoder: Callable[..., RowsEvent] | None = None,
-                 table_map_hook: Callable[[TableMapEvent], TableMapEvent] | None = None) -> None:
+                 table_map_hook: Callable[[TableMapEvent], TableMapEvent] | None = None,
+                 arrow: bool = False) -> None:
         self._file = file
+        self._arrow = arrow  # rows events carry Arrow chunks (RowsEvent.arrow): see rows.py
         self._position = position
         self._verify = verify_checksums
         self._checksum = checksum
@@ -346,6 +351,7 @@ class EventStream:
 
     def _load_row_decoders(self) -> tuple[Callable[..., TableMapEvent], Callable[..., RowsEvent]]:
         table_map_decoder, rows_decoder, self._row_decoder_cache = _row_decoders()
+        self._row_decoder_cache.arrow = self._arrow
         self._decode_table_map = self._decode_table_map or table_map_decoder
         self._decode_rows = self._decode_rows or rows_decoder
         return self._decode_table_map, self._decode_rows

@@ -216,7 +216,8 @@ class Pipeline:
     async def _read(self, session: ReplicationSession) -> None:
         source = self._schema_source
         decoder = EventStream(verify_checksums=self.options.verify_checksums,
-                              table_map_hook=source.enrich if source is not None else None)
+                              table_map_hook=source.enrich if source is not None else None,
+                              arrow=True)  # the Parquet sink lands the Arrow chunks as they are
         assembler = self._assembler
         assert assembler is not None
         after_land = self.options.semi_sync is SemiSyncMode.ACK_AFTER_LAND

@@ -1,10 +1,17 @@
 """Rows events → Arrow record batches in a table version's schema.
 
-Values arrive column-wise, so a group of events is turned into one batch by extending one
-Python list per column (C-speed ``list.extend`` of the event's own lists) and converting each
-column with a single ``pa.array`` call. Grouping matters for OLTP streams: thousands of
-one-row transactions cost one conversion per few thousand rows, not one per event. Per-row
-Python work is limited to UPDATEs that change a primary key.
+Values arrive column-wise, so a group of events is turned into one batch column by column.
+Each column of the batch is a list of *segments*, one per event image: the event's Arrow chunk
+for that column (``RowsEvent.arrow``, filled by the native decoder straight from the event's
+bytes), its Python values, or a run of NULLs (a column absent from an image). A column whose
+segments are all chunks of the layout its Arrow type needs (``TableVersion.native_tags``) is
+concatenated in C and wrapped with ``pa.Array.from_buffers``: no Python object per value. Any
+other column (a type the native decoder does not cover, a value it leaves to Python: a zero
+date, a string that is not UTF-8) gathers the Python values with C-speed ``list.extend`` and
+is converted with a single ``pa.array`` call, as before — the same array either way
+(tests/unit/test_native_arrow.py). Grouping matters for OLTP streams: thousands of one-row
+transactions cost one conversion per few thousand rows, not one per event. Per-row Python work
+is limited to UPDATEs that change a primary key.
 
 An UPDATE that changes the primary key is landed as two rows: ``D`` carrying the old row, then
 ``I`` carrying the new row, with consecutive ``_row`` numbers; both carry the old row in
@@ -27,6 +34,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from protocol.binlog import native as _native
 from protocol.binlog.events import EventType
 from protocol.binlog.model import RowsEvent, RowsKind
 from protocol.binlog.values import JsonDiff
@@ -94,12 +102,15 @@ def key_changed_rows(version: TableVersion, event: RowsEvent) -> tuple[int, ...]
             or event.after is None):
         return ()
     pairs = []
+    chunks = event.arrow
     for column_index in version.primary_key:
         try:
             b = event.before_columns.index(column_index)
             a = event.after_columns.index(column_index)
         except ValueError:
             continue  # a key column absent from an image did not change (MINIMAL after image)
+        if chunks is not None and chunks[0][b] is not None and chunks[0][b] == chunks[1][a]:
+            continue  # the same bytes: the same values, compared without decoding them
         pairs.append((event.before[b], event.after[a]))
     if not pairs:
         return ()
@@ -119,7 +130,12 @@ def _identity(width: int) -> tuple[int, ...]:
     return identity
 
 
-def _image(version: TableVersion, present: tuple[int, ...], values: tuple[list[Any], ...] | None,
+Segment = tuple[Any, Any, int, int]
+"""Rows of one batch column: (Arrow chunk or None, the image (per-column values) or None for
+NULLs, the column's slot in the image, rows)."""
+
+
+def _image(version: TableVersion, present: tuple[int, ...], values: Sequence[list[Any]] | None,
            n: int) -> tuple[Sequence[Sequence[Any]], list[str]]:
     """Every table column's values in one image; absent columns are ``None``s and named."""
     if values is None:
@@ -136,6 +152,34 @@ def _image(version: TableVersion, present: tuple[int, ...], values: tuple[list[A
         else:
             columns.append(values[slot])
     return columns, missing
+
+
+def _segments(version: TableVersion, present: tuple[int, ...],
+              values: Sequence[list[Any]] | None, chunks: Sequence[Any] | None,
+              n: int) -> tuple[list[Segment], list[str]]:
+    """Every table column's segment of one image (``chunks``: the image's Arrow chunks, if the
+    event has them); absent columns are NULL runs and named. Nothing is decoded here."""
+    if values is None:
+        return [(None, None, 0, n)] * len(version.names), list(version.names)
+    slots = version.slots_for(present)
+    if slots == _identity(len(slots)):  # a full image, in table order: the usual case
+        if chunks is None:
+            return [(None, values, k, n) for k in range(len(slots))], _NO_NAMES
+        return [(chunks[k], values, k, n) for k in range(len(slots))], _NO_NAMES
+    segments: list[Segment] = []
+    missing: list[str] = []
+    for slot, name in zip(slots, version.names, strict=True):
+        if slot is None:
+            segments.append((None, None, 0, n))
+            missing.append(name)
+        else:
+            segments.append((None if chunks is None else chunks[slot], values, slot, n))
+    return segments, missing
+
+
+def _value_segments(columns: Sequence[Sequence[Any]], n: int) -> list[Segment]:
+    """Segments of per-column Python values (the per-row paths)."""
+    return [(None, columns, k, n) for k in range(len(columns))]
 
 
 class _Runs:
@@ -175,17 +219,17 @@ def _per_event(values: Sequence[Any], ends: list[int], arrow_type: pa.DataType) 
 
 
 class _Builder:
-    """Python lists for every landed data column of one batch, runs for the metadata columns.
+    """The segments of every landed data column of one batch, runs for the metadata columns.
 
-    Data values are gathered with C-speed ``list.extend`` and converted once per column.
-    Metadata columns are constant per rows event (most of them per transaction), so they are
-    kept as runs and expanded by Arrow: their cost is per event, not per row.
+    Data columns are converted once per column (see the module docstring). Metadata columns
+    are constant per rows event (most of them per transaction), so they are kept as runs and
+    expanded by Arrow: their cost is per event, not per row.
     """
 
     def __init__(self, width: int) -> None:
         self.count = 0  # rows so far
-        self.main: list[list[Any]] = [[] for _ in range(width)]
-        self.before: list[list[Any]] | None = None  # until the first before image
+        self.main: list[list[Segment]] = [[] for _ in range(width)]
+        self.before: list[list[Segment]] | None = None  # until the first before image
         self.before_null: list[bool] = []
         self.ops = _Runs()
         self.missing = _Runs()
@@ -195,22 +239,23 @@ class _Builder:
         self.tags: list[tuple[Any, ...]] = []
         self.ends: list[int] = []
 
-    def images(self, main: Sequence[Sequence[Any]], before: Sequence[Sequence[Any]] | None,
+    def images(self, main: Sequence[Segment], before: Sequence[Segment] | None,
                n: int) -> None:
-        for target, values in zip(self.main, main, strict=True):
-            target.extend(values)
+        for target, segment in zip(self.main, main, strict=True):
+            target.append(segment)
         if before is None:
             if self.before is not None:
-                nulls = [None] * n
+                nulls = (None, None, 0, n)
                 for target in self.before:
-                    target.extend(nulls)
+                    target.append(nulls)
                 self.before_null.extend([True] * n)
         else:
             if self.before is None:  # first before image: earlier rows had none
-                self.before = [[None] * self.count for _ in self.main]
+                earlier = [(None, None, 0, self.count)] if self.count else []
+                self.before = [list(earlier) for _ in self.main]
                 self.before_null = [True] * self.count
-            for target, values in zip(self.before, before, strict=True):
-                target.extend(values)
+            for target, segment in zip(self.before, before, strict=True):
+                target.append(segment)
             self.before_null.extend([False] * n)
         self.count += n
 
@@ -220,6 +265,41 @@ class _Builder:
         self.ops.add(op, self.count)
         self.missing.add(missing, self.count)
         self.json_diffs.add(json_diff, self.count)
+
+
+def _column(version: TableVersion, k: int, segments: list[Segment]) -> pa.Array:
+    """Column ``k`` of a batch: its chunks concatenated in C when they all have the layout its
+    Arrow type needs, else its Python values converted as one list."""
+    tag = version.native_tags[k]
+    if tag is not None:
+        parts: list[tuple[Any, int]] = []
+        for chunk, image, _, n in segments:
+            if image is None:
+                parts.append((None, n))
+            elif chunk is None or chunk[0] != tag:
+                break
+            else:
+                parts.append((chunk, n))
+        else:
+            try:
+                rows, nulls, valid, data, offsets = _native.concat(tag, parts)
+            except OverflowError:  # strings over 2 GiB: pa.array below splits them as ever
+                pass
+            else:
+                buffers = [None if valid is None else pa.py_buffer(valid)]
+                if offsets is not None:
+                    buffers.append(pa.py_buffer(offsets))
+                buffers.append(pa.py_buffer(data))
+                return pa.Array.from_buffers(version.arrow_types[k], rows, buffers,
+                                             null_count=nulls)
+    if len(segments) == 1 and segments[0][1] is not None:
+        values: Sequence[Any] = segments[0][1][segments[0][2]]
+    else:
+        gathered: list[Any] = []
+        for _, image, slot, n in segments:
+            gathered.extend([None] * n if image is None else image[slot])
+        values = gathered
+    return version.converters[k](values)
 
 
 def rows_batch(version: TableVersion, group: Sequence[PendingRows],
@@ -239,25 +319,32 @@ def rows_batch(version: TableVersion, group: Sequence[PendingRows],
         n = event.row_count
         kind = event.kind
         start = out.count
+        chunks = event.arrow or (None, None)
         if kind is _INSERT or kind is _READ:
-            main, missing = _image(version, event.after_columns, event.after, n)
+            main, missing = _segments(version, event.after_columns, event.after, chunks[1], n)
             out.images(main, None, n)
             out.tag(kind.value, missing or None)
         elif kind is _DELETE:
-            before, missing = _image(version, event.before_columns, event.before, n)
+            before, missing = _segments(version, event.before_columns, event.before, chunks[0],
+                                        n)
             out.images(before, before, n)
             out.tag("D", missing or None)
+        elif not entry.moved and event.header.type_code != _PARTIAL_UPDATE_ROWS:
+            before, _ = _segments(version, event.before_columns, event.before, chunks[0], n)
+            main, missing = _segments(version, event.after_columns, event.after, chunks[1], n)
+            out.images(main, before, n)
+            out.tag("U", missing or None)
         else:
-            before, before_missing = _image(version, event.before_columns, event.before, n)
-            main, missing = _image(version, event.after_columns, event.after, n)
+            old, before_missing = _image(version, event.before_columns, event.before, n)
+            new, missing = _image(version, event.after_columns, event.after, n)
             diffs = None
             if event.header.type_code == _PARTIAL_UPDATE_ROWS:
-                main, diffs = _json_diffs(version, main, n)
+                new, diffs = _json_diffs(version, new, n)
             if not entry.moved and diffs is None:
-                out.images(main, before, n)
+                out.images(_value_segments(new, n), _value_segments(old, n), n)
                 out.tag("U", missing or None)
             else:
-                _row_by_row(out, main, before, set(entry.moved), n, missing, before_missing or None,
+                _row_by_row(out, new, old, set(entry.moved), n, missing, before_missing or None,
                             diffs)
         tags = entry.tags
         add_tags((tags.seq, tags.gtid, tags.gtid_domain, tags.gtid_server_id, tags.gtid_uuid,
@@ -303,11 +390,11 @@ def _row_by_row(out: _Builder, main: Sequence[Sequence[Any]], before: Sequence[S
     old row in ``_before``); a row with JSON diffs lists those columns in ``_missing`` and
     carries the diffs in ``_json_diff``; other rows stay U."""
     for i in range(n):
-        old = [values[i] for values in before]
+        old = _value_segments([[values[i]] for values in before], 1)
         if i in moved:
-            out.images([[v] for v in old], [[v] for v in old], 1)
+            out.images(old, old, 1)
             out.tag("D", before_missing)
-        out.images([[values[i]] for values in main], [[v] for v in old], 1)
+        out.images(_value_segments([[values[i]] for values in main], 1), old, 1)
         diff = diffs[i] if diffs is not None else None
         row_missing = [*missing, *diff[0]] if diff is not None else missing
         out.tag("I" if i in moved else "U", row_missing or None,
@@ -327,11 +414,9 @@ def _row_numbers(offsets: Sequence[int], ends: list[int]) -> pa.Array:
 
 def _to_batch(version: TableVersion, out: _Builder, with_commit_time: bool) -> pa.RecordBatch:
     count = out.count
-    arrays = [convert(values) for convert, values in zip(version.converters, out.main,
-                                                         strict=True)]
+    arrays = [_column(version, k, segments) for k, segments in enumerate(out.main)]
     if out.before is not None:
-        before_arrays = [convert(values) for convert, values in zip(version.converters,
-                                                                    out.before, strict=True)]
+        before_arrays = [_column(version, k, segments) for k, segments in enumerate(out.before)]
         before = pa.StructArray.from_arrays(before_arrays, fields=list(version.data_fields),
                                             mask=pa.array(out.before_null, pa.bool_()))
     else:

@@ -138,6 +138,8 @@ class TableVersion:
     staging_schema: pa.Schema = field(default_factory=lambda: pa.schema([]))  # minus _commit_ts
     commit_ts_index: int = 0
     converters: tuple[T.Converter, ...] = ()
+    #: Per column, the native chunks' tag it lands from as they are (``types.native_tag``).
+    native_tags: tuple[str | None, ...] = ()
     # Cache: tuple of present column indexes → position of each table column in the image.
     image_slots: dict[tuple[int, ...], tuple[int | None, ...]] = field(default_factory=dict)
     signature: tuple[Any, ...] = ()
@@ -157,6 +159,9 @@ class TableVersion:
 
     def _resolve(self, counter: Any) -> None:
         self.arrow_types = tuple(T.arrow_type_for(c) for c in self.columns)
+        self.native_tags = tuple(T.native_tag(c, t) for c, t in zip(self.columns,
+                                                                     self.arrow_types,
+                                                                     strict=True))
         self.data_fields = tuple(
             pa.field(name, arrow_type, nullable=True, metadata=_field_metadata(column, name))
             for column, name, arrow_type in zip(self.columns, self.names, self.arrow_types,

@@ -101,6 +101,35 @@ def arrow_type_for(column: Column) -> pa.DataType:
     return pa.binary()
 
 
+_NATIVE_TAGS: dict[pa.DataType, str] = {
+    pa.int8(): "i1", pa.int16(): "i2", pa.int32(): "i4", pa.int64(): "i8", pa.float32(): "f4",
+    pa.float64(): "f8", pa.date32(): "date", pa.string(): "str", pa.binary(): "bin",
+    TIMESTAMP_NTZ: "ts", TIMESTAMP_UTC: "ts",
+}
+_NATIVE_INTS = frozenset({*_SIGNED_INTS, FieldType.YEAR})
+_NATIVE_STRINGS = _STRING_TYPES | _BLOB_TYPES | {FieldType.ENUM}
+
+
+def native_tag(column: Column, arrow_type: pa.DataType) -> str | None:
+    """The layout of the native decoder's Arrow chunks (``protocol.binlog.native``) this column
+    lands from as they are, or None when it always lands from Python values.
+
+    A chunk is used only when its tag is this one: the decoder picks its layout from the binlog
+    type alone, so a column whose Arrow type says otherwise (a VARCHAR with the BINARY flag, a
+    string without charset metadata) falls back to the Python values, and the schema the lake
+    lands cannot change through the native path. TIME, BIT, SET, JSON and wide DECIMAL have no
+    native layout (their Arrow types come from values the decoder does not produce).
+    """
+    if pa.types.is_decimal(arrow_type):
+        return "dec"  # DECIMAL(p <= 38) as scaled integers, BIGINT UNSIGNED as decimal(20,0)
+    tag = _NATIVE_TAGS.get(arrow_type)
+    code = column.type_code
+    if tag is None or (tag[0] == "i" and code not in _NATIVE_INTS) or (
+            tag in ("str", "bin") and code not in _NATIVE_STRINGS):
+        return None
+    return tag
+
+
 # Arrow types Spark reads under a fixed name; parametrized ones are spelled out below.
 _SPARK_NAMES: dict[pa.DataType, str] = {
     pa.int8(): "tinyint", pa.int16(): "smallint", pa.int32(): "int", pa.int64(): "bigint",

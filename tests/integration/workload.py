@@ -240,6 +240,12 @@ TABLES: tuple[TableSpec, ...] = (
                "c_json")),
     TableSpec("times", (("k1", "int"), ("k2", "str")),
               ("c_date", "c_datetime", "c_ts", "c_time", "c_dec", "c_varchar")),
+    # Only types the native decoder covers: its rows land from Arrow chunks (the tables above
+    # have a BIT, SET, JSON or TIME column, so theirs come from Python values).
+    TableSpec("natives", (("id", "int"),),
+              ("c_tiny", "c_small_u", "c_medium", "c_int_u", "c_big", "c_big_u", "c_year",
+               "c_dec", "c_dec_wide", "c_double", "c_float", "c_date", "c_datetime", "c_ts",
+               "c_varchar", "c_char", "c_text", "c_varbinary", "c_enum")),
 )
 
 Key = tuple[Any, ...]
