@@ -23,6 +23,7 @@ The password comes from ``$BENCH_PASSWORD`` (never argv).
 from __future__ import annotations
 
 import argparse
+import inspect
 import json
 import os
 import signal
@@ -64,9 +65,9 @@ async def catch_up(args: argparse.Namespace) -> dict[str, Any]:
     cpu_started = time.process_time()
     session = await _session(args, start=BinlogPosition(args.file, 4), non_blocking=True,
                              heartbeat_period=0)
-    stream = EventStream()
+    stream = landing_stream()
     assembler = TransactionAssembler()
-    events = rows = values = nbytes = 0
+    events = rows = values = nbytes = arrow_events = 0
     try:
         while True:
             item = await session.next_event()
@@ -79,6 +80,7 @@ async def catch_up(args: argparse.Namespace) -> dict[str, Any]:
             for event in stream.feed(item.data):
                 if isinstance(event, RowsEvent):
                     rows += event.row_count
+                    arrow_events += getattr(event, "arrow", None) is not None
                     images = len(event.after_columns) + len(event.before_columns)
                     values += images * event.row_count
                 for _ in assembler.feed(event):
@@ -90,8 +92,17 @@ async def catch_up(args: argparse.Namespace) -> dict[str, Any]:
                               "cpu_seconds": time.process_time() - cpu_started,
                               "self_vmhwm_kib": _peak_kib()}
     if mode != "fetch":  # fetch does not look inside events, so it has no row count
-        report.update(rows=rows, values=values)
+        report.update(rows=rows, values=values, arrow_events=arrow_events)
     return report
+
+
+def landing_stream() -> EventStream:
+    """An ``EventStream`` that decodes rows into what the landing path takes, as the daemon's
+    pipeline builds it: with Arrow chunks (``arrow=True``) where this tree's stream has them.
+    The report's ``arrow_events`` says how many rows events came out that way."""
+    if "arrow" in inspect.signature(EventStream).parameters:
+        return EventStream(arrow=True)  # type: ignore[call-arg, unused-ignore]
+    return EventStream()
 
 
 async def semi_sync_replica(args: argparse.Namespace) -> None:
