@@ -51,6 +51,7 @@ import pyarrow.parquet as pq
 from ..errors import SinkError
 from . import layout as L
 from .commit import dumps, fsync_path, publish_lock, replace_atomically
+from .pins import PIN_LIFETIME, purge_pins
 
 log = logging.getLogger("binlake.compact")
 
@@ -370,6 +371,7 @@ def compact_lake(lake: str, options: CompactOptions | None = None,
         recover_compaction(lake)
         clock = time.time() if now is None else now
         purge_trash(lake, options.grace, clock)
+        purge_pins(lake, PIN_LIFETIME, clock)
         generation = _next_generation(lake)
         for partition in list(partitions(lake)):
             compact_partition(lake, partition, generation, options, clock, stats)

@@ -18,6 +18,8 @@
     <lake>/<db>/<table>/_compacted/g<gen>-<N>-<date>.json  the daemon files a compaction replaced
     <lake>/_publish.lock, _compact.lock                 see sinks/parquet/compact.py
     <lake>/_compact.json, _compact_staging/, _compacted_trash/   compaction's own commit files
+    <lake>/_pins/<made>-<id>/<db>/<table>/…            hard links a reader's DataFrame reads
+                                                   (sinks/parquet/pins.py)
 
 Everything that is not data starts with ``_``, which Spark skips when it lists a directory
 (:func:`is_hidden`). Code elsewhere (the commands, the Spark readers) names these paths through

@@ -1,6 +1,8 @@
 """Read a landed table's change log with Spark: batch (all versions) and streaming.
 
-Batch reading goes version by version, each with its exact schema from ``_schema/v<N>.json``,
+Batch reading pins the files it lists (hard links under ``<lake>/_pins/``, see
+``sinks/parquet/pins``), so a compaction between making a DataFrame and acting on it neither
+fails the action nor changes its rows. It goes version by version, each with its exact schema from ``_schema/v<N>.json``,
 then casts every version to the union schema and unions by name: no ``mergeSchema`` guessing,
 and a column that changed type between versions still reads.
 
@@ -33,6 +35,7 @@ from pyspark.sql import types as S
 
 from ..errors import StreamBehindCompaction
 from ..parquet import layout as L
+from ..parquet.pins import pin_table
 from .schema import load_versions, union_schema, version_schema
 
 
@@ -76,6 +79,8 @@ def read_changes(spark: SparkSession, lake: str, database: str, table: str) -> D
     Columns: the table's columns, ``_op``, ``_seq``, ``_row``, ``_gtid*``, ``_binlog_file``,
     ``_binlog_pos``, ``_commit_ts``, ``_missing``, ``_before``, ``schema_version``,
     ``commit_date``. Order rows by ``(_seq, _row)`` for the source's commit order.
+    The DataFrame reads a pin of the files listed now (``sinks/parquet/pins``): a compaction
+    before its action does not make it fail, and it sees the rows as of this call.
     Data columns carry Spark field metadata ``binlake.primary_key`` and ``binlake.current``
     (the column exists in the latest schema version), which :func:`current_state` uses.
     """
@@ -83,7 +88,8 @@ def read_changes(spark: SparkSession, lake: str, database: str, table: str) -> D
     if not versions:
         raise FileNotFoundError(f"no landed table {database}.{table} under {lake}")
     target = union_schema(versions)
-    base = table_path(lake, database, table)
+    # read through a pin: compaction switching a partition later cannot take a file away
+    base = pin_table(lake, database, table) or table_path(lake, database, table)
     frames = []
     for number, doc in versions.items():
         directory = os.path.join(base, L.version_dir(number))

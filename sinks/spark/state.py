@@ -32,6 +32,7 @@ from pyspark.sql import types as S
 
 from ..parquet import ddl as D
 from ..parquet import layout as L
+from ..parquet.pins import new_pin, pin_partition
 from .readers import _aligned, read_changes
 from .schema import load_versions
 
@@ -260,7 +261,7 @@ def _changes_for_state(spark: SparkSession, lake: str, database: str, table: str
     changes = read_changes(spark, lake, database, table)
     entries = ddl_entries(lake, database, table)
     reset = max((int(e["seq"]) for e in entries if e.get("resets_table")), default=0)
-    state = latest_state(lake, database, table) if use_state else None
+    state = pinned_state(lake, database, table) if use_state else None
     if state is not None and state[0] >= reset and (upto_seq is None or state[0] <= upto_seq):
         seq, path = state
         rows = _aligned(spark.read.parquet(path), changes.schema, None)
@@ -289,6 +290,20 @@ def state_dirs(lake: str, database: str, table: str) -> list[tuple[int, str]]:
 def latest_state(lake: str, database: str, table: str) -> tuple[int, str] | None:
     states = state_dirs(lake, database, table)
     return states[-1] if states else None
+
+
+def pinned_state(lake: str, database: str, table: str) -> tuple[int, str] | None:
+    """The latest state, read through a pin (``sinks/parquet/pins``): a newer materialisation
+    deleting it before the DataFrame's action does not make that action fail."""
+    pin: str | None = None
+    while (state := latest_state(lake, database, table)) is not None:
+        pin = pin or new_pin(lake)
+        if pin is None:
+            return state
+        relative = L.state_dir(database, table, state[0])
+        if pin_partition(lake, pin, relative):
+            return state[0], os.path.join(pin, relative)
+    return None
 
 
 def materialize_state(spark: SparkSession, lake: str, database: str, table: str,
