@@ -30,7 +30,7 @@ import os
 from collections.abc import Callable
 from typing import Any
 
-__all__ = ["AVAILABLE", "ENABLED", "UNAVAILABLE_REASON", "plan", "decode", "decode_arrow",
+__all__ = ["AVAILABLE", "ENABLED", "ARROW", "UNAVAILABLE_REASON", "plan", "decode", "decode_arrow",
            "concat", "text_row", "warn_once"]
 
 _module: Any = None
@@ -49,6 +49,10 @@ ENABLED = AVAILABLE and os.environ.get("BINLAKE_NATIVE", "1") != "0"
 #: every row it reads here.
 text_row: Callable[[bytes, tuple[bool, ...]], tuple[str | bytes | None, ...] | None] | None = (
     getattr(_module, "text_row", None) if ENABLED else None)
+
+#: Whether :func:`decode_arrow` and :func:`concat` exist (an extension built before they did
+#: lacks them until it is rebuilt: rows then land from Python values, as before).
+ARROW = ENABLED and hasattr(_module, "decode_arrow") and hasattr(_module, "concat")
 
 # The column kinds of a plan entry ``(kind, a, b, c, obj1, obj2)``; _native_rows.c says what
 # a, b, c and the objects mean for each, rows.native_spec builds them.

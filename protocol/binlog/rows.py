@@ -1001,7 +1001,7 @@ def decode_rows_event(header: EventHeader, body: memoryview | bytes, post_header
         raise _error(header, "rows event has row data but no columns in its images")
 
     decoder = decoders.decoder_for(table) if decoders is not None else TableDecoder(table)
-    if decoders is not None and decoders.arrow and (before or after):
+    if decoders is not None and decoders.arrow and _native.ARROW and (before or after):
         native = decoder.native_plan(before, after, partial)
         if native is not None:
             try:

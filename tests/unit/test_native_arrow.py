@@ -46,7 +46,7 @@ TAGS = TransactionTags(7, None, None, None, None, None, None, "bin.000001", 4)
 
 def _decode(body: bytes, kind: RowsKind, arrow: bool,
             table: TableMapEvent = TABLE) -> RowsEvent | type[BaseException]:
-    with mock.patch.object(native, "ENABLED", True):
+    with mock.patch.object(native, "ENABLED", True), mock.patch.object(native, "ARROW", True):
         try:
             return decode_rows_event(header(), memoryview(body), 8, {table.table_id: table},
                                      version=1, kind=kind, decoders=DecoderCache(arrow=arrow))
@@ -199,6 +199,16 @@ def test_batches_concatenate_many_events() -> None:
     for name in expected.schema.names:
         assert [_norm(v) for v in got.column(name).to_pylist()] == \
             [_norm(v) for v in expected.column(name).to_pylist()], name
+
+
+def test_an_extension_built_before_arrow_lands_from_python_values() -> None:
+    """A stale in-place build (no decode_arrow yet) must not break decoding: no chunks."""
+    body = rows_body(len(NAMED), _rows(random.Random(2), 3))
+    with mock.patch.object(native, "ARROW", False):
+        event = decode_rows_event(header(), memoryview(body), 8, {TABLE.table_id: TABLE},
+                                  version=1, kind=RowsKind.INSERT,
+                                  decoders=DecoderCache(arrow=True))
+    assert event.arrow is None and isinstance(event.after, tuple) and event.row_count == 3
 
 
 def test_concat_refuses_malformed_segments() -> None:
