@@ -13,7 +13,10 @@ ways and, on request:
 * :meth:`TcpProxy.throttle` limits what flows from the server to the client, in bytes per
   second (a slow link, to make a catch-up last);
 * :meth:`TcpProxy.corrupt_once` flips one bit in the first server-to-client chunk holding a
-  given byte string (a damaged event: its CRC32 no longer matches).
+  given byte string (a damaged event: its CRC32 no longer matches);
+* :meth:`TcpProxy.before_request` runs a function before forwarding each client-to-server
+  chunk holding a given byte string (a query: to force what the server does just before it;
+  plaintext connections only, ``tls_mode = "disabled"``).
 
 Threads rather than trio, because the tests around it are synchronous (subprocesses and the
 stock client). Two pump threads per connection; each forwards one direction in chunks and holds
@@ -27,6 +30,7 @@ import socket
 import struct
 import threading
 import time
+from collections.abc import Callable
 from types import TracebackType
 
 __all__ = ["TcpProxy"]
@@ -59,6 +63,7 @@ class TcpProxy:
         self._open_ids: set[int] = set()
         self._rate: float | None = None
         self._corrupt: bytes | None = None
+        self._before: tuple[bytes, Callable[[], None]] | None = None
         #: Chunks corrupt_once() has damaged.
         self.corrupted = 0
         self._acceptor = threading.Thread(target=self._accept_loop, name="proxy-accept",
@@ -101,6 +106,11 @@ class TcpProxy:
         """Flip the low bit of ``marker``'s first byte in the next server-to-client chunk that
         holds it."""
         self._corrupt = marker
+
+    def before_request(self, marker: bytes, action: Callable[[], None] | None) -> None:
+        """Call ``action`` (in the forwarding thread: the request waits for it) before each
+        client-to-server chunk that holds ``marker``; None stops it."""
+        self._before = None if action is None else (marker, action)
 
     @property
     def open_connections(self) -> int:
@@ -157,6 +167,9 @@ class TcpProxy:
                 self._flowing.wait()
                 while conn_id in self._held:
                     time.sleep(0.05)
+                before = None if down else self._before
+                if before is not None and before[0] in chunk:
+                    before[1]()
                 marker = self._corrupt if down else None
                 if marker is not None and marker in chunk:
                     self._corrupt = None
