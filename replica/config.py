@@ -302,6 +302,10 @@ class LakeConfig:
     flush_interval: float = field(default=5.0, metadata=_key(
         "Land whatever is buffered at least this often, in seconds (data appears in the lake "
         "within about this delay).", unit="seconds"))
+    catch_up_flush_interval: float = field(default=60.0, metadata=_key(
+        "While the stream is behind the server's end (a backlog), land by size and row count, "
+        "and by time only this often, in seconds: a flush writes a file per table it touched.",
+        unit="seconds"))
     compression: str = field(default="zstd", metadata=_key(
         "Parquet compression codec.", choices=COMPRESSIONS))
     compact_interval: float = field(default=0.0, metadata=_key(
@@ -791,6 +795,7 @@ def _validate(config: Config, origin_of: typing.Callable[[str], str],
                           ("replica.heartbeat_period", replica.heartbeat_period),
                           ("replica.stop_timeout", replica.stop_timeout),
                           ("lake.flush_interval", config.lake.flush_interval),
+                          ("lake.catch_up_flush_interval", config.lake.catch_up_flush_interval),
                           ("log.progress_interval", config.log.progress_interval),
                           ("reconnect.initial_delay", config.reconnect.initial_delay),
                           ("reconnect.max_delay", config.reconnect.max_delay)):

@@ -86,6 +86,13 @@ PARTIAL_JSON_UPDATES = 1  # value_options bit in PARTIAL_UPDATE_ROWS
 
 _MAX_CACHED_SHAPES = 64
 
+#: Compiled decoder code by its source text: tables of the same column types (shards, one table
+#: per tenant: thousands of them) generate the same source, and compiling it (~1-3 ms) was most
+#: of a new table's decoding cost. The per-table constants live in each decoder's namespace,
+#: not in the code, so sharing it is safe.
+_COMPILED: dict[str, Any] = {}
+_MAX_COMPILED = 512
+
 _S = struct.Struct
 # Names the generated code may use (its globals).
 _NAMESPACE: dict[str, Any] = {
@@ -605,7 +612,11 @@ class TableDecoder:
         namespace = dict(_NAMESPACE)
         namespace.update(self._consts)
         namespace["_json_diff"] = _read_json_diff
-        code = compile(source, f"<rows decoder for {self.table.schema}.{self.table.table}>", "exec")
+        code = _COMPILED.get(source)
+        if code is None:
+            if len(_COMPILED) >= _MAX_COMPILED:
+                _COMPILED.clear()
+            code = _COMPILED[source] = compile(source, "<generated rows decoder>", "exec")
         exec(code, namespace)  # source built from type codes and integers only; see module doc
         return namespace["_decode"], source
 
@@ -737,7 +748,7 @@ def native_spec(col: Column) -> tuple[Any, ...] | None:
     return None
 
 
-DECODER_CACHE_SIZE = 1024
+DECODER_CACHE_SIZE = 4096  # tables whose decoders stay: real schemas have thousands
 
 
 class DecoderCache:

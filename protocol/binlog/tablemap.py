@@ -45,7 +45,7 @@ __all__ = ["decode_table_map", "TableMapCache", "OptionalMetadata"]
 
 TABLE_MAP_EVENT = 19
 
-TABLE_MAP_CACHE_SIZE = 1024
+TABLE_MAP_CACHE_SIZE = 4096  # as rows.DECODER_CACHE_SIZE: thousands of tables
 
 
 class OptionalMetadata:

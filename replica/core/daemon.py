@@ -88,6 +88,7 @@ def sink_options(config: Config) -> SinkOptions:
         file_size_bytes=lake.flush_bytes,
         flush_rows=lake.flush_rows,
         flush_interval_s=lake.flush_interval,
+        catch_up_interval_s=lake.catch_up_flush_interval,
         compression=lake.compression,
     )
 
@@ -359,6 +360,15 @@ class Daemon:
         finally:
             await _close_quietly(conn)
 
+    async def _read_server_end(self, conn: Connection) -> None:
+        """The server's end before streaming: from the first event on, the lag knows whether
+        the stream is behind (a backlog, landed by size: see ``Pipeline``), instead of waiting
+        for the side connection's first read. A refusal only leaves that unknown."""
+        try:
+            self.lag.server_end(await query_server_end(conn))
+        except ServerError as exc:
+            log.debug("reading the server's end before streaming failed: %s", describe(exc))
+
     async def _check_filters(self, conn: Connection) -> None:
         """Once per daemon: say which filter patterns match no table on the server. An include
         pattern that matches nothing is usually a typo, and a typo in a filter lands nothing
@@ -473,6 +483,7 @@ class Daemon:
             session: ReplicationSession | None = None
             with self._abandoned_on_stop():
                 await self._check_filters(conn)
+                await self._read_server_end(conn)
                 if not self._planned:
                     await self._plan_snapshots(conn)
                     self._planned = True

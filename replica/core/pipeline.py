@@ -10,7 +10,11 @@ time and neither awaits while it is inside the sink, so no lock is needed):
   durable position;
 * the ticker wakes every ``tick`` seconds (half of ``lake.flush_interval``, at most 0.5 s) so
   that time-based flushes happen on an idle stream too (the reader is then parked in a read),
-  and ACKs whatever became durable.
+  and ACKs whatever became durable. While the stream is behind the server's end
+  (:meth:`~replica.observe.lag.LagTracker.stream_behind`: a backlog), time flushes wait
+  ``lake.catch_up_flush_interval`` instead: every flush writes a file per table it touched, and
+  the next changes are already waiting anyway. Size and row count flush as always, and semi-sync
+  ack-after-land flushes at once whatever the stream's position.
 
 What the operator sees follows the lake, not the stream: rows per table and operation and
 source transactions are counted when their flush made them durable (a transaction abandoned by
@@ -286,7 +290,7 @@ class Pipeline:
         while True:
             await trio.sleep(self.options.tick)
             self._count_decode()
-            if self.sink.maybe_flush(time.monotonic()):
+            if self.sink.maybe_flush(time.monotonic(), behind=self.lag.stream_behind()):
                 await self.ack_durable(session)
 
     async def ack_durable(self, session: ReplicationSession) -> None:

@@ -235,6 +235,27 @@ class LagTracker:
         return _behind(ServerEnd(end.flavor, server_now, end.gtid, end.position, end.files),
                        self._landed or self._start, self._complete_us)
 
+    def stream_behind(self) -> bool:
+        """Whether the stream is known to be behind the server's end — catching up a backlog:
+        a fresh end read lies past what the stream received, and no fresh heartbeat says the
+        stream is at its end. Unknown (no end read, no privilege to see the position, no
+        stream) is not behind. The pipeline flushes by size instead of by time while it is.
+
+        Keeping up with a busy server, the stream passes an end read within milliseconds, so
+        this is true at most for those; a backlog keeps it true until it is caught up.
+        """
+        if not self.connected:
+            return False
+        now = self._clock()
+        end = self._end
+        if end is None or end.position is None or now - self._end_at > self.fresh_for:
+            return False
+        received, _ = self._stream()
+        if received is None or received >= end.position:
+            return False
+        return not (now - self._heartbeat_at <= self.fresh_for and self._heartbeat_at > self._end_at
+                    and received == self._heartbeat)
+
     def _at_end(self, now: float, received: BinlogPosition, end: ServerEnd | None) -> bool:
         """Whether the newest fresh evidence says the stream is at the server's end."""
         heartbeat_fresh = now - self._heartbeat_at <= self.fresh_for

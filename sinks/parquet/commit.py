@@ -35,6 +35,7 @@ import json
 import os
 import shutil
 from collections.abc import Iterable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
@@ -122,6 +123,12 @@ class FileSystem:
         finally:
             os.close(fd)
 
+    def fsync_many(self, paths: Iterable[str]) -> None:
+        """:meth:`fsync` each of ``paths``; all are durable when it returns (any order between
+        them). One after the other here; :data:`OS` overlaps them."""
+        for path in paths:
+            self.fsync(path)
+
     def read(self, path: str) -> bytes:
         with open(path, "rb") as f:
             return f.read()
@@ -148,7 +155,37 @@ class FileSystem:
         shutil.rmtree(path)
 
 
-OS = FileSystem()
+#: How many fsyncs :data:`OS` keeps in flight at once.
+FSYNC_THREADS = 16
+
+
+class _OsFileSystem(FileSystem):
+    """The real filesystem; :meth:`fsync_many` overlaps the fsyncs.
+
+    A commit of a flush that touched 2,000 tables fsyncs thousands of files and directories;
+    one after the other they cost a journal commit each (2.6 ms apiece on a busy disk: 41 s of
+    a 64 s catch-up, issue 17). In flight together, the filesystem groups them into a few
+    journal commits. ``fsync`` releases the GIL, so threads are enough.
+    """
+
+    _pool: ThreadPoolExecutor | None = None
+
+    def fsync_many(self, paths: Iterable[str]) -> None:
+        todo = list(paths)
+        if len(todo) < 2:
+            super().fsync_many(todo)
+            return
+        if _OsFileSystem._pool is None:
+            _OsFileSystem._pool = ThreadPoolExecutor(FSYNC_THREADS,
+                                                     thread_name_prefix="binlake-fsync")
+        futures = [_OsFileSystem._pool.submit(self.fsync, path) for path in todo]
+        errors = [f.exception() for f in futures]  # waits for every one of them
+        for error in errors:
+            if error is not None:
+                raise error
+
+
+OS: FileSystem = _OsFileSystem()
 
 
 def _named(exc: OSError, path: str) -> OSError:
@@ -165,16 +202,26 @@ def fsync_path(path: str, fs: FileSystem = OS) -> None:
 
 def ensure_dir(path: str, known: set[str] | None = None, fs: FileSystem = OS) -> None:
     """Create ``path`` and missing parents, ``fsync``-ing each parent that gained an entry."""
+    gained: set[str] = set()
+    make_dirs(path, known, gained, fs)
+    fs.fsync_many(sorted(gained))
+
+
+def make_dirs(path: str, known: set[str] | None, gained: set[str],
+              fs: FileSystem = OS) -> None:
+    """Create ``path`` and missing parents, adding each parent that gained an entry to
+    ``gained``: they must be ``fsync``-ed (:meth:`FileSystem.fsync_many`) before anything
+    relies on the new directories being durable."""
     if known is not None and path in known:
         return
     if not fs.isdir(path):
         parent = os.path.dirname(path)
-        ensure_dir(parent, known, fs)
+        make_dirs(parent, known, gained, fs)
         try:
             fs.mkdir(path)
         except FileExistsError:
             pass
-        fs.fsync(parent)
+        gained.add(parent)
     if known is not None:
         known.add(path)
 
@@ -230,8 +277,7 @@ def commit(lake: str, renames: Iterable[tuple[str, str]], checkpoint_doc: dict[s
     # A staged file's data is durable (step 1), but its *name* in staging only once staging
     # itself is fsync-ed: without this, a power loss after the manifest could leave a manifest
     # naming a file that no directory holds (found by tests/unit/test_power_loss.py).
-    for directory in sorted({os.path.dirname(os.path.join(lake, src)) for src, _ in pairs}):
-        fs.fsync(directory)
+    fs.fsync_many(sorted({os.path.dirname(os.path.join(lake, src)) for src, _ in pairs}))
     manifest = os.path.join(lake, MANIFEST)
     replace_atomically(manifest, dumps(record), fs)
     _apply(lake, pairs, checkpoint_doc, known_dirs, doomed, fs)
@@ -248,28 +294,35 @@ def _apply(lake: str, pairs: list[tuple[str, str]], checkpoint_doc: dict[str, An
            known_dirs: set[str], deletes: list[str], fs: FileSystem) -> None:
     touched: set[str] = set()
     with publish_lock(lake):
+        # Every new directory first, made durable together (before any rename into it), then
+        # the renames, then their directories together: a flush over thousands of tables pays
+        # a few grouped journal commits, not one per directory (FileSystem.fsync_many).
+        moves: list[tuple[str, str]] = []
+        gained: set[str] = set()
         for src, dst in pairs:
             src_path = os.path.join(lake, src)
             dst_path = os.path.join(lake, dst)
             if fs.exists(src_path):
-                directory = os.path.dirname(dst_path)
-                ensure_dir(directory, known_dirs, fs)
-                try:
-                    fs.replace(src_path, dst_path)
-                except FileNotFoundError:  # retention removed a partition we had seen
-                    known_dirs.discard(directory)
-                    ensure_dir(directory, known_dirs, fs)
-                    fs.replace(src_path, dst_path)
-                touched.add(directory)
+                make_dirs(os.path.dirname(dst_path), known_dirs, gained, fs)
+                moves.append((src_path, dst_path))
             elif not fs.exists(dst_path):
                 raise LakeCorrupted(f"commit record names {src}, but neither it nor {dst} exists")
+        fs.fsync_many(sorted(gained))
+        for src_path, dst_path in moves:
+            directory = os.path.dirname(dst_path)
+            try:
+                fs.replace(src_path, dst_path)
+            except FileNotFoundError:  # retention removed a partition we had seen
+                known_dirs.discard(directory)
+                ensure_dir(directory, known_dirs, fs)
+                fs.replace(src_path, dst_path)
+            touched.add(directory)
         for doomed in deletes:
             path = os.path.join(lake, doomed)
             if fs.exists(path):
                 fs.remove(path)
                 touched.add(os.path.dirname(path))
-        for directory in sorted(touched):
-            fs.fsync(directory)
+        fs.fsync_many(sorted(touched))
     write_checkpoint(lake, checkpoint_doc, fs)
 
 

@@ -14,8 +14,10 @@ How data moves (all sizes are Arrow buffer bytes, i.e. uncompressed):
   sink flushes after this commit.
 * A *flush* closes every staged file and commits them together with the checkpoint (see
   ``commit.py``): only whole transactions ever become visible, and the checkpoint says exactly
-  which. Flushes happen by size, by row count (``flush_rows``), by time (``maybe_flush``), on
-  request (``flush``) and at ``close``.
+  which. Flushes happen by size, by row count (``flush_rows``), by time (``maybe_flush``: after
+  ``flush_interval_s``, or ``catch_up_interval_s`` while the caller says the source is behind),
+  on request (``flush``) and at ``close``. A flush writes a file per table it touched, so a
+  backlog over thousands of tables is landed in few, big flushes.
 
 The sink never reads a clock: ``maybe_flush(now)`` takes the caller's monotonic time.
 """
@@ -82,6 +84,7 @@ class SinkOptions:
     memory_limit_bytes: int = 64 * MiB  # all buffered rows; above it, spill / write row groups
     flush_rows: int = 1_000_000  # committed rows since the last flush that force a flush
     flush_interval_s: float = 5.0  # maybe_flush() flushes data older than this
+    catch_up_interval_s: float = 60.0  # ... or than this, while the source is behind
     compression: str = "zstd"
     compression_level: int = 1  # level 3 costs ~25% more CPU per row for ~2% smaller files
     spill_compression: str | None = "lz4"
@@ -949,20 +952,30 @@ class ParquetSink:
         self._io_path = os.path.join(self.lake, part.staged)
         part.writer.close()
         part.writer = None
-        C.fsync_path(os.path.join(self.lake, part.staged))
-        self._closed_files.append((part.staged, part.final))
+        self._closed_files.append((part.staged, part.final))  # fsync-ed together at the flush
 
     # --- flushing ----------------------------------------------------------------------------------
 
-    def maybe_flush(self, now: float) -> bool:
-        """Flush if committed data has waited ``flush_interval_s`` (``now``: a monotonic clock)."""
+    def maybe_flush(self, now: float, *, behind: bool = False) -> bool:
+        """Flush if committed data has waited ``flush_interval_s`` (``now``: a monotonic clock).
+
+        ``behind``: the caller knows more changes are already waiting at the source (a backlog
+        being caught up). Then freshness buys nothing — the next changes are there already —
+        and every flush costs a file per table it touched, so only ``catch_up_interval_s``
+        (the longer wait) flushes by time; size (``file_size_bytes``) and ``flush_rows`` still
+        flush as always. Once the caller is no longer behind, data older than
+        ``flush_interval_s`` flushes at the next call.
+        """
         if not self._opened or self._unflushed_commits == 0:
             self._dirty_since = None
             return False
         if self._dirty_since is None:
             self._dirty_since = now
             return False
-        if now - self._dirty_since < self.options.flush_interval_s:
+        interval = self.options.flush_interval_s
+        if behind:
+            interval = max(interval, self.options.catch_up_interval_s)
+        if now - self._dirty_since < interval:
             return False
         self.flush()
         return True
@@ -995,18 +1008,26 @@ class ParquetSink:
         renames = list(self._closed_files)
         for prepared in self._xa.values():
             renames += [(f.staged, f.final) for f in prepared.files if f.staged is not None]
+        # Step 1 of the commit protocol (commit.py) for all of the flush's files at once: the
+        # Parquet files closed since the last flush, the new schema versions and DDL logs are
+        # fsync-ed together (FileSystem.fsync_many), not one journal commit each.
+        durable = [os.path.join(self.lake, staged) for staged, _ in self._closed_files]
+        documents: list[tuple[str, bytes]] = []
         for version in self._new_versions:
             self._staged_count += 1
             staged = f"{L.STAGING}/schema-{self._staged_count:08d}.json"
-            C.write_durably(os.path.join(self.lake, staged), C.dumps(version.to_json()))
+            documents.append((os.path.join(self.lake, staged), C.dumps(version.to_json())))
             renames.append((staged, L.schema_file(version.database, version.table,
                                                   version.version)))
         for database, entries in self._ddl_log.items():
             self._staged_count += 1
             staged = f"{L.STAGING}/ddl-{self._staged_count:08d}.jsonl"
             text = "".join(json.dumps(e, ensure_ascii=False) + "\n" for e in entries)
-            C.write_durably(os.path.join(self.lake, staged), text.encode())
+            documents.append((os.path.join(self.lake, staged), text.encode()))
             renames.append((staged, L.ddl_file(database, entries[0]["seq"])))
+        for path, data in documents:
+            C.OS.write(path, data)
+        C.OS.fsync_many(durable + [path for path, _ in documents])
         checkpoint = C.Checkpoint(
             seq=self._seq, position=self._last_end, gtid=self._last_gtid,
             gtid_state=self._gtid_state_text(), gtid_flavor=self._flavor,

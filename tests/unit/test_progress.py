@@ -112,6 +112,33 @@ def test_disconnected_is_never_caught_up() -> None:
     assert measured is not None and not measured.caught_up and measured.seconds == 3.0
 
 
+def test_stream_behind_only_while_a_fresh_end_read_lies_ahead() -> None:
+    """The flush policy's signal: a backlog (end read past what was received) is behind; caught
+    up, unknown, stale or disconnected is not."""
+    lag, clocks, stream = tracker()
+    assert not lag.stream_behind()  # not connected
+    lag.set_connected(True)
+    assert not lag.stream_behind()  # no end read yet: unknown is not behind
+    lag.server_end(end("b.000003", 300, clocks.wall))
+    assert lag.stream_behind()  # received b.000002:100
+    stream.position = P("b.000003", 300)
+    assert not lag.stream_behind()  # reached it
+    stream.position = P("b.000003", 100)
+    clocks.mono += 1
+    lag.heartbeat(P("b.000003", 100))  # the server says there is nothing more
+    assert not lag.stream_behind()
+    clocks.mono += 1
+    lag.server_end(end("b.000003", 400, clocks.wall))  # newer than the heartbeat: more came
+    assert lag.stream_behind()
+    clocks.mono += 5.5  # the end read is no longer fresh
+    assert not lag.stream_behind()
+    lag.server_end(ServerEnd("mariadb", 0, "0-1-9", None, ()))  # no privilege: no position
+    assert not lag.stream_behind()
+    lag.server_end(end("b.000003", 400, clocks.wall))
+    lag.set_connected(False)
+    assert not lag.stream_behind()
+
+
 def test_format_units() -> None:
     assert format_bytes(512) == "512 B"
     assert format_bytes(2.5 * 1024 * 1024) == "2.5 MiB"

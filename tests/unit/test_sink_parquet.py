@@ -324,6 +324,18 @@ def test_flush_triggers_by_rows_time_and_size(lake):
     assert sink.maybe_flush(102.5)
     assert sink.durable_position.seq == 6
     assert not sink.maybe_flush(200.0)
+    # behind (a backlog): time flushes wait catch_up_interval_s (60 s by default)
+    feed(sink, [b.begin(), b.insert(users, [(11, "x", 11)]), b.commit()])
+    assert not sink.maybe_flush(300.0, behind=True)
+    assert not sink.maybe_flush(359.0, behind=True)
+    assert sink.durable_position.seq == 6
+    assert sink.maybe_flush(360.0, behind=True)
+    assert sink.durable_position.seq == 7
+    feed(sink, [b.begin(), b.insert(users, [(12, "x", 12)]), b.commit()])
+    assert not sink.maybe_flush(400.0, behind=True)
+    assert not sink.maybe_flush(410.0, behind=True)
+    assert sink.maybe_flush(410.0)  # caught up: what waited flush_interval_s lands at once
+    assert sink.durable_position.seq == 8
     sink.close()
 
     lake2 = lake + "2"

@@ -1,0 +1,214 @@
+"""Many tables: the same rows from a backlog over 20 and over 2,000 tables, through ``binlake run``.
+
+Issue 17: landing 100k rows (20k five-row transactions) cost 5 s and 20 files over 20 tables but
+54 s and 9,999 files over 2,000, because every time-based flush wrote (and fsync-ed) a file per
+touched table. The daemon now flushes by size while its stream is behind the server's end
+(README, "When data lands"); this measures it.
+
+Steps, on a sandbox MariaDB 10.11 (the ``devtools.sandbox`` server, as ``python -m bench``):
+
+1. for each table count N (``--tables``, default ``20,2000``): database ``many_N`` with N tables
+   of workload (a)'s eight mixed columns, created *before* the measured binlog range;
+2. ``FLUSH BINARY LOGS``, then ``--rows`` rows (default 100k) as autocommit INSERTs of
+   ``--rows-per-txn`` rows each (default 5: one transaction each), transaction ``i`` into table
+   ``i mod N`` — a backlog;
+3. ``--repeats`` runs of the real daemon, ``binlake run`` (``replica.stop_at_end``, filter
+   ``many_N.*``, a fresh lake; bench/commands.py) from that range's first file: process wall
+   time (start-up included), its peak RSS (``VmHWM``), the Parquet files and bytes it left — and
+   the lake must hold exactly the rows logged.
+
+The 2,000-vs-20 ratio of the medians is the figure (issue 17's target: ≤ 2x, ≤ ~2 files per
+table, peak RSS < 300 MB). ``--rows-per-txn 1 --tables 1`` is workload (b)'s one-row
+transactions; ``--profile`` runs the daemon under cProfile and prints its top functions (the
+per-transaction cost). JSON goes to ``bench/results/many_tables-<stamp>.json``.
+
+Full scale (one command): ``python -m bench.many_tables``; smoke: ``--rows 10000 --repeats 1``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import io
+import json
+import os
+import pstats
+import secrets
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from devtools.sandbox import MARIADB, SandboxServer, start_server
+
+from . import commands
+from .measure import Measurement
+from .workloads import MIXED_COLUMNS, mixed_rows
+
+__all__ = ["main"]
+
+USER = "bench"
+SERVER_ARGS = (
+    "--binlog-row-image=FULL",
+    "--innodb-flush-log-at-trx-commit=2", "--sync-binlog=0",  # loading speed only
+    "--innodb-buffer-pool-size=256M", "--max-allowed-packet=64M",
+)
+
+
+@dataclass(frozen=True)
+class _ProfiledTree(commands.Tree):
+    """The checkout, with ``binlake`` run under cProfile writing to ``out``."""
+
+    out: Path = Path("profile.pstats")
+
+    def argv(self, *args: str) -> list[str]:
+        return [sys.executable, "-m", "cProfile", "-o", os.fspath(self.out),
+                "-m", "replica.cli", *args]
+
+
+def _log(message: str) -> None:
+    print(f"[many_tables {time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
+
+
+def _load(server: SandboxServer, database: str, tables: int, rows: int, per_txn: int,
+          seed: int) -> tuple[str, float]:
+    """Create the tables, then log the backlog; returns its first binlog file and load time."""
+    server.sql(f"CREATE DATABASE {database} CHARACTER SET utf8mb4")
+    for low in range(0, tables, 200):
+        server.sql("".join(f"CREATE TABLE {database}.t{i:05d} ({MIXED_COLUMNS}) ENGINE=InnoDB;"
+                           for i in range(low, min(tables, low + 200))), timeout=1200)
+    server.sql("FLUSH BINARY LOGS")
+    first = server.sql("SHOW MASTER STATUS")[0][0] or ""
+    started = time.perf_counter()
+    statements: list[str] = []
+    values = mixed_rows(seed, rows)
+    for txn in range((rows + per_txn - 1) // per_txn):
+        chunk = [next(values) for _ in range(min(per_txn, rows - txn * per_txn))]
+        statements.append(f"INSERT INTO {database}.t{txn % tables:05d} VALUES {','.join(chunk)};")
+        if len(statements) == 5000:
+            server.sql("\n".join(statements), timeout=3600)
+            statements.clear()
+    if statements:
+        server.sql("\n".join(statements), timeout=3600)
+    return first, time.perf_counter() - started
+
+
+def _summary(runs: list[Measurement], rows: int, tables: int) -> dict[str, Any]:
+    seconds = statistics.median(m.wall_seconds for m in runs)
+    files = runs[-1].report["files"]
+    return {
+        "tables": tables, "rows": rows, "runs": len(runs),
+        "seconds": round(seconds, 3), "rows_per_s": round(rows / seconds),
+        "all_seconds": [round(m.wall_seconds, 3) for m in runs],
+        "cpu_seconds": round(statistics.median(m.cpu_seconds for m in runs), 3),
+        "peak_rss_mib": round(max(m.peak_rss_kib for m in runs) / 1024, 1),
+        "files": files, "files_per_table": round(files / tables, 2),
+        "lake_bytes": runs[-1].report["lake_bytes"],
+    }
+
+
+def _profile_text(path: Path, transactions: int, top: int = 30) -> str:
+    out = io.StringIO()
+    stats = pstats.Stats(os.fspath(path), stream=out)
+    total = stats.total_tt  # type: ignore[attr-defined]
+    out.write(f"total {total:.2f} s of profiled CPU, {transactions} transactions: "
+              f"{total / transactions * 1e6:.1f} us per transaction (profiled)\n")
+    stats.sort_stats("tottime").print_stats(top)
+    return out.getvalue()
+
+
+def run(args: argparse.Namespace) -> dict[str, Any]:
+    results: dict[str, Any] = {
+        "started": time.strftime("%Y%m%dT%H%M%S"), "rows": args.rows,
+        "rows_per_txn": args.rows_per_txn, "repeats": args.repeats,
+        "loadavg_at_start": os.getloadavg(), "cases": [],
+    }
+    work_dir = Path(tempfile.mkdtemp(prefix="binlake-many-"))
+    server = start_server("/", kind=MARIADB, extra_args=SERVER_ARGS)
+    password = secrets.token_hex(12)
+    tree = commands.Tree(Path(__file__).resolve().parent.parent)
+    env = dict(os.environ)
+    try:
+        server.sql(f"CREATE USER '{USER}'@'%' IDENTIFIED BY '{password}';"
+                   f"GRANT REPLICATION SLAVE, BINLOG MONITOR, SELECT ON *.* TO '{USER}'@'%';")
+        results["server"] = server.version()
+        for server_id, tables in enumerate(args.tables, start=9100):
+            database = f"many_{tables}"
+            first, load_seconds = _load(server, database, tables, args.rows, args.rows_per_txn,
+                                        args.seed)
+            _log(f"{tables} tables: {args.rows} rows loaded in {load_seconds:.1f} s")
+            target = commands.DaemonTarget(server.port, USER, password, database)
+            runs: list[Measurement] = []
+            for repeat in range(args.repeats):
+                lake = work_dir / f"lake-{tables}-{repeat}" / "lake"
+                profiled = args.profile and repeat == args.repeats - 1
+                out = work_dir / f"profile-{tables}.pstats"
+                runs.append(commands.measure_run(
+                    _ProfiledTree(tree.root, "profiled", out) if profiled else tree, env, target, first,
+                    lake, server_id * 10 + repeat, args.rows))
+                shutil.rmtree(lake.parent, ignore_errors=True)
+                _log(f"{tables} tables, run {repeat + 1}: {runs[-1].wall_seconds:.2f} s, "
+                     f"{runs[-1].peak_rss_kib // 1024} MiB, {runs[-1].report['files']} files")
+            case = _summary(runs, args.rows, tables)
+            case["load_seconds"] = round(load_seconds, 2)
+            if args.profile:
+                transactions = (args.rows + args.rows_per_txn - 1) // args.rows_per_txn
+                case["profile"] = _profile_text(out, transactions)
+                print(case["profile"], file=sys.stderr)
+            results["cases"].append(case)
+    finally:
+        server.stop()
+        shutil.rmtree(work_dir, ignore_errors=True)
+    cases = results["cases"]
+    if len(cases) >= 2:
+        results["ratio_seconds"] = round(cases[-1]["seconds"] / cases[0]["seconds"], 2)
+        results["ratio_cpu_seconds"] = round(cases[-1]["cpu_seconds"] / cases[0]["cpu_seconds"], 2)
+    return results
+
+
+def render(results: dict[str, Any]) -> str:
+    lines = [f"{results['rows']:,} rows, {results['rows_per_txn']} per transaction, "
+             f"binlake run from the backlog (median of {results['repeats']}):",
+             "| tables | seconds | CPU s | rows/s | peak RSS MiB | files | files/table | Parquet MB |",
+             "|---|---|---|---|---|---|---|---|"]
+    for c in results["cases"]:
+        lines.append(f"| {c['tables']:,} | {c['seconds']:.2f} | {c['cpu_seconds']:.2f} | "
+                     f"{c['rows_per_s']:,} | "
+                     f"{c['peak_rss_mib']:.0f} | {c['files']:,} | {c['files_per_table']} | "
+                     f"{c['lake_bytes'] / 1e6:.1f} |")
+    if "ratio_seconds" in results:
+        lines.append(f"time ratio {results['cases'][-1]['tables']:,} / "
+                     f"{results['cases'][0]['tables']:,} tables: {results['ratio_seconds']}x "
+                     f"(target <= 2x); CPU seconds {results['ratio_cpu_seconds']}x")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench.many_tables", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--tables", default="20,2000",
+                        help="comma-separated table counts (default 20,2000)")
+    parser.add_argument("--rows", type=int, default=100_000, help="rows per case (100000)")
+    parser.add_argument("--rows-per-txn", type=int, default=5, help="rows per transaction (5)")
+    parser.add_argument("--repeats", type=int, default=3, help="runs per case, median (3)")
+    parser.add_argument("--seed", type=int, default=20241121)
+    parser.add_argument("--profile", action="store_true",
+                        help="run the last repeat under cProfile and print the top functions")
+    parser.add_argument("--results-dir", type=Path,
+                        default=Path(__file__).resolve().parent / "results")
+    args = parser.parse_args(argv)
+    args.tables = [int(t) for t in args.tables.split(",")]
+    results = run(args)
+    args.results_dir.mkdir(parents=True, exist_ok=True)
+    path = args.results_dir / f"many_tables-{results['started']}.json"
+    path.write_text(json.dumps(results, indent=2) + "\n")
+    print(render(results))
+    print(f"JSON: {path}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
