@@ -1004,6 +1004,73 @@ fail:
     return NULL;
 }
 
+/* gather(tag, k, entries) -> concat's result, or None
+ * Table column k of a batch from its entries (sinks/parquet/rows.py): per image (slots, chunks,
+ * values, rows) — slots None means the table's order, values None an image the rows lack. The
+ * column is NULL where the image lacks it; None when some image holds it in no chunk of
+ * ``tag`` (the caller then converts the Python values). */
+static PyObject *gather(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 3 || !PyUnicode_Check(args[0])) {
+        PyErr_SetString(PyExc_TypeError, "gather(tag: str, k: int, entries)");
+        return NULL;
+    }
+    Py_ssize_t k = PyLong_AsSsize_t(args[1]);
+    if (k < 0) {
+        if (!PyErr_Occurred()) PyErr_SetString(PyExc_ValueError, "negative column");
+        return NULL;
+    }
+    PyObject *seq = PySequence_Fast(args[2], "entries must be a sequence");
+    if (seq == NULL) return NULL;
+    Py_ssize_t count = PySequence_Fast_GET_SIZE(seq);
+    PyObject *parts = PyList_New(count), *result = NULL;
+    if (parts == NULL) goto done;
+    for (Py_ssize_t i = 0; i < count; i++) {
+        PyObject *e = PySequence_Fast_GET_ITEM(seq, i);
+        if (!PyTuple_Check(e) || PyTuple_GET_SIZE(e) != 4) {
+            PyErr_SetString(PyExc_ValueError, "malformed gather entry");
+            goto done;
+        }
+        PyObject *slots = PyTuple_GET_ITEM(e, 0), *chunks = PyTuple_GET_ITEM(e, 1);
+        PyObject *chunk = Py_None;
+        if (PyTuple_GET_ITEM(e, 2) != Py_None) {
+            PyObject *slot = NULL;
+            Py_ssize_t at = k;
+            if (slots != Py_None) {
+                if (!PyTuple_Check(slots) || k >= PyTuple_GET_SIZE(slots)) {
+                    PyErr_SetString(PyExc_ValueError, "malformed gather slots");
+                    goto done;
+                }
+                slot = PyTuple_GET_ITEM(slots, k);
+                at = slot == Py_None ? -1 : PyLong_AsSsize_t(slot);
+                if (at == -1 && PyErr_Occurred()) goto done;
+            }
+            if (at >= 0) {
+                if (!PyTuple_Check(chunks) || at >= PyTuple_GET_SIZE(chunks)) {
+                    result = Py_NewRef(Py_None);  /* no chunks: the Python values */
+                    goto done;
+                }
+                chunk = PyTuple_GET_ITEM(chunks, at);
+                if (!PyTuple_Check(chunk) || PyTuple_GET_SIZE(chunk) != 5
+                    || !PyUnicode_Check(PyTuple_GET_ITEM(chunk, 0))
+                    || PyUnicode_Compare(PyTuple_GET_ITEM(chunk, 0), args[0]) != 0) {
+                    if (PyErr_Occurred()) goto done;
+                    result = Py_NewRef(Py_None);
+                    goto done;
+                }
+            }
+        }
+        PyObject *part = PyTuple_Pack(2, chunk, PyTuple_GET_ITEM(e, 3));
+        if (part == NULL) goto done;
+        PyList_SET_ITEM(parts, i, part);
+    }
+    PyObject *cargs[2] = {args[0], parts};
+    result = concat(self, cargs, 2);
+done:
+    Py_XDECREF(parts);
+    Py_DECREF(seq);
+    return result;
+}
+
 /* text_row(data: bytes, binary: tuple[bool, ...]) -> tuple | None
  * One text-protocol row (results.parse_text_row's fast path): per column a length-encoded
  * string, str (UTF-8, surrogateescape) or bytes where binary[i] is true, None for 0xFB.
@@ -1064,6 +1131,8 @@ static PyMethodDef methods[] = {
      "Decode a rows event's images into per-column Arrow buffers (see native.py)."},
     {"concat", (PyCFunction)(void (*)(void))concat, METH_FASTCALL,
      "Concatenate Arrow column chunks (and runs of NULLs) into one column's buffers."},
+    {"gather", (PyCFunction)(void (*)(void))gather, METH_FASTCALL,
+     "One table column of a batch from its images' chunks; None when one lacks a chunk."},
     {"text_row", (PyCFunction)(void (*)(void))text_row, METH_FASTCALL,
      "Parse one text-protocol row; None when malformed (the Python parser then raises)."},
     {NULL, NULL, 0, NULL},

@@ -31,7 +31,7 @@ from collections.abc import Callable
 from typing import Any
 
 __all__ = ["AVAILABLE", "ENABLED", "ARROW", "UNAVAILABLE_REASON", "plan", "decode", "decode_arrow",
-           "concat", "text_row", "warn_once"]
+           "concat", "gather", "text_row", "warn_once"]
 
 _module: Any = None
 UNAVAILABLE_REASON = ""
@@ -52,7 +52,7 @@ text_row: Callable[[bytes, tuple[bool, ...]], tuple[str | bytes | None, ...] | N
 
 #: Whether :func:`decode_arrow` and :func:`concat` exist (an extension built before they did
 #: lacks them until it is rebuilt: rows then land from Python values, as before).
-ARROW = ENABLED and hasattr(_module, "decode_arrow") and hasattr(_module, "concat")
+ARROW = ENABLED and all(hasattr(_module, name) for name in ("decode_arrow", "concat", "gather"))
 
 # The column kinds of a plan entry ``(kind, a, b, c, obj1, obj2)``; _native_rows.c says what
 # a, b, c and the objects mean for each, rows.native_spec builds them.
@@ -102,4 +102,14 @@ def concat(tag: str, segments: list[tuple[Chunk | None, int]]
     """One column's buffers (rows, nulls, validity, data, offsets) from chunks of ``tag`` and
     runs of NULLs (``(None, rows)``), copied once. OverflowError: strings over 2 GiB."""
     result: tuple[int, int, bytes | None, bytes, bytes | None] = _module.concat(tag, segments)
+    return result
+
+
+def gather(tag: str, k: int, entries: list[tuple[Any, Any, Any, int]]
+           ) -> tuple[int, int, bytes | None, bytes, bytes | None] | None:
+    """Table column ``k`` of a batch, as :func:`concat` returns it, from its images' entries
+    ``(slots, chunks, values, rows)`` (see sinks/parquet/rows.py); None when an image holds it
+    in no chunk of ``tag``."""
+    result: tuple[int, int, bytes | None, bytes, bytes | None] | None = _module.gather(
+        tag, k, entries)
     return result

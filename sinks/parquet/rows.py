@@ -1,12 +1,12 @@
 """Rows events → Arrow record batches in a table version's schema.
 
 Values arrive column-wise, so a group of events is turned into one batch column by column.
-Each column of the batch is a list of *segments*, one per event image: the event's Arrow chunk
-for that column (``RowsEvent.arrow``, filled by the native decoder straight from the event's
-bytes), its Python values, or a run of NULLs (a column absent from an image). A column whose
-segments are all chunks of the layout its Arrow type needs (``TableVersion.native_tags``) is
-concatenated in C and wrapped with ``pa.Array.from_buffers``: no Python object per value. Any
-other column (a type the native decoder does not cover, a value it leaves to Python: a zero
+The batch keeps one *entry* per event image (which table column is where in it, its Arrow
+chunks — ``RowsEvent.arrow``, filled by the native decoder straight from the event's bytes —
+and its Python values), so the per-event work does not grow with the table's width. A column
+whose rows are all in chunks of the layout its Arrow type needs (``TableVersion.native_tags``)
+or NULL (absent from an image) is gathered and concatenated in C and wrapped with
+``pa.Array.from_buffers``: no Python object per value. Any other column (a type the native decoder does not cover, a value it leaves to Python: a zero
 date, a string that is not UTF-8) gathers the Python values with C-speed ``list.extend`` and
 is converted with a single ``pa.array`` call, as before — the same array either way
 (tests/unit/test_native_arrow.py). Grouping matters for OLTP streams: thousands of one-row
@@ -130,9 +130,10 @@ def _identity(width: int) -> tuple[int, ...]:
     return identity
 
 
-Segment = tuple[Any, Any, int, int]
-"""Rows of one batch column: (Arrow chunk or None, the image (per-column values) or None for
-NULLs, the column's slot in the image, rows)."""
+Entry = tuple[Any, Any, Any, int]
+"""One image of one event in a batch: (slots: each table column's position in the image, None
+for the table's own order; the image's Arrow chunks or None; its per-column values, None when
+the rows have no such image (all NULL); rows)."""
 
 
 def _image(version: TableVersion, present: tuple[int, ...], values: Sequence[list[Any]] | None,
@@ -154,32 +155,16 @@ def _image(version: TableVersion, present: tuple[int, ...], values: Sequence[lis
     return columns, missing
 
 
-def _segments(version: TableVersion, present: tuple[int, ...],
-              values: Sequence[list[Any]] | None, chunks: Sequence[Any] | None,
-              n: int) -> tuple[list[Segment], list[str]]:
-    """Every table column's segment of one image (``chunks``: the image's Arrow chunks, if the
-    event has them); absent columns are NULL runs and named. Nothing is decoded here."""
+def _entry(version: TableVersion, present: tuple[int, ...], values: Sequence[list[Any]] | None,
+           chunks: Sequence[Any] | None, n: int) -> tuple[Entry, list[str]]:
+    """One image as a batch entry, and the table columns absent from it. Nothing is decoded."""
     if values is None:
-        return [(None, None, 0, n)] * len(version.names), list(version.names)
+        return (None, None, None, n), list(version.names)
     slots = version.slots_for(present)
     if slots == _identity(len(slots)):  # a full image, in table order: the usual case
-        if chunks is None:
-            return [(None, values, k, n) for k in range(len(slots))], _NO_NAMES
-        return [(chunks[k], values, k, n) for k in range(len(slots))], _NO_NAMES
-    segments: list[Segment] = []
-    missing: list[str] = []
-    for slot, name in zip(slots, version.names, strict=True):
-        if slot is None:
-            segments.append((None, None, 0, n))
-            missing.append(name)
-        else:
-            segments.append((None if chunks is None else chunks[slot], values, slot, n))
-    return segments, missing
-
-
-def _value_segments(columns: Sequence[Sequence[Any]], n: int) -> list[Segment]:
-    """Segments of per-column Python values (the per-row paths)."""
-    return [(None, columns, k, n) for k in range(len(columns))]
+        return (None, chunks, values, n), _NO_NAMES
+    return (slots, chunks, values, n), [name for slot, name in zip(slots, version.names,
+                                                                    strict=True) if slot is None]
 
 
 class _Runs:
@@ -219,17 +204,17 @@ def _per_event(values: Sequence[Any], ends: list[int], arrow_type: pa.DataType) 
 
 
 class _Builder:
-    """The segments of every landed data column of one batch, runs for the metadata columns.
+    """The entries of every image of one batch, runs for the metadata columns.
 
     Data columns are converted once per column (see the module docstring). Metadata columns
     are constant per rows event (most of them per transaction), so they are kept as runs and
     expanded by Arrow: their cost is per event, not per row.
     """
 
-    def __init__(self, width: int) -> None:
+    def __init__(self) -> None:
         self.count = 0  # rows so far
-        self.main: list[list[Segment]] = [[] for _ in range(width)]
-        self.before: list[list[Segment]] | None = None  # until the first before image
+        self.main: list[Entry] = []
+        self.before: list[Entry] | None = None  # until the first before image
         self.before_null: list[bool] = []
         self.ops = _Runs()
         self.missing = _Runs()
@@ -239,23 +224,17 @@ class _Builder:
         self.tags: list[tuple[Any, ...]] = []
         self.ends: list[int] = []
 
-    def images(self, main: Sequence[Segment], before: Sequence[Segment] | None,
-               n: int) -> None:
-        for target, segment in zip(self.main, main, strict=True):
-            target.append(segment)
+    def images(self, main: Entry, before: Entry | None, n: int) -> None:
+        self.main.append(main)
         if before is None:
             if self.before is not None:
-                nulls = (None, None, 0, n)
-                for target in self.before:
-                    target.append(nulls)
+                self.before.append((None, None, None, n))
                 self.before_null.extend([True] * n)
         else:
             if self.before is None:  # first before image: earlier rows had none
-                earlier = [(None, None, 0, self.count)] if self.count else []
-                self.before = [list(earlier) for _ in self.main]
+                self.before = [(None, None, None, self.count)] if self.count else []
                 self.before_null = [True] * self.count
-            for target, segment in zip(self.before, before, strict=True):
-                target.append(segment)
+            self.before.append(before)
             self.before_null.extend([False] * n)
         self.count += n
 
@@ -267,37 +246,30 @@ class _Builder:
         self.json_diffs.add(json_diff, self.count)
 
 
-def _column(version: TableVersion, k: int, segments: list[Segment]) -> pa.Array:
-    """Column ``k`` of a batch: its chunks concatenated in C when they all have the layout its
-    Arrow type needs, else its Python values converted as one list."""
+def _column(version: TableVersion, k: int, entries: list[Entry]) -> pa.Array:
+    """Table column ``k`` of a batch: its chunks gathered and concatenated in C when they all
+    have the layout its Arrow type needs, else its Python values converted as one list."""
     tag = version.native_tags[k]
     if tag is not None:
-        parts: list[tuple[Any, int]] = []
-        for chunk, image, _, n in segments:
-            if image is None:
-                parts.append((None, n))
-            elif chunk is None or chunk[0] != tag:
-                break
-            else:
-                parts.append((chunk, n))
-        else:
-            try:
-                rows, nulls, valid, data, offsets = _native.concat(tag, parts)
-            except OverflowError:  # strings over 2 GiB: pa.array below splits them as ever
-                pass
-            else:
-                buffers = [None if valid is None else pa.py_buffer(valid)]
-                if offsets is not None:
-                    buffers.append(pa.py_buffer(offsets))
-                buffers.append(pa.py_buffer(data))
-                return pa.Array.from_buffers(version.arrow_types[k], rows, buffers,
-                                             null_count=nulls)
-    if len(segments) == 1 and segments[0][1] is not None:
-        values: Sequence[Any] = segments[0][1][segments[0][2]]
+        try:
+            native = _native.gather(tag, k, entries)
+        except OverflowError:  # strings over 2 GiB: pa.array below splits them as ever
+            native = None
+        if native is not None:
+            rows, nulls, valid, data, offsets = native
+            buffers = [None if valid is None else pa.py_buffer(valid)]
+            if offsets is not None:
+                buffers.append(pa.py_buffer(offsets))
+            buffers.append(pa.py_buffer(data))
+            return pa.Array.from_buffers(version.arrow_types[k], rows, buffers,
+                                         null_count=nulls)
+    if len(entries) == 1 and entries[0][0] is None and entries[0][2] is not None:
+        values: Sequence[Any] = entries[0][2][k]
     else:
         gathered: list[Any] = []
-        for _, image, slot, n in segments:
-            gathered.extend([None] * n if image is None else image[slot])
+        for slots, _, image, n in entries:
+            slot = k if slots is None else slots[k]
+            gathered.extend([None] * n if image is None or slot is None else image[slot])
         values = gathered
     return version.converters[k](values)
 
@@ -310,8 +282,7 @@ def rows_batch(version: TableVersion, group: Sequence[PendingRows],
     commit time); without, in ``version.staging_schema`` (no ``_commit_ts``), for rows of a
     transaction that has not committed yet.
     """
-    width = len(version.names)
-    out = _Builder(width)
+    out = _Builder()
     add_tags = out.tags.append
     add_end = out.ends.append
     for entry in group:
@@ -321,17 +292,16 @@ def rows_batch(version: TableVersion, group: Sequence[PendingRows],
         start = out.count
         chunks = event.arrow or (None, None)
         if kind is _INSERT or kind is _READ:
-            main, missing = _segments(version, event.after_columns, event.after, chunks[1], n)
+            main, missing = _entry(version, event.after_columns, event.after, chunks[1], n)
             out.images(main, None, n)
             out.tag(kind.value, missing or None)
         elif kind is _DELETE:
-            before, missing = _segments(version, event.before_columns, event.before, chunks[0],
-                                        n)
+            before, missing = _entry(version, event.before_columns, event.before, chunks[0], n)
             out.images(before, before, n)
             out.tag("D", missing or None)
         elif not entry.moved and event.header.type_code != _PARTIAL_UPDATE_ROWS:
-            before, _ = _segments(version, event.before_columns, event.before, chunks[0], n)
-            main, missing = _segments(version, event.after_columns, event.after, chunks[1], n)
+            before, _ = _entry(version, event.before_columns, event.before, chunks[0], n)
+            main, missing = _entry(version, event.after_columns, event.after, chunks[1], n)
             out.images(main, before, n)
             out.tag("U", missing or None)
         else:
@@ -341,7 +311,7 @@ def rows_batch(version: TableVersion, group: Sequence[PendingRows],
             if event.header.type_code == _PARTIAL_UPDATE_ROWS:
                 new, diffs = _json_diffs(version, new, n)
             if not entry.moved and diffs is None:
-                out.images(_value_segments(new, n), _value_segments(old, n), n)
+                out.images((None, None, new, n), (None, None, old, n), n)
                 out.tag("U", missing or None)
             else:
                 _row_by_row(out, new, old, set(entry.moved), n, missing, before_missing or None,
@@ -390,11 +360,11 @@ def _row_by_row(out: _Builder, main: Sequence[Sequence[Any]], before: Sequence[S
     old row in ``_before``); a row with JSON diffs lists those columns in ``_missing`` and
     carries the diffs in ``_json_diff``; other rows stay U."""
     for i in range(n):
-        old = _value_segments([[values[i]] for values in before], 1)
+        old = (None, None, [[values[i]] for values in before], 1)
         if i in moved:
             out.images(old, old, 1)
             out.tag("D", before_missing)
-        out.images(_value_segments([[values[i]] for values in main], 1), old, 1)
+        out.images((None, None, [[values[i]] for values in main], 1), old, 1)
         diff = diffs[i] if diffs is not None else None
         row_missing = [*missing, *diff[0]] if diff is not None else missing
         out.tag("I" if i in moved else "U", row_missing or None,
@@ -414,9 +384,10 @@ def _row_numbers(offsets: Sequence[int], ends: list[int]) -> pa.Array:
 
 def _to_batch(version: TableVersion, out: _Builder, with_commit_time: bool) -> pa.RecordBatch:
     count = out.count
-    arrays = [_column(version, k, segments) for k, segments in enumerate(out.main)]
+    width = len(version.names)
+    arrays = [_column(version, k, out.main) for k in range(width)]
     if out.before is not None:
-        before_arrays = [_column(version, k, segments) for k, segments in enumerate(out.before)]
+        before_arrays = [_column(version, k, out.before) for k in range(width)]
         before = pa.StructArray.from_arrays(before_arrays, fields=list(version.data_fields),
                                             mask=pa.array(out.before_null, pa.bool_()))
     else:
