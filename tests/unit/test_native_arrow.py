@@ -219,6 +219,17 @@ def test_concat_refuses_malformed_segments() -> None:
     with pytest.raises(ValueError):
         native.concat("str", [(("str", 0, None, b"ab", b"\0\0\0\0"), 1)])  # offsets short
     assert native.concat("i8", [(None, 3)]) == (3, 3, b"\0", b"\0" * 24, None)
+    chunk = ("i4", 0, None, b"\1\0\0\0", None)
+    assert native.gather("i4", 0, [(None, (chunk,), [[1]], 1), (None, None, None, 2)]) == \
+        (3, 2, b"\1", b"\1\0\0\0" + b"\0" * 8, None)
+    assert native.gather("i8", 0, [(None, (chunk,), [[1]], 1)]) is None  # another layout
+    assert native.gather("i4", 0, [(None, (None,), [[1]], 1)]) is None  # a fallback column
+    assert native.gather("i4", 0, [((None,), (chunk,), [[1]], 1)]) == (1, 1, b"\0", b"\0" * 4,
+                                                                       None)  # absent: NULL
+    for bad in ([(None, (chunk,), [[1]])], [((), (chunk,), [[1]], 1)], [("x", (), [[1]], 1)],
+                [(None, (chunk,), [[1]], 2)]):
+        with pytest.raises((ValueError, TypeError)):
+            native.gather("i4", 0, bad)
 
 
 def _mixed_cost() -> None:
