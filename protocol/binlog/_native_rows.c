@@ -28,6 +28,10 @@ enum {
                       obj2 = Decimal */
     K_ENUM = 8,    /* a = width (1 or 2), obj1 = labels tuple ("" first) or None */
     K_YEAR = 9,
+    K_BIT = 10,    /* a = bytes (0..8, big-endian) */
+    K_TIME2 = 11,  /* a = fsp */
+    K_SET = 12,    /* a = width (1..8), obj1 = rows.set_labels' function or None,
+                      obj2 = the labels tuple or None */
 };
 
 typedef struct {
@@ -93,7 +97,14 @@ static PyObject *make_plan(PyObject *self, PyObject *specs) {
                 }
                 cp->size += g[2 * k];
             }
-        } else if (cp->kind < K_INT || cp->kind > K_YEAR) {
+        } else if ((cp->kind == K_ENUM && o1 != Py_None && !PyTuple_Check(o1))
+                   || (cp->kind == K_SET && o2 != Py_None && !PyTuple_Check(o2))) {
+            PyErr_SetString(PyExc_ValueError, "ENUM/SET labels must be a tuple");
+            goto fail;
+        } else if (cp->kind < K_INT || cp->kind > K_SET
+                   || ((cp->kind == K_BIT || cp->kind == K_SET) && (cp->a < 0 || cp->a > 8))
+                   || (cp->kind == K_SET && cp->a == 0)
+                   || (cp->kind == K_TIME2 && (cp->a < 0 || cp->a > 6))) {
             PyErr_SetString(PyExc_ValueError, "unknown column kind");
             goto fail;
         }
@@ -195,6 +206,49 @@ static int read_dec(const ColPlan *cp, const unsigned char *p, int *neg, uint32_
             PyErr_SetString(PyExc_ValueError, "DECIMAL digit group out of range");
             return -1;
         }
+    }
+    return 0;
+}
+
+/* TIME2 at p (3 + frac_bytes(fsp) bytes, checked by the caller) as signed microseconds, the
+ * way values.decode_time2 reads it (a negative value's fraction borrows from its seconds);
+ * -1 with ValueError for an impossible minute, second or fraction. */
+static int read_time2(const unsigned char *p, int fsp, int64_t *micros) {
+    int64_t intpart = (int64_t)be(p, 3) - 0x800000, packed;
+    if (fsp == 0) {
+        packed = intpart * 16777216;
+    } else if (fsp <= 2) {
+        int64_t frac = p[3];
+        if (intpart < 0 && frac) { intpart += 1; frac -= 0x100; }
+        packed = intpart * 16777216 + frac * 10000;
+    } else if (fsp <= 4) {
+        int64_t frac = (int64_t)be(p + 3, 2);
+        if (intpart < 0 && frac) { intpart += 1; frac -= 0x10000; }
+        packed = intpart * 16777216 + frac * 100;
+    } else {
+        packed = (int64_t)be(p, 6) - 0x800000000000LL;
+    }
+    int neg = packed < 0;
+    if (neg) packed = -packed;
+    int64_t hms = packed >> 24, us = packed & 0xFFFFFF;
+    int64_t hour = hms >> 12 & 0x3FF, minute = hms >> 6 & 63, second = hms & 63;
+    if (minute > 59 || second > 59 || us > 999999) {
+        PyErr_SetString(PyExc_ValueError, "impossible TIME");
+        return -1;
+    }
+    int64_t v = (hour * 3600 + minute * 60 + second) * 1000000 + us;
+    *micros = neg ? -v : v;
+    return 0;
+}
+
+/* SET at p (width bytes): the mask, checked against the number of labels (as
+ * rows.set_labels does); -1 with ValueError for a bit beyond them. */
+static int read_set(const ColPlan *cp, const unsigned char *p, uint64_t *mask) {
+    *mask = le(p, cp->a);
+    if (cp->obj2 != Py_None && PyTuple_GET_SIZE(cp->obj2) < 64
+        && *mask >> PyTuple_GET_SIZE(cp->obj2)) {
+        PyErr_SetString(PyExc_ValueError, "SET value has bits beyond its members");
+        return -1;
     }
     return 0;
 }
@@ -359,6 +413,36 @@ static int value(const ColPlan *cp, const unsigned char *buf, Py_ssize_t *offp, 
         v = PyLong_FromLong(p[0] ? 1900 + p[0] : 0);
         off += 1;
         break;
+    case K_BIT:
+        NEED(cp->a);
+        v = PyLong_FromUnsignedLongLong(be(p, cp->a));
+        off += cp->a;
+        break;
+    case K_TIME2: {
+        NEED(3 + frac_bytes(cp->a));
+        int64_t micros;
+        if (read_time2(p, cp->a, &micros) < 0) return -1;
+        off += 3 + frac_bytes(cp->a);
+        int sign = micros < 0 ? -1 : 1;
+        int64_t m = micros * sign;
+        v = PyDelta_FromDSU(0, sign * (int)(m / 1000000), sign * (int)(m % 1000000));
+        break;
+    }
+    case K_SET: {
+        NEED(cp->a);
+        uint64_t mask;
+        if (read_set(cp, p, &mask) < 0) return -1;
+        off += cp->a;
+        PyObject *arg = PyLong_FromUnsignedLongLong(mask);
+        if (arg == NULL) return -1;
+        if (cp->obj1 == Py_None) {
+            v = arg;
+        } else {
+            v = PyObject_CallOneArg(cp->obj1, arg);
+            Py_DECREF(arg);
+        }
+        break;
+    }
     default:
         PyErr_SetString(PyExc_ValueError, "unknown column kind");
         return -1;
@@ -520,6 +604,8 @@ static int layout_of(const ColPlan *cp) {
     case K_DEC: return cp->c >= 1 && cp->c <= 38 ? L_DEC : L_NONE;
     case K_ENUM: return cp->obj1 == Py_None ? L_NONE : L_STR;
     case K_YEAR: return L_I2;
+    case K_BIT: case K_TIME2: return L_I8;
+    case K_SET: return cp->obj2 == Py_None ? L_NONE : L_STR;
     }
     return L_NONE;
 }
@@ -759,6 +845,54 @@ static int avalue(const ColPlan *cp, ACol *c, const unsigned char *buf, Py_ssize
         memcpy(out, &y, 2);
         width = 2;
         off += 1;
+        break;
+    }
+    case K_BIT: {  /* int64, two's complement above 2^63 (types._to_bit) */
+        NEED(cp->a);
+        uint64_t u = be(p, cp->a);
+        memcpy(out, &u, 8);
+        width = 8;
+        off += cp->a;
+        break;
+    }
+    case K_TIME2: {
+        NEED(3 + frac_bytes(cp->a));
+        int64_t micros;
+        if (read_time2(p, cp->a, &micros) < 0) return -1;
+        off += 3 + frac_bytes(cp->a);
+        memcpy(out, &micros, 8);
+        width = 8;
+        break;
+    }
+    case K_SET: {
+        NEED(cp->a);
+        uint64_t mask;
+        if (read_set(cp, p, &mask) < 0) return -1;
+        off += cp->a;
+        if (c->layout == L_STR) {
+            int members = 0;
+            for (Py_ssize_t bit = 0; bit < PyTuple_GET_SIZE(cp->obj2) && bit < 64; bit++) {
+                if (!(mask >> bit & 1)) continue;
+                Py_ssize_t n;
+                const char *label = PyUnicode_AsUTF8AndSize(PyTuple_GET_ITEM(cp->obj2, bit), &n);
+                if (label == NULL) {
+                    PyErr_Clear();
+                    c->layout = L_NONE;
+                    break;
+                }
+                if ((members++ && buf_put(&c->data, ",", 1) < 0)
+                    || buf_put(&c->data, label, n) < 0)
+                    return -1;
+            }
+            if (c->layout == L_STR) {
+                if (c->data.len > INT32_MAX) {
+                    c->layout = L_NONE;
+                } else {
+                    int32_t e = (int32_t)c->data.len;
+                    if (buf_put(&c->offsets, &e, 4) < 0) return -1;
+                }
+            }
+        }
         break;
     }
     default:

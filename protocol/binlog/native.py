@@ -4,20 +4,21 @@
 setup.py) decodes a rows event's images into the same per-column lists as the generated Python
 code of :class:`~.rows.TableDecoder`, without executing bytecode per value. It covers the common
 types — integers, FLOAT/DOUBLE, CHAR/VARCHAR/BINARY/TEXT/BLOB, DATE, DATETIME2, TIMESTAMP2,
-NEWDECIMAL, ENUM, YEAR — and an image with any other column (JSON, SET, BIT, TIME, legacy
-temporal types, MySQL partial updates) keeps the Python decoder, which stays the reference:
+TIME2, NEWDECIMAL, ENUM, SET, BIT, YEAR — and an image with any other column (JSON, GEOMETRY,
+legacy temporal types, MySQL partial updates) keeps the Python decoder, which stays the reference:
 ``tests/unit/test_native_rows.py`` runs both over random and corrupted rows and requires the
 same values and the same typed errors.
 
 For the Parquet landing path it also decodes an image straight into Arrow buffers
-(:func:`decode_arrow`, :func:`concat`): per column a *chunk* ``(tag, nulls, validity, data,
-offsets)`` — the validity bitmap (None: no NULL), the values in Arrow's layout (integers of the
-landed width, DECIMAL <= 38 digits and BIGINT UNSIGNED as 128-bit scaled integers, FLOAT/DOUBLE
-as stored, DATE as days and DATETIME2/TIMESTAMP2 as epoch microseconds, strings and ENUM labels
-as int32 offsets + UTF-8 bytes) — or None where the landing path must use the Python values for
-that column of that event (a string that is not UTF-8, a zero or invalid date, a charset Python
-decodes, DECIMAL wider than 38 digits, ENUM without labels). ``tag`` names the layout: ``i1``,
-``i2``, ``i4``, ``i8``, ``dec``, ``f4``, ``f8``, ``str``, ``bin``, ``date``, ``ts``.
+(:func:`decode_arrow`; :func:`gather` and :func:`concat` join a batch's): per column a *chunk*
+``(tag, nulls, validity, data, offsets)`` — the validity bitmap (None: no NULL), the values in
+Arrow's layout (integers of the landed width, DECIMAL <= 38 digits and BIGINT UNSIGNED as
+128-bit scaled integers, FLOAT/DOUBLE as stored, DATE as days, DATETIME2/TIMESTAMP2 as epoch
+microseconds, TIME2 as signed microseconds, BIT as int64, strings and ENUM/SET labels as int32
+offsets + UTF-8 bytes) — or None where the landing path must use the Python values for that
+column of that event (a string that is not UTF-8, a zero or invalid date, a charset Python
+decodes, DECIMAL wider than 38 digits, ENUM/SET without labels). ``tag`` names the layout:
+``i1``, ``i2``, ``i4``, ``i8``, ``dec``, ``f4``, ``f8``, ``str``, ``bin``, ``date``, ``ts``.
 
 ``BINLAKE_NATIVE=0`` forces the Python reference. When the extension is not built (no compiler
 when binlake was installed), :func:`warn_once` says so once, and decoding is the same, slower.
@@ -56,7 +57,8 @@ ARROW = ENABLED and all(hasattr(_module, name) for name in ("decode_arrow", "con
 
 # The column kinds of a plan entry ``(kind, a, b, c, obj1, obj2)``; _native_rows.c says what
 # a, b, c and the objects mean for each, rows.native_spec builds them.
-K_INT, K_FLOAT, K_STR, K_DATE, K_DT2, K_TS2, K_DEC, K_ENUM, K_YEAR = range(1, 10)
+(K_INT, K_FLOAT, K_STR, K_DATE, K_DT2, K_TS2, K_DEC, K_ENUM, K_YEAR, K_BIT, K_TIME2,
+ K_SET) = range(1, 13)
 _warned = False
 
 

@@ -745,6 +745,15 @@ def native_spec(col: Column) -> tuple[Any, ...] | None:
         return (_native.K_ENUM, col.length or 1, 0, 0, labels, None)
     if t == FieldType.YEAR:
         return (_native.K_YEAR, 0, 0, 0, None, None)
+    if t == FieldType.BIT and (col.meta >> 8) + (1 if col.meta & 0xFF else 0) <= 8:
+        return (_native.K_BIT, (col.meta >> 8) + (1 if col.meta & 0xFF else 0), 0, 0, None, None)
+    if t == FieldType.TIME2 and 0 <= col.meta <= 6:
+        return (_native.K_TIME2, col.meta, 0, 0, None, None)
+    if t == FieldType.SET and 1 <= (col.length or 1) <= 8:
+        if col.set_values is None:
+            return (_native.K_SET, col.length or 1, 0, 0, None, None)
+        members = tuple(col.set_values)
+        return (_native.K_SET, col.length or 1, 0, 0, set_labels(members), members)
     return None
 
 

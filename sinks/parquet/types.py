@@ -106,8 +106,8 @@ _NATIVE_TAGS: dict[pa.DataType, str] = {
     pa.float64(): "f8", pa.date32(): "date", pa.string(): "str", pa.binary(): "bin",
     TIMESTAMP_NTZ: "ts", TIMESTAMP_UTC: "ts",
 }
-_NATIVE_INTS = frozenset({*_SIGNED_INTS, FieldType.YEAR})
-_NATIVE_STRINGS = _STRING_TYPES | _BLOB_TYPES | {FieldType.ENUM}
+_NATIVE_INTS = frozenset({*_SIGNED_INTS, FieldType.YEAR, FieldType.BIT, FieldType.TIME2})
+_NATIVE_STRINGS = _STRING_TYPES | _BLOB_TYPES | {FieldType.ENUM, FieldType.SET}
 
 
 def native_tag(column: Column, arrow_type: pa.DataType) -> str | None:
@@ -117,8 +117,8 @@ def native_tag(column: Column, arrow_type: pa.DataType) -> str | None:
     A chunk is used only when its tag is this one: the decoder picks its layout from the binlog
     type alone, so a column whose Arrow type says otherwise (a VARCHAR with the BINARY flag, a
     string without charset metadata) falls back to the Python values, and the schema the lake
-    lands cannot change through the native path. TIME, BIT, SET, JSON and wide DECIMAL have no
-    native layout (their Arrow types come from values the decoder does not produce).
+    lands cannot change through the native path. JSON, wide DECIMAL, GEOMETRY and the pre-5.6
+    temporal types have no native layout (the decoder leaves their values to Python).
     """
     if pa.types.is_decimal(arrow_type):
         return "dec"  # DECIMAL(p <= 38) as scaled integers, BIGINT UNSIGNED as decimal(20,0)

@@ -79,6 +79,9 @@ def _same(body: bytes, kind: RowsKind, table: TableMapEvent = TABLE,
         assert arrow is reference, f"arrow decoding gave {arrow}, the lists {reference}"
         return reference
     assert isinstance(arrow, RowsEvent), f"arrow decoding raised {arrow}"
+    assert arrow.row_count == reference.row_count
+    if not arrow.row_count:
+        return arrow  # the sink lands no empty event (writer.py skips them)
     expected, expected_zero = _land(reference, table, moved)
     got, got_zero = _land(arrow, table, moved)
     assert got.schema == expected.schema

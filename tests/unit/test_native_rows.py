@@ -121,6 +121,29 @@ def _encode_decimal(value: Decimal, precision: int, scale: int) -> bytes:
     return bytes(raw)
 
 
+def _bit(bits: int) -> Enc:
+    nbytes = bits // 8 + (1 if bits % 8 else 0)
+    return lambda rng: rng.randrange(1 << bits).to_bytes(nbytes, "big")
+
+
+def _time2(fsp: int) -> Enc:
+    """A TIME2 as a server writes it (a negative value's fraction borrowing from its seconds)."""
+    def enc(rng: random.Random) -> bytes:
+        neg = rng.random() < 0.5
+        hms = rng.randrange(839) << 12 | rng.randrange(60) << 6 | rng.randrange(1, 60)
+        if fsp >= 5:
+            packed = (hms << 24) + rng.randrange(1000000) // 10 ** (6 - fsp) * 10 ** (6 - fsp)
+            return ((-packed if neg else packed) + 0x800000000000).to_bytes(6, "big")
+        size = (fsp + 1) // 2
+        scale = 100 ** size
+        frac = rng.randrange(scale) if fsp else 0
+        if neg and frac:
+            return (0x800000 - hms).to_bytes(3, "big") + (256 ** size - frac).to_bytes(size, "big")
+        return (0x800000 + (-hms if neg else hms)).to_bytes(3, "big") + \
+            frac.to_bytes(size, "big")[:size]
+    return enc
+
+
 def _pick(options: list[bytes]) -> Enc:
     return lambda rng: rng.choice(options)
 
@@ -149,6 +172,12 @@ COLUMNS: list[tuple[Col, Enc]] = [
      _pick([b"\x00", b"\x01", b"\x03"])),
     (Col(T.STRING, bytes([T.ENUM, 2]), labels=("x", "y")), _pick([b"\x00\x00", b"\x02\x00"])),
     (Col(T.YEAR), lambda rng: bytes([rng.randrange(256)])),
+    *[(Col(T.BIT, bytes([bits % 8, bits // 8])), _bit(bits)) for bits in (1, 10, 63, 64)],
+    *[(Col(T.TIME2, bytes([fsp])), _time2(fsp)) for fsp in range(7)],
+    (Col(T.STRING, bytes([T.SET, 1]), labels=("x", "y", "ç")),
+     lambda rng: bytes([rng.randrange(8)])),
+    (Col(T.STRING, bytes([T.SET, 2]), labels=tuple("abcdefghij")),
+     lambda rng: rng.randrange(1024).to_bytes(2, "little")),
 ]
 ENUMS = [i for i, (c, _) in enumerate(COLUMNS) if c.meta[:1] == bytes([T.ENUM])]
 
@@ -158,8 +187,9 @@ def _table(cols: list[Col]) -> TableMapEvent:
     numeric = [i for i, t in enumerate(real) if t in NUMERIC_TYPES]
     character = [i for i, t in enumerate(real) if t in CHARACTER_TYPES]
     enums = [i for i, t in enumerate(real) if t == T.ENUM]
+    sets = [i for i, t in enumerate(real) if t == T.SET]
     return decode_table_map(header(19), memoryview(table_map_body(
-        cols, numeric=numeric, character=character, enums=enums)), 8)
+        cols, numeric=numeric, character=character, enums=enums, sets=sets)), 8)
 
 
 TABLE = _table([c for c, _ in COLUMNS])
@@ -285,6 +315,9 @@ def test_corrupt_values_raise_the_same_typed_error() -> None:
         (Col(T.VARCHAR, u16(80), charset=45), b"\x09abc"),  # runs past the event
         (Col(T.BLOB, b"\x04", charset=63), b"\xff\xff\xff\xff"),
         (Col(T.LONGLONG), b"\x01\x02"),
+        (Col(T.TIME2, b"\x00"), (0x800000 + 63).to_bytes(3, "big")),  # second 63
+        (Col(T.STRING, bytes([T.SET, 1]), labels=("a", "b")), b"\x04"),  # bit beyond members
+        (Col(T.BIT, b"\x00\x02"), b"\x01"),  # runs past the event
     ]
     for col, stored in cases:
         table = _table([col])
