@@ -103,6 +103,12 @@ def render(results: dict[str, Any]) -> str:
                    f"{workload['binlog_bytes'] / 1e6:.1f} MB")
         out.append(_table(["peer", "seconds", "rows/s", "vs pmr", "vs C", "CPU s", "rows/CPU-s",
                            "vs pmr", "vs C", "RSS MiB"], rows))
+    start = results.get("startup")
+    if start and "median_seconds" in start:
+        out.append("")
+        out.append(f"binlake run over an empty binlog range (start-up, connect, stop; part of "
+                   f"every binlake run figure): {start['median_seconds']:.2f} s wall, "
+                   f"{start['median_cpu_seconds']:.2f} s CPU, {start['peak_rss_mib']:.0f} MiB")
     goals = results.get("targets")
     if goals:
         out.append("")
@@ -241,6 +247,11 @@ def readme(results: dict[str, Any]) -> str:
         if "peak_rss_mib" in entry.get("binlake-run", {}):
             extra.append(f"{label.format(rows=entry['rows'])} at "
                          f"{entry['binlake-run']['peak_rss_mib']:.0f} MiB")
+    start = results.get("startup", {})
+    if "median_seconds" in start:
+        lines += ["", f"`binlake run` over an empty binlog range (interpreter start, connect, "
+                      f"stop) takes {start['median_seconds']:.2f} s; it is part of every "
+                      "`binlake run` figure above."]
     if rss:
         lines += ["", f"Peak RSS of `binlake run`: {min(rss):.0f}–{max(rss):.0f} MiB on (a)–(d)"
                       + ("; " + ", ".join(extra) if extra else "") + "."]

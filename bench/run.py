@@ -8,7 +8,8 @@ Order (each step only appends to the binlog, so what a step measures is exactly 
    ``mariadb-binlog`` on the files, binlake's wire fetch and decode as components, the real
    daemon ``binlake run`` into a fresh lake, ``binlake decode`` in both formats on the files —
    and the same ``binlake decode`` of the ``--baseline-rev`` commit);
-3. memory: ``binlake run`` (and decode only) of the whole backlog (a)–(d) from the first file,
+3. ``binlake run`` over an empty range: its start-up and stop, part of every figure above;
+   memory: ``binlake run`` (and decode only) of the whole backlog (a)–(d) from the first file,
    then of a single 2M-row transaction;
 4. snapshot: ``binlake snapshot`` of a 2M-row table of workload (a)'s shape beside
    ``mariadb-dump``, with a concurrent writer's commit latency (``bench/snapshot.py``);
@@ -207,6 +208,25 @@ class Bench:
         return {"rows": workload.rows, "description": workload.description,
                 "binlog_bytes": self.binlog_bytes(first), "peers": peers}
 
+    def startup(self) -> dict[str, Any]:
+        """``binlake run`` over an empty binlog range (a fresh file, stop_at_end): what start-up,
+        connecting and stopping add to every end-to-end figure, ``repeats`` times."""
+        self.server.sql("FLUSH BINARY LOGS")
+        first = self.current_file()
+        runs: list[Measurement] = []
+        try:
+            for _ in range(self.options.repeats):
+                measured = self.measure_peer("binlake-run", first, 0)
+                assert measured is not None
+                runs.append(measured)
+        except MeasureError as exc:
+            return {"error": str(exc)}
+        seconds = statistics.median(m.wall_seconds for m in runs)
+        self.log(f"binlake run over nothing: {seconds:.2f} s")
+        return {"median_seconds": round(seconds, 3),
+                "median_cpu_seconds": round(statistics.median(m.cpu_seconds for m in runs), 3),
+                "peak_rss_mib": round(max(m.peak_rss_kib for m in runs) / 1024, 1)}
+
     # --- memory -----------------------------------------------------------------------------
 
     def memory(self, name: str, first: str, rows: int, modes: tuple[str, ...]) -> dict[str, Any]:
@@ -314,6 +334,7 @@ def run(options: BenchOptions) -> dict[str, Any]:
                 results["profile"] = bench.profile_decode(first, options.results_dir, stamp)
                 bench.log(f"profile written to {results['profile']}")
         results["workloads"] = workloads
+        results["startup"] = bench.startup()
 
         if options.memory:
             memory: dict[str, Any] = {}

@@ -58,6 +58,7 @@ def test_bench_smoke(tmp_path: Path) -> None:
         assert "error" not in pmr, (name, pmr)
         if "skipped" not in pmr:
             assert "rows_mismatch" not in pmr and pmr["runs"][0]["rows"] == workload["rows"]
+    assert results["startup"]["peak_rss_mib"] > 0, results["startup"]  # ran, landed 0 rows
     memory = results["memory"]
     assert memory["backlog"]["binlake-run"]["runs"][0]["rows"] == 2100
     assert memory["big_transaction"]["binlake-run"]["runs"][0]["rows"] == 4000

@@ -36,6 +36,7 @@ def _results() -> dict[str, Any]:
             "c_update": workload("(c) updates", 15_000, 400_000, 390_000, 100_000),
             "d_wide": workload("(d) wide", 6_000, 140_000, 150_000, 40_000),
         },
+        "startup": {"median_seconds": 0.61, "median_cpu_seconds": 0.55, "peak_rss_mib": 98.0},
         "memory": {"big_transaction": {"rows": 2_000_000,
                                        "binlake-run": _peer(100_000, rss=250.0)}},
     }
@@ -86,5 +87,7 @@ def test_readme_table_from_the_json() -> None:
         "10.50x |" in lines
     assert "| binlake run peak RSS on (a)-(d) <= 157 MiB (no worse than before issue 17) | " \
         "160 MiB | MISS |  |" in lines
+    assert lines[-3] == ("`binlake run` over an empty binlog range (interpreter start, connect, "
+                         "stop) takes 0.61 s; it is part of every `binlake run` figure above.")
     assert lines[-1] == ("Peak RSS of `binlake run`: 120–160 MiB on (a)–(d); a 2,000,000-row "
                          "single transaction at 250 MiB.")
