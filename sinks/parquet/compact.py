@@ -56,7 +56,7 @@ from .pins import PIN_LIFETIME, purge_pins
 log = logging.getLogger("binlake.compact")
 
 __all__ = ["CompactError", "CompactOptions", "CompactStats", "compact_lake", "drop_history", "partitions",
-           "recover_compaction", "recover_if_idle"]
+           "max_seq", "recover_compaction", "recover_if_idle"]
 
 #: Arrow bytes buffered per row group of a compacted file (about the daemon's row groups).
 ROW_GROUP_BYTES = 32 * 1024 * 1024
@@ -384,7 +384,7 @@ def compact_lake(lake: str, options: CompactOptions | None = None,
 # --- retention ---------------------------------------------------------------------------------
 
 
-def _max_seq(path: str) -> int:
+def max_seq(path: str) -> int:
     """The largest ``_seq`` in a data file, from its footer statistics (never its data)."""
     metadata = pq.ParquetFile(path).metadata
     index = metadata.schema.to_arrow_schema().get_field_index("_seq")
@@ -413,7 +413,7 @@ def drop_history(lake: str, database: str, table: str, covered_seq: int, before:
                 continue
             live = os.path.join(lake, partition)
             names = set(os.listdir(live))
-            if any(_max_seq(os.path.join(live, n)) > covered_seq for n in names
+            if any(max_seq(os.path.join(live, n)) > covered_seq for n in names
                    if L.is_data_file(n)):
                 continue
             target = os.path.join(lake, L.COMPACT_TRASH, L.retired_dir(stamp), partition)

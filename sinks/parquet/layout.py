@@ -15,6 +15,7 @@
     <lake>/<db>/<table>/schema_version=<N>/commit_date=<YYYY-MM-DD>/part-<first seq>-<k>.parquet
     <lake>/<db>/<table>/schema_version=<N>/commit_date=<YYYY-MM-DD>/compacted-g<gen>-<first seq>-<k>.parquet
     <lake>/<db>/<table>/_state/seq=<S>/                 materialised current state as of _seq S
+    <lake>/<db>/<table>/_state/seq=<S>/_covered.json    change files whose rows are all <= S
     <lake>/<db>/<table>/_compacted/g<gen>-<N>-<date>.json  the daemon files a compaction replaced
     <lake>/_publish.lock, _compact.lock                 see sinks/parquet/compact.py
     <lake>/_compact.json, _compact_staging/, _compacted_trash/   compaction's own commit files
@@ -56,6 +57,8 @@ DATA_SUFFIX = ".parquet"
 VERSION_PREFIX = "schema_version="
 DATE_PREFIX = "commit_date="
 STATE_PREFIX = "seq="
+#: In a ``_state/seq=S/`` directory: the change files whose rows are all at or before S.
+STATE_COVERED = "_covered.json"
 PINS_DIR = "_pins"
 
 #: Data files the daemon writes, and those compaction writes: readers tell them apart by name.
@@ -223,3 +226,18 @@ def state_seq_of(name: str) -> int | None:
 
 def state_dir(database: str, table: str, seq: int) -> str:
     return posixpath.join(table_dir(database, table), STATE_DIR, state_dir_name(seq))
+
+
+def first_seq_of(name: str) -> int | None:
+    """The first ``_seq`` a data file's name gives (its rows are at or after it); ``None`` for
+    a name binlake did not make."""
+    if not name.endswith(DATA_SUFFIX):
+        return None
+    if name.startswith(ORIGINAL_PREFIX):
+        digits = name[len(ORIGINAL_PREFIX):].split("-", 1)[0]
+    elif name.startswith(COMPACTED_PREFIX):
+        parts = name[len(COMPACTED_PREFIX):].split("-")
+        digits = parts[1] if len(parts) > 2 else ""
+    else:
+        return None
+    return int(digits) if digits.isdigit() else None

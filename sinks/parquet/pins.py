@@ -26,7 +26,7 @@ import os
 import shutil
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 
 from ..errors import SinkError
 from . import layout as L
@@ -79,14 +79,16 @@ def new_pin(lake: str) -> str | None:
     return path
 
 
-def pin_partition(lake: str, pin: str, directory: str) -> bool:
+def pin_partition(lake: str, pin: str, directory: str,
+                  skip: Collection[str] = ()) -> bool:
     """Hard-link the data files of ``<lake>/<directory>`` into ``<pin>/<directory>``, all from
-    one listing; ``False`` if the directory is gone (retention retired it)."""
+    one listing, except the names in ``skip``; ``False`` if the directory is gone (retention
+    retired it)."""
     live = os.path.join(lake, directory)
     target = os.path.join(pin, directory)
     for _ in range(_ATTEMPTS):
         try:
-            names = [n for n in os.listdir(live) if L.is_data_file(n)]
+            names = [n for n in os.listdir(live) if L.is_data_file(n) and n not in skip]
         except FileNotFoundError:
             return False
         os.makedirs(target, exist_ok=True)
@@ -100,16 +102,20 @@ def pin_partition(lake: str, pin: str, directory: str) -> bool:
                     "read; read again")
 
 
-def pin_table(lake: str, database: str, table: str, pin: str | None = None) -> str | None:
+def pin_table(lake: str, database: str, table: str, pin: str | None = None,
+              skip: Collection[str] = ()) -> str | None:
     """Pin every change-log partition of a table; returns the pinned table directory (laid out
-    as the live one), or ``None`` when the lake cannot be pinned."""
+    as the live one), or ``None`` when the lake cannot be pinned. ``skip``: files to leave out,
+    as ``schema_version=N/commit_date=D/name`` (those a materialised state covers)."""
     pin = pin or new_pin(lake)
     if pin is None:
         return None
     base = L.table_dir(database, table)
     for version in _subdirs(os.path.join(lake, base), L.is_version_dir):
         for date in _subdirs(os.path.join(lake, base, version), L.is_date_dir):
-            pin_partition(lake, pin, "/".join((base, version, date)))
+            prefix = f"{version}/{date}/"
+            names = {n[len(prefix):] for n in skip if n.startswith(prefix)}
+            pin_partition(lake, pin, "/".join((base, version, date)), names)
     return os.path.join(pin, base)
 
 

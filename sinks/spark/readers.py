@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Collection
 from typing import Any, cast
 
 from pyspark.sql import Column, DataFrame, SparkSession
@@ -84,12 +85,20 @@ def read_changes(spark: SparkSession, lake: str, database: str, table: str) -> D
     Data columns carry Spark field metadata ``binlake.primary_key`` and ``binlake.current``
     (the column exists in the latest schema version), which :func:`current_state` uses.
     """
+    return read_changes_from(spark, lake, database, table)[0]
+
+
+def read_changes_from(spark: SparkSession, lake: str, database: str, table: str,
+                      skip: Collection[str] = ()) -> tuple[DataFrame, str]:
+    """:func:`read_changes` without the files in ``skip`` (``schema_version=N/commit_date=D/
+    name``, those a materialised state covers); also returns the table directory read (the pin,
+    or the live one when the lake cannot be pinned — then ``skip`` is not applied)."""
     versions = load_versions(lake, database, table)
     if not versions:
         raise FileNotFoundError(f"no landed table {database}.{table} under {lake}")
     target = union_schema(versions)
     # read through a pin: compaction switching a partition later cannot take a file away
-    base = pin_table(lake, database, table) or table_path(lake, database, table)
+    base = pin_table(lake, database, table, skip=skip) or table_path(lake, database, table)
     frames = []
     for number, doc in versions.items():
         directory = os.path.join(base, L.version_dir(number))
@@ -99,11 +108,11 @@ def read_changes(spark: SparkSession, lake: str, database: str, table: str) -> D
               .parquet(directory))
         frames.append(_aligned(df, target, number))
     if not frames:
-        return spark.createDataFrame([], target)
+        return spark.createDataFrame([], target), base
     result = frames[0]
     for frame in frames[1:]:
         result = result.unionByName(frame)
-    return result
+    return result, base
 
 
 def stream_changes(spark: SparkSession, lake: str, database: str, table: str,

@@ -21,9 +21,11 @@ from __future__ import annotations
 import glob
 import json
 import os
+import posixpath
 import shutil
 import uuid
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from pyspark.sql import Column, DataFrame, SparkSession, Window
@@ -32,8 +34,9 @@ from pyspark.sql import types as S
 
 from ..parquet import ddl as D
 from ..parquet import layout as L
+from ..parquet.compact import max_seq
 from ..parquet.pins import new_pin, pin_partition
-from .readers import _aligned, read_changes
+from .readers import _aligned, read_changes_from
 from .schema import load_versions
 
 METADATA_COLUMNS = ("_op", "_seq", "_row", "_gtid", "_gtid_domain", "_gtid_server_id",
@@ -249,20 +252,28 @@ def read_current_state(spark: SparkSession, lake: str, database: str, table: str
     keys = list(key_columns or latest["primary_key"])
     if not keys:
         raise ValueError(f"{database}.{table} has no primary key recorded; pass key_columns")
-    changes = _changes_for_state(spark, lake, database, table, use_state=use_state)
+    changes, _base, _skip = _changes_for_state(spark, lake, database, table,
+                                               use_state=use_state)
     return current_state(changes, keys, [c["name"] for c in latest["columns"]])
 
 
 def _changes_for_state(spark: SparkSession, lake: str, database: str, table: str, *,
-                       use_state: bool, upto_seq: int | None = None) -> DataFrame:
+                       use_state: bool, upto_seq: int | None = None
+                       ) -> tuple[DataFrame, str, frozenset[str]]:
     """The change rows current state is computed from: the latest materialised state's rows
     (if any, and if no TRUNCATE/DROP/CREATE came after it) plus the changes after it, reset
-    and ADD COLUMN defaults applied."""
-    changes = read_changes(spark, lake, database, table)
+    and ADD COLUMN defaults applied. The change files the state covers (``_covered.json``) are
+    not even listed for Spark: that, not the filter on ``_seq``, is what makes a state pay off
+    on a lake of many files. Also returns the table directory read and the files skipped."""
     entries = ddl_entries(lake, database, table)
     reset = max((int(e["seq"]) for e in entries if e.get("resets_table")), default=0)
     state = pinned_state(lake, database, table) if use_state else None
-    if state is not None and state[0] >= reset and (upto_seq is None or state[0] <= upto_seq):
+    if state is not None and not (state[0] >= reset
+                                  and (upto_seq is None or state[0] <= upto_seq)):
+        state = None
+    skip = covered_files(lake, database, table, state[0]) if state is not None else frozenset()
+    changes, base = read_changes_from(spark, lake, database, table, skip)
+    if state is not None:
         seq, path = state
         rows = _aligned(spark.read.parquet(path), changes.schema, None)
         changes = rows.unionByName(changes.where(F.col("_seq") > seq))
@@ -270,7 +281,7 @@ def _changes_for_state(spark: SparkSession, lake: str, database: str, table: str
         changes = changes.where(F.col("_seq") <= upto_seq)
     if reset:
         changes = changes.where(F.col("_seq") > reset)
-    return fill_added_defaults(changes, [e for e in entries if int(e["seq"]) > reset])
+    return fill_added_defaults(changes, [e for e in entries if int(e["seq"]) > reset]), base, skip
 
 
 # --- materialised state ------------------------------------------------------------------------
@@ -290,6 +301,38 @@ def state_dirs(lake: str, database: str, table: str) -> list[tuple[int, str]]:
 def latest_state(lake: str, database: str, table: str) -> tuple[int, str] | None:
     states = state_dirs(lake, database, table)
     return states[-1] if states else None
+
+
+def covered_files(lake: str, database: str, table: str, seq: int) -> frozenset[str]:
+    """The change files state ``seq`` covers (``schema_version=N/commit_date=D/name``); empty
+    when it does not say (a state from before ``_covered.json``, or one deleted meanwhile)."""
+    path = os.path.join(lake, L.state_dir(database, table, seq), L.STATE_COVERED)
+    try:
+        with open(path, encoding="utf-8") as f:
+            return frozenset(json.load(f)["files"])
+    except (FileNotFoundError, ValueError, KeyError):
+        return frozenset()
+
+
+def _covered_now(lake: str, database: str, table: str, base: str, skipped: frozenset[str],
+                 upto: int) -> set[str]:
+    """The change files a state as of ``upto`` covers: those the previous state covered that
+    are still live (compaction replaces some), and those just read whose largest ``_seq``
+    (footer statistics) is at most ``upto``."""
+    live = os.path.join(lake, L.table_dir(database, table))
+    covered = {f for f in skipped if os.path.exists(os.path.join(live, f))}
+    candidates = []
+    for root, dirs, files in os.walk(base):
+        dirs[:] = [d for d in dirs if not L.is_hidden(d)]  # _state, _schema…: not changes
+        relative = os.path.relpath(root, base)
+        for name in files:
+            first = L.first_seq_of(name)
+            if first is not None and first <= upto:  # a later first _seq: surely not covered
+                candidates.append(posixpath.join(*relative.split(os.sep), name))
+    with ThreadPoolExecutor(max_workers=8) as pool:  # footers: mostly waiting on the disk
+        highest = list(pool.map(lambda f: max_seq(os.path.join(base, f)), candidates))
+    covered.update(f for f, top in zip(candidates, highest, strict=True) if top <= upto)
+    return covered
 
 
 def pinned_state(lake: str, database: str, table: str) -> tuple[int, str] | None:
@@ -328,7 +371,8 @@ def materialize_state(spark: SparkSession, lake: str, database: str, table: str,
     keys = list(key_columns or list(versions.values())[-1]["primary_key"])
     if not keys:
         raise ValueError(f"{database}.{table} has no primary key recorded; pass key_columns")
-    changes = _changes_for_state(spark, lake, database, table, use_state=True, upto_seq=upto)
+    changes, base, skipped = _changes_for_state(spark, lake, database, table, use_state=True,
+                                                upto_seq=upto)
     state = current_state(changes, keys, keep_metadata=True)
     staging = os.path.join(lake, L.STATE_STAGING, L.table_dir(database, table),
                            f"{L.state_dir_name(upto)}-{uuid.uuid4().hex}")
@@ -338,6 +382,9 @@ def materialize_state(spark: SparkSession, lake: str, database: str, table: str,
         state.write.parquet(staging)
     finally:
         spark.conf.set("spark.sql.parquet.outputTimestampType", saved or "INT96")
+    covered = _covered_now(lake, database, table, base, skipped, upto)
+    with open(os.path.join(staging, L.STATE_COVERED), "w", encoding="utf-8") as f:
+        json.dump({"seq": upto, "files": sorted(covered)}, f)
     target = os.path.join(lake, L.state_dir(database, table, upto))
     os.makedirs(os.path.dirname(target), exist_ok=True)
     os.rename(staging, target)

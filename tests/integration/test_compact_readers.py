@@ -8,6 +8,7 @@ compactions, sized by ``BINLAKE_COMPACT_RACE_ROUNDS``, backs them up.
 
 from __future__ import annotations
 
+import json
 import os
 import threading
 from pathlib import Path
@@ -142,3 +143,34 @@ def test_old_pins_are_purged(tmp_path: Path) -> None:
     assert P.purge_pins(lake, P.PIN_LIFETIME, now=os.stat(pin).st_mtime + P.PIN_LIFETIME
                         + 1) == 1
     assert os.listdir(os.path.join(lake, L.PINS_DIR)) == []
+
+
+def newest_pin_files(lake: str) -> list[str]:
+    pins = os.path.join(lake, L.PINS_DIR)
+    newest = max(os.listdir(pins), key=lambda n: os.stat(os.path.join(pins, n)).st_mtime_ns)
+    return sorted(name for _r, _d, files in os.walk(os.path.join(pins, newest))
+                  for name in files)
+
+
+def test_a_state_spares_reading_the_files_it_covers(spark, tmp_path: Path) -> None:
+    """read_current_state from a state does not even list the change files the state covers
+    (``_covered.json``): it reads the state and the files after it, and gets the same rows."""
+    lake = str(tmp_path / "lake")
+    build_lake(lake, 12)
+    seq = materialize_state(spark, lake, "shop", "users")
+    covered_path = os.path.join(lake, L.state_dir("shop", "users", seq), L.STATE_COVERED)
+    with open(covered_path, encoding="utf-8") as f:
+        covered = json.load(f)
+    assert covered["seq"] == seq and len(covered["files"]) == 12
+    build_more(lake, 2)
+    current = read_current_state(spark, lake, "shop", "users")
+    assert len(newest_pin_files(lake)) == 2  # the changes' pin: the two files after the state
+    assert state(current) == replayed(lake)
+    K.compact_lake(lake, NOW)  # the covered files are replaced: the next state forgets them
+    build_more(lake, 1)
+    seq = materialize_state(spark, lake, "shop", "users")
+    with open(os.path.join(lake, L.state_dir("shop", "users", seq), L.STATE_COVERED),
+              encoding="utf-8") as f:
+        [compacted] = json.load(f)["files"][:-1]
+    assert L.COMPACTED_PREFIX in compacted
+    assert state(read_current_state(spark, lake, "shop", "users")) == replayed(lake)
