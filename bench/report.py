@@ -3,7 +3,9 @@ semi-sync latency), and as the README's Markdown table.
 
 ``python -m bench.report [RESULTS.json]`` prints a saved run's tables again;
 ``python -m bench.report --readme [RESULTS.json]`` prints the README's benchmark table and
-targets from it (default: the newest file in bench/results/), to paste with its commit.
+targets from it (default: the newest file in bench/results/), to paste with its commit, and the
+newest ``python -m bench.many_tables`` run's table and targets when there is one
+(``--many-tables FILE`` picks another, ``--many-tables none`` leaves it out).
 """
 
 from __future__ import annotations
@@ -13,6 +15,8 @@ import json
 import sys
 from pathlib import Path
 from typing import Any
+
+from . import targets
 
 __all__ = ["TITLES", "readme", "render"]
 
@@ -185,6 +189,8 @@ def _measured(target: dict[str, Any], key: str = "measured") -> str:
     value = target.get(key)
     if value is None:
         return "-" if key == "measured" else ""
+    if target["name"].endswith("_files"):
+        return f"{value:.2f}"
     return f"{value:.0f} MiB" if "rss" in target["name"] else f"{value:.2f}x"
 
 
@@ -201,9 +207,10 @@ def _k(rate: float | None) -> str:
     return f"{rate / 1000:.0f}k" if rate >= 10_000 else f"{rate / 1000:.1f}k"
 
 
-def readme(results: dict[str, Any]) -> str:
+def readme(results: dict[str, Any], many: dict[str, Any] | None = None) -> str:
     """The README's benchmark table (rows/s, wall; ratios vs the peer and vs C), the targets,
-    and the peak RSS line, as Markdown."""
+    and the peak RSS line, as Markdown; with ``many`` (a ``bench.many_tables`` run) its table,
+    and its targets in the targets table."""
     src = results.get("source", {})
     opts = results.get("options", {})
     load = float(results.get("machine", {}).get("loadavg_at_start", [0.0])[0])
@@ -228,7 +235,9 @@ def readme(results: dict[str, Any]) -> str:
             cells.append(cell)
         lines.append(f"| {workload['description']} | " + " | ".join(cells) + " |")
     base = results.get("baseline")
-    goals = results.get("targets") or []
+    goals = list(results.get("targets") or [])
+    if many is not None:
+        goals += targets.evaluate_many_tables(many)
     if goals:
         lines += ["", "| target (issue 17) | measured (wall) | | by CPU time |",
                   "|---|---|---|---|"]
@@ -255,14 +264,19 @@ def readme(results: dict[str, Any]) -> str:
     if rss:
         lines += ["", f"Peak RSS of `binlake run`: {min(rss):.0f}–{max(rss):.0f} MiB on (a)–(d)"
                       + ("; " + ", ".join(extra) if extra else "") + "."]
+    if many is not None:
+        from .many_tables import render as render_many  # noqa: PLC0415 - its own server code
+
+        lines += ["", f"Many tables, `python -m bench.many_tables` (its own run, started "
+                      f"{many.get('started', '?')}, load average "
+                      f"{float(many.get('loadavg_at_start', [0.0])[0]):.1f} at the start):", "",
+                  render_many(many)]
     return "\n".join(lines)
 
 
-def _newest(results_dir: Path) -> Path:
-    found = sorted(results_dir.glob("[0-9]*T[0-9]*.json"))
-    if not found:
-        raise SystemExit(f"no results in {results_dir}; run `python -m bench` first")
-    return found[-1]
+def _newest(results_dir: Path, pattern: str = "[0-9]*T[0-9]*.json") -> Path | None:
+    found = sorted(results_dir.glob(pattern))
+    return found[-1] if found else None
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -272,10 +286,25 @@ def main(argv: list[str] | None = None) -> int:
                         help="results JSON (default: the newest in bench/results/)")
     parser.add_argument("--readme", action="store_true",
                         help="the README's Markdown table and targets instead of the text tables")
+    parser.add_argument("--many-tables", default=None,
+                        help="with --readme: a bench.many_tables JSON to include (default: the "
+                             "newest many_tables-*.json beside the results; 'none' skips)")
     args = parser.parse_args(argv)
-    path = args.results or _newest(Path(__file__).resolve().parent / "results")
+    results_dir = Path(__file__).resolve().parent / "results"
+    path = args.results or _newest(results_dir)
+    if path is None:
+        raise SystemExit(f"no results in {results_dir}; run `python -m bench` first")
     results = json.loads(path.read_text())
-    print(readme(results) if args.readme else render(results))
+    if not args.readme:
+        print(render(results))
+        return 0
+    many_path: Path | None = None
+    if args.many_tables is None:
+        many_path = _newest(path.parent, "many_tables-*.json")
+    elif args.many_tables.lower() != "none":
+        many_path = Path(args.many_tables)
+    many = json.loads(many_path.read_text()) if many_path is not None else None
+    print(readme(results, many))
     return 0
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Any
 
-__all__ = ["Target", "evaluate"]
+__all__ = ["Target", "evaluate", "evaluate_many_tables"]
 
 #: Peak RSS the daemon landed (a)–(d) with before issue 17 (MiB, the README's 147–157 MB).
 LANDING_RSS_MIB = 157.0
@@ -92,4 +92,25 @@ def evaluate(results: dict[str, Any]) -> list[dict[str, Any]]:
                         f"binlake run peak RSS on the {big.get('rows', 0):,}-row transaction "
                         f"<= {BIG_TRANSACTION_RSS_MIB:.0f} MiB", BIG_TRANSACTION_RSS_MIB,
                         _rss(big.get("binlake-run")), higher_is_better=False))
+    return [dict(asdict(t), verdict=t.verdict) for t in found]
+
+
+def evaluate_many_tables(many: dict[str, Any]) -> list[dict[str, Any]]:
+    """The many-tables targets from a ``python -m bench.many_tables`` run (its own server and
+    JSON): the most tables vs the fewest for the same rows, files per table, peak RSS."""
+    cases = many.get("cases") or []
+    if len(cases) < 2:
+        return []
+    few, most = cases[0], cases[-1]
+    found = [
+        Target("many_tables_time", f"{most['tables']:,} tables within 2x the time of "
+               f"{few['tables']:,} for the same rows from a backlog", 2.0,
+               many.get("ratio_seconds"), higher_is_better=False,
+               measured_cpu=many.get("ratio_cpu_seconds")),
+        Target("many_tables_files", f"at most ~2 Parquet files per table ({most['tables']:,} "
+               "tables)", 2.0, most.get("files_per_table"), higher_is_better=False),
+        Target("many_tables_rss", f"peak RSS < {BIG_TRANSACTION_RSS_MIB:.0f} MiB landing "
+               "many tables", BIG_TRANSACTION_RSS_MIB,
+               max(float(c["peak_rss_mib"]) for c in cases), higher_is_better=False),
+    ]
     return [dict(asdict(t), verdict=t.verdict) for t in found]

@@ -91,3 +91,30 @@ def test_readme_table_from_the_json() -> None:
                          "stop) takes 0.61 s; it is part of every `binlake run` figure above.")
     assert lines[-1] == ("Peak RSS of `binlake run`: 120–160 MiB on (a)–(d); a 2,000,000-row "
                          "single transaction at 250 MiB.")
+
+
+def _many() -> dict[str, Any]:
+    def case(tables: int, seconds: float, files: int, rss: float) -> dict[str, Any]:
+        return {"tables": tables, "rows": 100_000, "seconds": seconds, "cpu_seconds": seconds,
+                "rows_per_s": round(100_000 / seconds), "peak_rss_mib": rss, "files": files,
+                "files_per_table": round(files / tables, 2), "lake_bytes": 2_400_000}
+    return {"started": "20261126T000000", "rows": 100_000, "rows_per_txn": 5, "repeats": 3,
+            "loadavg_at_start": [2.0, 2.0, 2.0],
+            "cases": [case(20, 5.0, 20, 229.0), case(2000, 9.0, 4100, 280.0)],
+            "ratio_seconds": 1.8, "ratio_cpu_seconds": 1.6}
+
+
+def test_many_tables_targets_and_table_join_the_readme() -> None:
+    found = {t["name"]: (t["measured"], t["verdict"])
+             for t in targets.evaluate_many_tables(_many())}
+    assert found == {"many_tables_time": (1.8, "PASS"), "many_tables_files": (2.05, "MISS"),
+                     "many_tables_rss": (280.0, "PASS")}
+    results = _results()
+    results["targets"] = targets.evaluate(results)
+    lines = report.readme(results, _many()).splitlines()
+    assert ("| 2,000 tables within 2x the time of 20 for the same rows from a backlog | 1.80x "
+            "| PASS | 1.60x |") in lines
+    assert "| at most ~2 Parquet files per table (2,000 tables) | 2.05 | MISS |  |" in lines
+    assert lines[-1].startswith("time ratio 2,000 / 20 tables: 1.8x (target <= 2x)")
+    assert any(line.startswith("| 2,000 | 9.00 | 9.00 | 11,111 | 280 | 4,100 | 2.05 |")
+               for line in lines)
