@@ -300,9 +300,13 @@ class SnapshotCoordinator:
         self.sink = sink
         self._logs: dict[tuple[str, str], _KeyLog] = {}
         self._generations: dict[tuple[str, str], int] = {}
+        self._changed_why: dict[tuple[str, str], str] = {}  # the last generation's cause
         self._chunk: Chunk | None = None
         self._txn_events: list[RowsEvent] = []  # of watched tables, in the open transaction
-        self._xa_events: dict[str, list[RowsEvent]] = {}  # XA id → its prepared rows
+        self._txn_watched: frozenset[tuple[str, str]] = frozenset()  # when it began
+        #: XA id → its prepared rows of watched tables, and the tables watched when it began
+        #: (memory only: see :meth:`end` for a prepared part this process did not see whole)
+        self._xa_events: dict[str, tuple[list[RowsEvent], frozenset[tuple[str, str]]]] = {}
         self.position: BinlogPosition | None = None  # stream position at the last boundary
         #: False while the stream is inside a transaction (set by the pipeline).
         self.between_transactions = False
@@ -323,20 +327,31 @@ class SnapshotCoordinator:
 
     def begin(self) -> None:
         self._txn_events = []
+        self._txn_watched = frozenset(self._logs)
 
     def end(self, item: TransactionCommit | TransactionPrepared | TransactionRollback) -> None:
         """The end of a streamed transaction: its rows changed the tables if it committed. An
         XA PREPARE's rows wait for their XA COMMIT (which lands them: until then reads do not
-        see them either) or are dropped by XA ROLLBACK."""
+        see them either) or are dropped by XA ROLLBACK.
+
+        A prepared part is held in memory, so the XA COMMIT of one prepared before this
+        process started (a restart in between), or before a table's key log started, finds
+        no keys to note for that table, while a chunk read before the XA COMMIT became visible
+        may still wait to land after it. The sink knows which tables every prepared part in
+        the lake changed (it keeps them durable, see sinks/parquet/xa.py): such a table's
+        waiting chunk is discarded and read again, as after DDL."""
         events, self._txn_events = self._txn_events, []
         if isinstance(item, TransactionPrepared):
-            if events:
-                self._xa_events[item.xid] = events
+            self._xa_events[item.xid] = (events, self._txn_watched)
             return
         if item.xa is not None:
-            prepared = self._xa_events.pop(item.xa, [])
+            events_then, watched_then = self._xa_events.pop(item.xa, ([], frozenset()))
             if isinstance(item, TransactionCommit):
-                events = prepared + events
+                events = events_then + events
+                unseen = (self.sink.prepared_tables(item.xa) or frozenset()) - watched_then
+                for name in sorted(unseen & self._logs.keys()):
+                    self._changed_unseen(name, f"XA COMMIT {item.xa} of rows prepared before "
+                                         "the table's snapshot started")
         if isinstance(item, TransactionRollback):
             return
         for event in events:
@@ -350,10 +365,16 @@ class SnapshotCoordinator:
         if not statement.is_ddl or not (self._logs or self._chunk):
             return
         for name in D.classify(statement.query, statement.schema).tables:
-            self._generations[name] = self._generations.get(name, 0) + 1
-            chunk = self._chunk
-            if chunk is not None and (chunk.table.database, chunk.table.name) == name:
-                self._finish(chunk, "the table's definition changed (DDL)")
+            self._changed_unseen(name, "the table's definition changed (DDL)")
+
+    def _changed_unseen(self, name: tuple[str, str], why: str) -> None:
+        """The table changed in a way its key log cannot tell by key: a chunk read before
+        must not land (it is read again)."""
+        self._generations[name] = self._generations.get(name, 0) + 1
+        self._changed_why[name] = why
+        chunk = self._chunk
+        if chunk is not None and (chunk.table.database, chunk.table.name) == name:
+            self._finish(chunk, why)
 
     def at_boundary(self, position: BinlogPosition) -> None:
         """The stream is between transactions at ``position``: land a chunk that waits for it."""
@@ -418,7 +439,7 @@ class SnapshotCoordinator:
         table = chunk.table
         name = (table.database, table.name)
         if self._generations.get(name, 0) != chunk.generation:
-            self._finish(chunk, "the table's definition changed (DDL)")
+            self._finish(chunk, self._changed_why.get(name, "the table changed"))
             return
         key_log = self._logs.get(name)
         columns, count = chunk.columns, chunk.count

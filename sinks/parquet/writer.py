@@ -621,6 +621,15 @@ class ParquetSink:
             self._relieve_memory()
         return rows
 
+    def prepared_tables(self, xid: str) -> frozenset[tuple[str, str]] | None:
+        """The ``(database, table)`` pairs an in-doubt XA transaction's prepared part changed,
+        as the lake holds it (also after a restart); None when no prepared part of ``xid`` is
+        in the lake."""
+        prepared = self._xa.get(xid)
+        if prepared is None:
+            return None
+        return frozenset((f.database, f.table) for f in prepared.files)
+
     # --- snapshots -------------------------------------------------------------------------------
 
     @property

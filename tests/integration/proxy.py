@@ -63,7 +63,7 @@ class TcpProxy:
         self._open_ids: set[int] = set()
         self._rate: float | None = None
         self._corrupt: bytes | None = None
-        self._before: tuple[bytes, Callable[[], None]] | None = None
+        self._before: tuple[bytes, Callable[[bytes], None]] | None = None
         #: Chunks corrupt_once() has damaged.
         self.corrupted = 0
         self._acceptor = threading.Thread(target=self._accept_loop, name="proxy-accept",
@@ -107,9 +107,9 @@ class TcpProxy:
         holds it."""
         self._corrupt = marker
 
-    def before_request(self, marker: bytes, action: Callable[[], None] | None) -> None:
-        """Call ``action`` (in the forwarding thread: the request waits for it) before each
-        client-to-server chunk that holds ``marker``; None stops it."""
+    def before_request(self, marker: bytes, action: Callable[[bytes], None] | None) -> None:
+        """Call ``action`` with each client-to-server chunk that holds ``marker`` (in the
+        forwarding thread, before forwarding it: the request waits); None stops it."""
         self._before = None if action is None else (marker, action)
 
     @property
@@ -169,7 +169,7 @@ class TcpProxy:
                     time.sleep(0.05)
                 before = None if down else self._before
                 if before is not None and before[0] in chunk:
-                    before[1]()
+                    before[1](chunk)
                 marker = self._corrupt if down else None
                 if marker is not None and marker in chunk:
                     self._corrupt = None

@@ -66,7 +66,7 @@ class _Respeller:
                          for f in (self._after_chunks, self._random)]
         self.forced = 0
 
-    def before_high_watermark(self) -> None:
+    def before_high_watermark(self, _request: bytes) -> None:
         """Respell keys of the ci chunk just read (and of the next, the checkpoint may lag)."""
         entry = snapshot_entries(self.lake).get(f"{self.database}.ci", {})
         if entry.get("status") != "running":

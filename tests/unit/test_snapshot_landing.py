@@ -219,3 +219,55 @@ def test_rows_count_when_they_commit_and_xa_rows_at_their_xa_commit(tmp_path):
     coordinator.end(TransactionRollback(None, b._begin, b._begin, xa="'b'"))  # type: ignore[arg-type]
     assert set(coordinator._logs[("shop", "users")].touched) == {(2,)}
     sink.close()
+
+
+def test_an_xa_commit_of_rows_prepared_before_the_key_log_discards_the_waiting_chunk(tmp_path):
+    """The prepared part was streamed (and kept in the lake) before this process watched the
+    table — a restart between XA PREPARE and XA COMMIT, or a snapshot started in between: the
+    coordinator has no keys for it, the sink knows its tables; a chunk read before the XA
+    COMMIT became visible must not land after it."""
+    b, users, sink, table, coordinator = _coordinated(tmp_path)
+    feed(sink, [b.begin(), b.insert(users, [(1, "a", 1), (2, "b", 2)]), b.commit()])
+    feed(sink, [b.begin(), b.update(users, [((2, "b", 2), (2, "b", 3))]), b.prepare("'x'")])
+    sink.flush()
+    sink.close()
+    sink = ParquetSink(str(tmp_path / "lake"))  # the restart: memory is gone, the lake is not
+    sink.open()
+    coordinator = SnapshotCoordinator(sink)
+    assert sink.prepared_tables("'x'") == {("shop", "users")}
+    assert sink.prepared_tables("'other'") is None
+    coordinator.watch("shop", "users", (0,), keep_images=False)
+    chunk = Chunk(table, 0, ([1, 2], ["a", "b"], [1, 2]), 2, BinlogPosition("binlog.000001", 50),
+                  READ_US, {"database": "shop", "table": "users", "status": "done", "rows": 0})
+    results: list[bool] = []
+
+    async def main() -> None:
+        async with trio.open_nursery() as nursery:
+            await _start_landing(nursery, coordinator, chunk, results)
+            _begin, _statement, end = b.xa_outcome("'x'", commit=True)
+            coordinator.begin()
+            coordinator.end(end)
+
+    trio.run(main)
+    assert results == [False] and "XA COMMIT 'x'" in chunk.outcome
+    assert coordinator.generation("shop", "users") == 1
+    sink.close()
+
+
+def test_an_xa_commit_whose_prepared_part_was_watched_notes_its_keys(tmp_path):
+    b, users, sink, _table, coordinator = _coordinated(tmp_path)
+    coordinator.watch("shop", "users", (0,), keep_images=False)
+    feed(sink, [b.begin(), b.insert(users, [(1, "a", 1)]), b.commit()])
+    begin = b.begin()
+    coordinator.begin()
+    event = b.update(users, [((1, "a", 1), (1, "a", 2))])
+    coordinator.observe(event)
+    prepare = b.prepare("'y'")
+    coordinator.end(prepare)
+    feed(sink, [begin, event, prepare])
+    _begin, _statement, end = b.xa_outcome("'y'", commit=True)
+    coordinator.begin()
+    coordinator.end(end)
+    assert coordinator.generation("shop", "users") == 0  # nothing to discard: keys noted
+    assert set(coordinator._logs[("shop", "users")].touched) == {(1,)}
+    sink.close()
