@@ -64,6 +64,18 @@ def replay(name: str, key_names: tuple[str, ...], rows: list[dict[str, Any]]
     return state
 
 
+def latest_values(rows: list[dict[str, Any]], key: str, value: str) -> dict[Any, Any]:
+    """A one-column-key table's change log (in ``(_seq, _row)`` order) reduced to the latest
+    ``value`` per exact key (R, I and U upsert, D removes)."""
+    state: dict[Any, Any] = {}
+    for r in rows:
+        if r["_op"] == "D":
+            state.pop(r[key], None)
+        else:
+            state[r[key]] = r[value]
+    return state
+
+
 def compare_snapshot_lake(server: ServerHandle, lake: str | os.PathLike[str],
                           workload: Workload) -> LakeChanges:
     """The lake's replayed state of every workload table == SELECT, cell for cell."""

@@ -32,7 +32,13 @@ from tests.servers.handle import ServerHandle
 
 from .daemon_process import DaemonProcess, daemon_settings, unique_db
 from .proxy import TcpProxy
-from .snapshot_check import reset_binlogs, snapshot_entries, wait_caught_up, wait_snapshots_done
+from .snapshot_check import (
+    latest_values,
+    reset_binlogs,
+    snapshot_entries,
+    wait_caught_up,
+    wait_snapshots_done,
+)
 from .workload import check_exactly_once, read_lake
 
 pytestmark = pytest.mark.server
@@ -140,17 +146,6 @@ class _Respeller:
             raise self.errors[0]
 
 
-def _replay(rows: list[dict[str, Any]]) -> dict[str, int]:
-    """The change log reduced to the latest ``v`` per exact key."""
-    state: dict[str, int] = {}
-    for r in rows:
-        if r["_op"] == "D":
-            state.pop(r["k"], None)
-        else:
-            state[r["k"]] = r["v"]
-    return state
-
-
 def _select(server: ServerHandle, table: str) -> dict[str, int]:
     return {bytes.fromhex(h or "").decode(): int(v or 0)
             for h, v in server.sql(f"SELECT HEX(k), v FROM {table}")}
@@ -208,7 +203,7 @@ def _respelled_keys_through(server: ServerHandle, tmp_path: Path, proxy: TcpProx
     for table in ("ci", "cs"):
         rows = changes.rows[table]
         expected = _select(server, f"{database}.{table}")
-        assert _replay(rows) == expected, table
+        assert latest_values(rows, "k", "v") == expected, table
         reads = [r["k"].rstrip(" ").lower() if table == "ci" else r["k"]
                  for r in rows if r["_op"] == "R"]
         assert len(reads) == len(set(reads)), f"{table}: a row read twice"

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -22,7 +21,7 @@ from tests.servers.handle import ServerHandle
 
 from .daemon_process import DaemonProcess, daemon_settings, read_checkpoint, unique_db
 from .proxy import TcpProxy
-from .snapshot_check import reset_binlogs, snapshot_entries, wait_caught_up
+from .snapshot_check import latest_values, reset_binlogs, snapshot_entries, wait_caught_up
 from .test_snapshot_command import _snapshot
 from .workload import check_exactly_once, read_lake
 
@@ -36,16 +35,6 @@ CHUNK = 10
 def server(request: pytest.FixtureRequest) -> ServerHandle:
     handle: ServerHandle = request.getfixturevalue(request.param)
     return handle
-
-
-def _replay(rows: list[dict[str, Any]]) -> dict[int, int]:
-    state: dict[int, int] = {}
-    for r in rows:
-        if r["_op"] == "D":
-            state.pop(r["id"], None)
-        else:
-            state[r["id"]] = r["v"]
-    return state
 
 
 def test_xa_prepared_before_a_restart_commits_while_a_chunk_waits(
@@ -112,5 +101,5 @@ def test_xa_prepared_before_a_restart_commits_while_a_chunk_waits(
     assert sorted(r["id"] for r in rows if r["_op"] == "R") == [
         i for i in range(1, ROWS + 1) if i != 7]
     expected = {int(i or 0): int(v or 0) for i, v in server.sql(f"SELECT id, v FROM {table}")}
-    assert _replay(rows) == expected
+    assert latest_values(rows, "id", "v") == expected
     assert expected[2] == expected[5] == 1 and 7 not in expected
