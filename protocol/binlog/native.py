@@ -20,7 +20,8 @@ column of that event (a string that is not UTF-8, a zero or invalid date, a char
 decodes, DECIMAL wider than 38 digits, ENUM/SET without labels). ``tag`` names the layout:
 ``i1``, ``i2``, ``i4``, ``i8``, ``dec``, ``f4``, ``f8``, ``str``, ``bin``, ``date``, ``ts``.
 
-``BINLAKE_NATIVE=0`` forces the Python reference. When the extension is not built (no compiler
+``BINLAKE_NATIVE=0`` forces the Python reference; ``BINLAKE_NATIVE_ARROW=0`` keeps the native
+decoder but lands from its Python values (no Arrow chunks). When the extension is not built (no compiler
 when binlake was installed), :func:`warn_once` says so once, and decoding is the same, slower.
 """
 
@@ -51,9 +52,12 @@ ENABLED = AVAILABLE and os.environ.get("BINLAKE_NATIVE", "1") != "0"
 text_row: Callable[[bytes, tuple[bool, ...]], tuple[str | bytes | None, ...] | None] | None = (
     getattr(_module, "text_row", None) if ENABLED else None)
 
-#: Whether :func:`decode_arrow` and :func:`concat` exist (an extension built before they did
-#: lacks them until it is rebuilt: rows then land from Python values, as before).
-ARROW = ENABLED and all(hasattr(_module, name) for name in ("decode_arrow", "concat", "gather"))
+#: Whether rows land from Arrow chunks: the extension has :func:`decode_arrow`,
+#: :func:`gather` and :func:`concat` (one built before they existed lacks them until it is
+#: rebuilt: rows then land from Python values, as before), and ``BINLAKE_NATIVE_ARROW=0`` does
+#: not ask for the Python values (the same lake; for measuring one path against the other).
+ARROW = (ENABLED and os.environ.get("BINLAKE_NATIVE_ARROW", "1") != "0"
+         and all(hasattr(_module, name) for name in ("decode_arrow", "concat", "gather")))
 
 # The column kinds of a plan entry ``(kind, a, b, c, obj1, obj2)``; _native_rows.c says what
 # a, b, c and the objects mean for each, rows.native_spec builds them.

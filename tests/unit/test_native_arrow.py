@@ -12,7 +12,10 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import os
 import random
+import subprocess
+import sys
 import time
 from typing import Any
 from unittest import mock
@@ -212,6 +215,16 @@ def test_an_extension_built_before_arrow_lands_from_python_values() -> None:
                                   version=1, kind=RowsKind.INSERT,
                                   decoders=DecoderCache(arrow=True))
     assert event.arrow is None and isinstance(event.after, tuple) and event.row_count == 3
+
+
+def test_the_switch_to_python_values() -> None:
+    """``BINLAKE_NATIVE_ARROW=0`` (read at import) turns the Arrow chunks off, nothing else."""
+    code = "from protocol.binlog import native; print(native.ENABLED, native.ARROW)"
+    for value, expected in (("0", "True False"), ("1", "True True")):
+        env = {**os.environ, "BINLAKE_NATIVE_ARROW": value, "BINLAKE_NATIVE": "1"}
+        out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
+                             text=True, check=True).stdout
+        assert out.strip() == expected
 
 
 def test_concat_refuses_malformed_segments() -> None:
