@@ -939,17 +939,22 @@ static PyObject *bytes_of(Buf *b) {
 }
 
 /* (tag, nulls, validity bytes | None, data bytes, offsets bytes | None), or None (fallback). */
+static PyObject *TAG_OBJECTS[L_TS + 1];  /* TAGS as interned str, made at import */
+
 static PyObject *chunk_of(ACol *c) {
     if (c->layout == L_NONE) Py_RETURN_NONE;
-    PyObject *valid = c->valid.p ? bytes_of(&c->valid) : Py_NewRef(Py_None);
-    PyObject *data = bytes_of(&c->data);
-    PyObject *offsets = WIDTH[c->layout] ? Py_NewRef(Py_None) : bytes_of(&c->offsets);
-    PyObject *out = NULL;
-    if (valid && data && offsets)
-        out = Py_BuildValue("(snOOO)", TAGS[c->layout], c->nulls, valid, data, offsets);
-    Py_XDECREF(valid);
-    Py_XDECREF(data);
-    Py_XDECREF(offsets);
+    PyObject *out = PyTuple_New(5);
+    if (out == NULL) return NULL;
+    PyTuple_SET_ITEM(out, 0, Py_NewRef(TAG_OBJECTS[c->layout]));
+    PyTuple_SET_ITEM(out, 1, PyLong_FromSsize_t(c->nulls));
+    PyTuple_SET_ITEM(out, 2, c->valid.p ? bytes_of(&c->valid) : Py_NewRef(Py_None));
+    PyTuple_SET_ITEM(out, 3, bytes_of(&c->data));
+    PyTuple_SET_ITEM(out, 4, WIDTH[c->layout] ? Py_NewRef(Py_None) : bytes_of(&c->offsets));
+    for (int i = 1; i < 5; i++)
+        if (PyTuple_GET_ITEM(out, i) == NULL) {
+            Py_DECREF(out);
+            return NULL;
+        }
     return out;
 }
 
@@ -1280,5 +1285,8 @@ static struct PyModuleDef module = {
 PyMODINIT_FUNC PyInit__native_rows(void) {
     PyDateTime_IMPORT;
     if (PyDateTimeAPI == NULL) return NULL;
+    for (int i = 0; i <= L_TS; i++)
+        if (TAG_OBJECTS[i] == NULL && (TAG_OBJECTS[i] = PyUnicode_InternFromString(TAGS[i])) == NULL)
+            return NULL;
     return PyModule_Create(&module);
 }
