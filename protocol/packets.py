@@ -19,7 +19,9 @@ the buffer exactly once (``b"".join`` over memoryview slices).
 from __future__ import annotations
 
 import struct
+from typing import Any
 
+from .binlog.native import text_rows as _native_text_rows
 from .errors import MalformedPacket, PacketSequenceError, PacketTooLarge, TruncatedData
 
 __all__ = [
@@ -163,6 +165,24 @@ class PacketCodec:
             self._scan_pos = pos
             self._scan_seq = seq
         return self._scan_split_message(end)
+
+    def text_rows(self, kinds: bytes, columns: list[list[Any]]) -> tuple[int, int]:
+        """Take every complete plain text-protocol row packet buffered, in order, each value
+        appended to its column's list as ``kinds`` (``protocol.results.TEXT_*``, one per
+        column) says; returns ``(rows, fallbacks)``. The native extension does it without a
+        Python object per packet (a snapshot reads millions of rows); without it, or at the
+        first packet that is not a plain row (EOF/OK/ERR, split, wrong sequence id, malformed),
+        it stops and :meth:`next_packet` returns that packet as usual. ``fallbacks`` counts the
+        TEXT_INT/TEXT_FLOAT values kept as ``str`` because they are not plain numbers.
+        """
+        if _native_text_rows is None or self._scan_chunks or not self.check_sequence:
+            return 0, 0
+        start, seq, rows, fallbacks = _native_text_rows(
+            self._buf, self._start, len(self._buf), self.sequence, self.max_packet_size, kinds,
+            columns)
+        self._start = start
+        self.sequence = seq
+        return rows, fallbacks
 
     def _scan_split_message(self, end: int) -> tuple[int, bytes] | None:
         buf = self._buf

@@ -14,11 +14,12 @@ from __future__ import annotations
 
 import struct
 from dataclasses import dataclass
+from typing import Any
 
 from .binlog.native import text_row as _native_text_row
 from .capabilities import Capability, Command, ServerStatus
 from .errors import AccessDenied, MalformedPacket, ServerError, TruncatedData
-from .packets import read_lenenc, read_lenenc_bytes, read_lenenc_int
+from .packets import PacketCodec, read_lenenc, read_lenenc_bytes, read_lenenc_int
 
 __all__ = [
     "OkPacket",
@@ -40,7 +41,23 @@ __all__ = [
     "ACCESS_DENIED_CODES",
     "BINARY_CHARSET",
     "is_binary_column",
+    "TEXT_STR",
+    "TEXT_BYTES",
+    "TEXT_INT",
+    "TEXT_FLOAT",
+    "TEXT_UTF8",
+    "TEXT_DEFAULT",
 ]
+
+#: What a columnar read (``TextResultReader(kinds=...)``) makes of a column's non-NULL values:
+#: ``str`` (UTF-8, surrogateescape) / ``bytes`` — what :func:`parse_text_row` gives a
+#: non-binary / binary column —, ``int`` / ``float`` of a plain number (``int(text)``,
+#: ``float(text)``), ``str`` when valid UTF-8 else ``bytes``. The last three are what a
+#: snapshot's converters would make of the text anyway, done while parsing (native extension
+#: only: see :attr:`ResultSet.converted`).
+TEXT_STR, TEXT_BYTES, TEXT_INT, TEXT_FLOAT, TEXT_UTF8 = range(5)
+#: A requested kind meaning "as :func:`parse_text_row` gives it" (by the binary flag).
+TEXT_DEFAULT = 255
 
 _U16 = struct.Struct("<H")
 _U16_U16 = struct.Struct("<HH")
@@ -111,6 +128,11 @@ class ResultSet:
     status: int
     warnings: int
     ok: OkPacket | None = None  # the OK of a statement without result set
+    #: A columnar read's values, one list per column (``rows`` is then empty).
+    values: tuple[list[Any], ...] | None = None
+    #: A columnar read applied every column's requested kind; False: the values are
+    #: ``str``/``bytes`` as :func:`parse_text_row` gives them, or a mix with the kinds' values.
+    converted: bool = False
 
     @property
     def column_names(self) -> list[str]:
@@ -296,10 +318,15 @@ class TextResultReader:
     An ERR packet raises the :class:`ServerError` it carries. If the server announces more
     results (MORE_RESULTS_EXISTS, e.g. from a stored procedure), they are read and appended to
     :attr:`more` so the connection stays in sync.
+
+    With ``kinds`` (``TEXT_*`` of the first columns; the others by their binary flag), the rows
+    are gathered column-wise in :attr:`ResultSet.values`, and :meth:`take_rows` lets the packet
+    codec parse the buffered row packets in bulk.
     """
 
-    def __init__(self, capabilities: int) -> None:
+    def __init__(self, capabilities: int, kinds: bytes | None = None) -> None:
         self.capabilities = capabilities
+        self._requested = kinds
         self.done = False
         self.result: ResultSet | None = None
         self.more: list[ResultSet] = []
@@ -311,6 +338,36 @@ class TextResultReader:
         self._columns: list[ColumnDefinition] = []
         self._binary: tuple[bool, ...] = ()
         self._rows: list[tuple[str | bytes | None, ...]] = []
+        self._kinds = b""
+        self._values: list[list[Any]] | None = None
+        self._parsed_here = 0  # columnar rows parsed by feed, not by take_rows
+        self._fallbacks = 0
+
+    @property
+    def reading_rows(self) -> bool:
+        """Between the column definitions and the end of the rows: :meth:`take_rows` applies."""
+        return self._state == "rows" and not self.done
+
+    def pump(self, codec: PacketCodec) -> bool:
+        """Feed every packet ``codec`` holds (buffered row packets in bulk: :meth:`take_rows`);
+        True once the response is complete, False when it needs more bytes from the server."""
+        while not self.done:
+            if self.reading_rows:
+                self.take_rows(codec)
+            packet = codec.next_packet()
+            if packet is None:
+                return False
+            self.feed(packet[1])
+        return True
+
+    def take_rows(self, codec: PacketCodec) -> int:
+        """Take the complete row packets ``codec`` holds in bulk (a columnar read with the
+        native extension; else nothing); how many."""
+        if self._values is None or self._state != "rows":
+            return 0
+        rows, fallbacks = codec.text_rows(self._kinds, self._values)
+        self._fallbacks += fallbacks
+        return rows
 
     def feed(self, payload: bytes) -> None:
         if self.done:
@@ -322,8 +379,13 @@ class TextResultReader:
         if state == "rows":
             if is_eof(payload, self.capabilities):
                 self._finish_rows(payload)
-            else:
+            elif self._values is None:
                 self._rows.append(parse_text_row(payload, self._binary))
+            else:
+                for values, value in zip(self._values, parse_text_row(payload, self._binary),
+                                         strict=True):
+                    values.append(value)
+                self._parsed_here += 1
         elif state == "first":
             if payload and payload[0] == 0x00:
                 ok = parse_ok(payload, self.capabilities)
@@ -341,6 +403,12 @@ class TextResultReader:
             self._columns.append(column)
             if len(self._columns) == self._column_count:
                 self._binary = tuple(is_binary_column(c) for c in self._columns)
+                if self._requested is not None:
+                    requested = self._requested
+                    self._kinds = bytes(
+                        requested[i] if i < len(requested) and requested[i] != TEXT_DEFAULT
+                        else TEXT_BYTES if b else TEXT_STR for i, b in enumerate(self._binary))
+                    self._values = [[] for _ in self._binary]
                 self._state = "rows" if self.capabilities & _DEPRECATE_EOF else "column-eof"
         elif state == "column-eof":
             parse_eof(payload)
@@ -353,7 +421,11 @@ class TextResultReader:
         else:
             eof = parse_eof(payload)
             status, warnings = eof.status, eof.warnings
-        self._emit(ResultSet(tuple(self._columns), self._rows, status, warnings), status)
+        values = tuple(self._values) if self._values is not None else None
+        converted = values is not None and not self._fallbacks and (
+            not self._parsed_here or max(self._kinds) <= TEXT_BYTES)
+        self._emit(ResultSet(tuple(self._columns), self._rows, status, warnings, None, values,
+                             converted), status)
 
     def _emit(self, result: ResultSet, status: int) -> None:
         if self.result is None:

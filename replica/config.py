@@ -279,7 +279,8 @@ class SnapshotConfig:
     """Snapshots: the rows tables already hold, landed as _op = R (see README, Snapshots)."""
 
     chunk_rows: int = field(default=10_000, metadata=_key(
-        "Rows read (and landed) per chunk: memory is bounded by one chunk."))
+        "Rows read (and landed) per chunk: memory is bounded by two chunks (the next one "
+        "is read while one lands)."))
     chunk_pause: float = field(default=0.0, metadata=_key(
         "Seconds to wait between two chunks, to spare a busy server (0: none).",
         unit="seconds"))

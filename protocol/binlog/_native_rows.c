@@ -1210,19 +1210,73 @@ done:
     return result;
 }
 
-/* text_row(data: bytes, binary: tuple[bool, ...]) -> tuple | None
- * One text-protocol row (results.parse_text_row's fast path): per column a length-encoded
- * string, str (UTF-8, surrogateescape) or bytes where binary[i] is true, None for 0xFB.
- * Returns None for anything malformed, so that the Python parser raises its typed error. */
-static PyObject *text_row(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
-    if (nargs != 2 || !PyBytes_Check(args[0]) || !PyTuple_Check(args[1])) Py_RETURN_NONE;
-    const unsigned char *p = (const unsigned char *)PyBytes_AS_STRING(args[0]);
-    Py_ssize_t size = PyBytes_GET_SIZE(args[0]);
-    PyObject *binary = args[1];
-    Py_ssize_t n = PyTuple_GET_SIZE(binary), off = 0;
-    PyObject *row = PyTuple_New(n);
-    if (row == NULL) return NULL;
-    for (Py_ssize_t i = 0; i < n; i++) {
+
+/* What text_rows makes of one non-NULL value (protocol.results.TEXT_* say the same). */
+enum { T_STR = 0, T_BYTES = 1, T_INT = 2, T_FLOAT = 3, T_UTF8 = 4 };
+
+/* The value's text as str (UTF-8, surrogateescape): what an INT/FLOAT value that is not in the
+ * server's plain number form is kept as (the caller then converts the column in Python). */
+static PyObject *text_fallback(const unsigned char *p, Py_ssize_t n, Py_ssize_t *fallbacks) {
+    (*fallbacks)++;
+    return PyUnicode_DecodeUTF8((const char *)p, n, "surrogateescape");
+}
+
+/* One value of text_rows. T_INT: [-]digits only, else the text; T_FLOAT: what float() accepts
+ * of [0-9.eE+-], else the text; T_UTF8: str when valid UTF-8 (strict), else bytes. */
+static PyObject *text_value(int kind, const unsigned char *p, Py_ssize_t n,
+                            Py_ssize_t *fallbacks) {
+    char tmp[64];
+    switch (kind) {
+    case T_BYTES:
+        return PyBytes_FromStringAndSize((const char *)p, n);
+    case T_INT: {
+        Py_ssize_t i = (n > 0 && p[0] == '-') ? 1 : 0;
+        if (n - i < 1 || n >= (Py_ssize_t)sizeof tmp) return text_fallback(p, n, fallbacks);
+        for (Py_ssize_t j = i; j < n; j++)
+            if (p[j] < '0' || p[j] > '9') return text_fallback(p, n, fallbacks);
+        if (n - i <= 18) {
+            long long v = 0;
+            for (Py_ssize_t j = i; j < n; j++) v = v * 10 + (p[j] - '0');
+            return PyLong_FromLongLong(i ? -v : v);
+        }
+        memcpy(tmp, p, (size_t)n);
+        tmp[n] = '\0';
+        return PyLong_FromString(tmp, NULL, 10);
+    }
+    case T_FLOAT: {
+        if (n < 1 || n >= (Py_ssize_t)sizeof tmp) return text_fallback(p, n, fallbacks);
+        for (Py_ssize_t j = 0; j < n; j++) {
+            unsigned char c = p[j];
+            if (!((c >= '0' && c <= '9') || c == '.' || c == 'e' || c == 'E' || c == '-' ||
+                  c == '+'))
+                return text_fallback(p, n, fallbacks);
+        }
+        memcpy(tmp, p, (size_t)n);
+        tmp[n] = '\0';
+        char *stop = NULL;
+        double v = PyOS_string_to_double(tmp, &stop, NULL);
+        if ((v == -1.0 && PyErr_Occurred()) || stop != tmp + n) {
+            PyErr_Clear();
+            return text_fallback(p, n, fallbacks);
+        }
+        return PyFloat_FromDouble(v);
+    }
+    case T_UTF8: {
+        PyObject *s = PyUnicode_DecodeUTF8((const char *)p, n, NULL);
+        if (s != NULL || !PyErr_ExceptionMatches(PyExc_UnicodeDecodeError)) return s;
+        PyErr_Clear();
+        return PyBytes_FromStringAndSize((const char *)p, n);
+    }
+    default:
+        return PyUnicode_DecodeUTF8((const char *)p, n, "surrogateescape");
+    }
+}
+
+/* Parse one row payload into values[0..n); 0 ok, 1 malformed (nothing kept), -1 error. */
+static int text_values(const unsigned char *p, Py_ssize_t size, const char *kinds, Py_ssize_t n,
+                       PyObject **values, Py_ssize_t *fallbacks) {
+    Py_ssize_t off = 0, i = 0;
+    for (; i < n; i++) {
         if (off >= size) goto malformed;
         unsigned int first = p[off];
         unsigned long long length;
@@ -1232,7 +1286,7 @@ static PyObject *text_row(PyObject *self, PyObject *const *args, Py_ssize_t narg
             start = off + 1;
         } else if (first == 0xFB) {
             Py_INCREF(Py_None);
-            PyTuple_SET_ITEM(row, i, Py_None);
+            values[i] = Py_None;
             off += 1;
             continue;
         } else {
@@ -1243,23 +1297,133 @@ static PyObject *text_row(PyObject *self, PyObject *const *args, Py_ssize_t narg
             start = off + 1 + width;
         }
         if (length > (unsigned long long)(size - start)) goto malformed;
-        PyObject *value;
-        int is_binary = PyObject_IsTrue(PyTuple_GET_ITEM(binary, i));
-        if (is_binary < 0) { Py_DECREF(row); return NULL; }
-        if (is_binary)
-            value = PyBytes_FromStringAndSize((const char *)p + start, (Py_ssize_t)length);
-        else
-            value = PyUnicode_DecodeUTF8((const char *)p + start, (Py_ssize_t)length,
-                                         "surrogateescape");
-        if (value == NULL) { Py_DECREF(row); return NULL; }
-        PyTuple_SET_ITEM(row, i, value);
+        values[i] = text_value(kinds[i], p + start, (Py_ssize_t)length, fallbacks);
+        if (values[i] == NULL) {
+            for (Py_ssize_t j = 0; j < i; j++) Py_DECREF(values[j]);
+            return -1;
+        }
         off = start + (Py_ssize_t)length;
     }
-    if (off != size) goto malformed;
-    return row;
+    if (off == size) return 0;
 malformed:
-    Py_DECREF(row);
-    Py_RETURN_NONE;
+    for (Py_ssize_t j = 0; j < i; j++) Py_DECREF(values[j]);
+    return 1;
+}
+
+/* text_rows(buf, start, end, seq, limit, kinds: bytes, columns: list[list])
+ *     -> (next start, next sequence id, rows, fallbacks)
+ * The complete text-protocol row packets buffered in buf[start:end] (the packet codec's
+ * buffer), each value appended to its column's list as kinds says. Stops, consuming nothing
+ * of it, at the first packet that is not a plain row for the Python path to handle: an
+ * incomplete, split (>= 16 MiB) or oversized packet, one with another sequence id, an
+ * EOF/OK/ERR (first byte 0xFE/0xFF, also a row whose first value is >= 16 MiB), a malformed
+ * row. fallbacks counts the T_INT/T_FLOAT values kept as text. */
+static PyObject *text_rows(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 7 || !PyBytes_Check(args[5]) || !PyList_Check(args[6])) {
+        PyErr_SetString(PyExc_TypeError,
+                        "text_rows(buf, start, end, seq, limit, kinds: bytes, columns: list)");
+        return NULL;
+    }
+    Py_ssize_t pos = PyLong_AsSsize_t(args[1]), end = PyLong_AsSsize_t(args[2]);
+    long seq = PyLong_AsLong(args[3]);
+    long long limit = PyLong_AsLongLong(args[4]);
+    if (PyErr_Occurred()) return NULL;
+    const char *kinds = PyBytes_AS_STRING(args[5]);
+    PyObject *columns = args[6];
+    Py_ssize_t n = PyBytes_GET_SIZE(args[5]);
+    if (PyList_GET_SIZE(columns) != n) {
+        PyErr_SetString(PyExc_ValueError, "text_rows: one kind per column list");
+        return NULL;
+    }
+    for (Py_ssize_t i = 0; i < n; i++)
+        if (!PyList_Check(PyList_GET_ITEM(columns, i))) {
+            PyErr_SetString(PyExc_TypeError, "text_rows: columns must be lists");
+            return NULL;
+        }
+    Py_buffer view;
+    if (PyObject_GetBuffer(args[0], &view, PyBUF_SIMPLE) < 0) return NULL;
+    PyObject **values = PyMem_Malloc(sizeof(PyObject *) * (size_t)(n ? n : 1));
+    if (values == NULL) {
+        PyBuffer_Release(&view);
+        return PyErr_NoMemory();
+    }
+    if (pos < 0 || end > view.len || pos > end) {
+        PyErr_SetString(PyExc_ValueError, "text_rows: start/end outside the buffer");
+        goto fail;
+    }
+    const unsigned char *b = (const unsigned char *)view.buf;
+    Py_ssize_t rows = 0, fallbacks = 0;
+    while (end - pos >= 4) {
+        Py_ssize_t length = b[pos] | (b[pos + 1] << 8) | (b[pos + 2] << 16);
+        if (b[pos + 3] != seq || length >= 0xFFFFFF || length > limit || end - pos - 4 < length)
+            break;
+        const unsigned char *p = b + pos + 4;
+        if (length == 0 || p[0] >= 0xFE) break;
+        Py_ssize_t row_fallbacks = 0;
+        int r = text_values(p, length, kinds, n, values, &row_fallbacks);
+        if (r < 0) goto fail;
+        if (r > 0) break;
+        for (Py_ssize_t i = 0; i < n; i++) {
+            int failed = PyList_Append(PyList_GET_ITEM(columns, i), values[i]);
+            Py_DECREF(values[i]);
+            if (failed) {
+                for (Py_ssize_t j = i + 1; j < n; j++) Py_DECREF(values[j]);
+                goto fail;
+            }
+        }
+        fallbacks += row_fallbacks;
+        pos += 4 + length;
+        seq = (seq + 1) & 0xFF;
+        rows++;
+    }
+    PyMem_Free(values);
+    PyBuffer_Release(&view);
+    return Py_BuildValue("(nlnn)", pos, seq, rows, fallbacks);
+fail:
+    PyMem_Free(values);
+    PyBuffer_Release(&view);
+    return NULL;
+}
+
+/* text_row(data: bytes, binary: tuple[bool, ...]) -> tuple | None
+ * One text-protocol row (results.parse_text_row's fast path): per column a length-encoded
+ * string, str (UTF-8, surrogateescape) or bytes where binary[i] is true, None for 0xFB.
+ * Returns None for anything malformed, so that the Python parser raises its typed error. */
+static PyObject *text_row(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 2 || !PyBytes_Check(args[0]) || !PyTuple_Check(args[1])) Py_RETURN_NONE;
+    PyObject *binary = args[1];
+    Py_ssize_t n = PyTuple_GET_SIZE(binary);
+    char *kinds = PyMem_Malloc((size_t)(n ? n : 1));
+    PyObject **values = PyMem_Malloc(sizeof(PyObject *) * (size_t)(n ? n : 1));
+    PyObject *row = NULL;
+    if (kinds == NULL || values == NULL) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        int is_binary = PyObject_IsTrue(PyTuple_GET_ITEM(binary, i));
+        if (is_binary < 0) goto done;
+        kinds[i] = is_binary ? T_BYTES : T_STR;
+    }
+    Py_ssize_t fallbacks = 0;
+    int r = text_values((const unsigned char *)PyBytes_AS_STRING(args[0]),
+                        PyBytes_GET_SIZE(args[0]), kinds, n, values, &fallbacks);
+    if (r < 0) goto done;
+    if (r > 0) {
+        Py_INCREF(Py_None);
+        row = Py_None;
+        goto done;
+    }
+    row = PyTuple_New(n);
+    if (row == NULL) {
+        for (Py_ssize_t i = 0; i < n; i++) Py_DECREF(values[i]);
+        goto done;
+    }
+    for (Py_ssize_t i = 0; i < n; i++) PyTuple_SET_ITEM(row, i, values[i]);
+done:
+    PyMem_Free(kinds);
+    PyMem_Free(values);
+    return row;
 }
 
 static PyMethodDef methods[] = {
@@ -1274,6 +1438,8 @@ static PyMethodDef methods[] = {
      "One table column of a batch from its images' chunks; None when one lacks a chunk."},
     {"text_row", (PyCFunction)(void (*)(void))text_row, METH_FASTCALL,
      "Parse one text-protocol row; None when malformed (the Python parser then raises)."},
+    {"text_rows", (PyCFunction)(void (*)(void))text_rows, METH_FASTCALL,
+     "Parse the complete row packets of a buffer into column lists."},
     {NULL, NULL, 0, NULL},
 };
 

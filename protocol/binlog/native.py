@@ -33,7 +33,7 @@ from collections.abc import Callable
 from typing import Any
 
 __all__ = ["AVAILABLE", "ENABLED", "ARROW", "UNAVAILABLE_REASON", "plan", "decode", "decode_arrow",
-           "concat", "gather", "text_row", "warn_once"]
+           "concat", "gather", "text_row", "text_rows", "warn_once"]
 
 _module: Any = None
 UNAVAILABLE_REASON = ""
@@ -47,8 +47,8 @@ ENABLED = AVAILABLE and os.environ.get("BINLAKE_NATIVE", "1") != "0"
 
 #: ``text_row(payload, binary)``: one text-protocol row as ``protocol.results.parse_text_row``
 #: returns it, or None when malformed (the Python parser then raises its typed error); None
-#: when the extension is off (or was built before it had ``text_row``). A snapshot parses
-#: every row it reads here.
+#: when the extension is off (or was built before it had ``text_row``). A snapshot's chunks
+#: are parsed by :data:`text_rows` instead.
 text_row: Callable[[bytes, tuple[bool, ...]], tuple[str | bytes | None, ...] | None] | None = (
     getattr(_module, "text_row", None) if ENABLED else None)
 
@@ -58,6 +58,12 @@ text_row: Callable[[bytes, tuple[bool, ...]], tuple[str | bytes | None, ...] | N
 #: not ask for the Python values (the same lake; for measuring one path against the other).
 ARROW = (ENABLED and os.environ.get("BINLAKE_NATIVE_ARROW", "1") != "0"
          and all(hasattr(_module, name) for name in ("decode_arrow", "concat", "gather")))
+
+#: ``text_rows(buf, start, end, seq, limit, kinds, columns) -> (start, seq, rows, fallbacks)``:
+#: every complete plain row packet buffered in ``buf[start:end]`` parsed straight into column
+#: lists (``protocol.packets.PacketCodec.text_rows`` says how); None as for ``text_row``.
+text_rows: Callable[..., tuple[int, int, int, int]] | None = (
+    getattr(_module, "text_rows", None) if ENABLED else None)
 
 # The column kinds of a plan entry ``(kind, a, b, c, obj1, obj2)``; _native_rows.c says what
 # a, b, c and the objects mean for each, rows.native_spec builds them.

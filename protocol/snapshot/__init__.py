@@ -20,6 +20,7 @@ from typing import Any
 
 from ..binlog.enrich import TableDescription
 from ..binlog.model import TableMapEvent
+from ..results import TEXT_DEFAULT
 from .tablemap import DescribeError, TableNotFound, UnsupportedColumn, snapshot_table_map
 from .values import (
     ColumnConverter,
@@ -28,6 +29,7 @@ from .values import (
     converter_for,
     quote_name,
     select_expression,
+    wire_kind,
 )
 
 __all__ = ["SnapshotTable", "snapshot_table", "choose_key", "DescribeError", "TableNotFound",
@@ -58,12 +60,21 @@ class SnapshotTable:
     data_types: tuple[str, ...] = ()
     _converters: tuple[Converter, ...] = field(init=False, repr=False, compare=False)
     _columns: tuple[ColumnConverter, ...] = field(init=False, repr=False, compare=False)
+    _wire: tuple[tuple[int, ColumnConverter | None], ...] = field(init=False, repr=False,
+                                                                 compare=False)
 
     def __post_init__(self) -> None:
         types = self.data_types or ("",) * len(self.table_map.columns)
         object.__setattr__(self, "_converters", tuple(
             converter_for(c, t) for c, t in zip(self.table_map.columns, types, strict=True)))
         object.__setattr__(self, "_columns", tuple(map(column_converter, self._converters)))
+        object.__setattr__(self, "_wire", tuple(map(wire_kind, self._converters)))
+
+    @property
+    def wire_kinds(self) -> bytes:
+        """The ``protocol.results.TEXT_*`` kinds to read ``SELECT {select_list}`` with (see
+        ``Connection.query_columns``), for :meth:`decode_columns`."""
+        return bytes(kind for kind, _ in self._wire)
 
     @property
     def column_names(self) -> tuple[str, ...]:
@@ -97,6 +108,34 @@ class SnapshotTable:
             else:
                 out[k].extend(whole(values))
         return out
+
+
+    def decode_columns(self, values: Sequence[list[Any]], converted: bool) -> tuple[list[Any], ...]:
+        """:meth:`decode_rows` for a columnar read with :attr:`wire_kinds` (``values``: one list
+        per column, extra trailing columns ignored; ``converted``: every column holds its
+        kind's values, as ``ResultSet.converted`` says). The same values as
+        :meth:`decode_rows` of the same rows: a kind's values are what the converter makes of
+        the text, and a read that did not convert holds text (or a mix), which the converters
+        take as well.
+
+        Raises:
+            ValueError: fewer value lists than columns, lists of different lengths, or a value
+                that is not what the column's expression returns.
+        """
+        width = len(self._converters)
+        if len(values) < width or len(set(map(len, values))) > 1:
+            raise ValueError(f"{self.database}.{self.name}: {len(values)} value lists of "
+                             f"{sorted(set(map(len, values)))} rows for {width} columns")
+        out: list[list[Any]] = []
+        for convert, whole, (kind, post), column in zip(
+                self._converters, self._columns, self._wire, values[:width], strict=True):
+            if converted and kind != TEXT_DEFAULT:
+                out.append(column if post is None else post(column))
+            elif None in column:
+                out.append([None if v is None else convert(v) for v in column])
+            else:
+                out.append(whole(column))
+        return tuple(out)
 
 
 def choose_key(description: TableDescription,

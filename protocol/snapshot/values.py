@@ -39,11 +39,12 @@ from typing import Any
 
 from ..binlog.coltypes import FieldType
 from ..binlog.model import Column
-from ..binlog.rows import set_labels, text_decoder
+from ..binlog.rows import set_labels, text_decoder, text_rule
 from ..binlog.values import InvalidTemporal
+from ..results import TEXT_DEFAULT, TEXT_FLOAT, TEXT_INT, TEXT_UTF8
 
 __all__ = ["quote_name", "select_expression", "converter_for", "column_converter",
-           "Converter", "ColumnConverter"]
+           "wire_kind", "Converter", "ColumnConverter"]
 
 Converter = Callable[[Any], Any]
 """One non-NULL value as the text protocol returns it → the row decoder's value. The value is
@@ -157,10 +158,11 @@ class _Characters:
     """The row decoder's rule (``rows.text_rule``): the column's charset conversion, bytes
     where there is none or the value is not valid in it; a BINARY(n) comes back padded."""
 
-    __slots__ = ("decode",)
+    __slots__ = ("decode", "utf8")
 
     def __init__(self, column: Column) -> None:
         self.decode = text_decoder(column.charset)
+        self.utf8 = text_rule(column.charset) == ("codec", "utf-8")
 
     def __call__(self, raw: bytes | str) -> str | bytes:
         return self.decode(_bytes(raw))
@@ -287,3 +289,28 @@ def column_converter(convert: Converter) -> ColumnConverter:
         table = convert.table
         return lambda values: [table[i] for i in map(int, values)]
     return lambda values: list(map(convert, values))
+
+
+def _label_column(table: tuple[str, ...]) -> ColumnConverter:
+    def labels(values: Sequence[Any]) -> list[Any]:
+        if None in values:
+            return [None if i is None else table[i] for i in values]
+        return [table[i] for i in values]
+    return labels
+
+
+def wire_kind(convert: Converter) -> tuple[int, ColumnConverter | None]:
+    """What a columnar read (``protocol.results.TEXT_*``) should make of the text of a column
+    ``convert`` converts, and what then turns a whole column of those values (NULLs
+    included) into the converter's values: None when they already are (a plain number's
+    ``int``/``float``, a UTF-8 column's ``str``-or-``bytes``: exactly ``convert``'s results).
+    ``TEXT_DEFAULT`` (keep the text) for every other converter, which then runs as usual."""
+    if convert is _int:
+        return TEXT_INT, None
+    if convert is _double:
+        return TEXT_FLOAT, None
+    if isinstance(convert, _Labels):
+        return TEXT_INT, _label_column(convert.table)
+    if isinstance(convert, _Characters) and convert.utf8:
+        return TEXT_UTF8, None
+    return TEXT_DEFAULT, None

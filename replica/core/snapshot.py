@@ -8,10 +8,21 @@ transactions. For each table:
 
 1. the pipeline starts a *key log* for the table (:meth:`SnapshotCoordinator.watch`): the key
    of every row any streamed rows event touches from now on;
-2. after a short grace (so that a commit whose binlog event already arrived has also become
-   visible to reads), a chunk is read on a connection of its own by keyset pagination:
-   ``SELECT … WHERE key > last ORDER BY key LIMIT chunk_rows`` (never OFFSET); then the
-   server's binlog end is read: the *high watermark* — every change the SELECT saw is before it;
+2. a chunk is read on a connection of its own by keyset pagination:
+   ``SELECT … WHERE key > last ORDER BY key LIMIT chunk_rows`` (never OFFSET), tied to a binlog
+   position, its *high watermark* — every change the SELECT saw is before it, and every change
+   after it is in the key log:
+
+   * MariaDB: in a transaction ``WITH CONSISTENT SNAPSHOT``, whose ``binlog_snapshot_file``/
+     ``_position`` status is exactly the binlog point of its read view; the read waits (a few
+     milliseconds) until that point is at or past the stream's first transaction boundary
+     since the key log started, so the key log holds every change after it;
+   * MySQL: after a short grace since the key log started (the server writes the binlog before
+     the storage engine commits, so a transaction whose event the stream had passed before the
+     key log started may not be visible yet: :data:`GRACE`), then the server's binlog end read
+     after the SELECT;
+
+   neither takes a lock. The next chunk is read while this one is decoded and landed;
 3. the chunk waits until the stream has landed everything up to the high watermark and is
    between two transactions, at stream position P ≥ high. Rows whose key the key log holds are
    dropped from the chunk (their latest change was streamed and landed already, at a lower
@@ -59,6 +70,7 @@ from protocol.binlog.transactions import (
     TransactionRollback,
 )
 from protocol.errors import ServerError
+from protocol.results import ResultSet
 from protocol.snapshot import DescribeError, SnapshotTable, TableNotFound, quote_name
 from replica.core.connection import Connection, ConnectOptions
 from replica.core.snapshot_describe import describe_table
@@ -71,10 +83,15 @@ log = logging.getLogger("binlake.snapshot")
 #: Databases a snapshot never reads, whatever the filters say.
 SYSTEM_DATABASES = frozenset({"mysql", "sys", "information_schema", "performance_schema"})
 
-#: Seconds between starting a table's key log and its first read: a transaction whose binlog
-#: event arrived just before the key log started must be visible to the read (the server
-#: writes the binlog before the storage engine commits).
+#: Seconds between starting a table's key log and its first read where the read's binlog point
+#: is not exact (MySQL; MariaDB only when its point does not get past the key log's start in
+#: that time): a transaction whose binlog event arrived just before the key log started must be
+#: visible to the read (the server writes the binlog before the storage engine commits).
 GRACE = 1.0
+
+#: Seconds between MariaDB consistent-snapshot attempts whose binlog point is still before the
+#: start of the table's key log (the stream has not yet reached a transaction boundary).
+_EXACT_POLL = 0.005
 
 #: Whole-table reads of a keyless table retried when the table changed meanwhile.
 KEYLESS_ATTEMPTS = 5
@@ -242,6 +259,9 @@ class _KeyLog:
     key_columns: tuple[int, ...]
     keep_images: bool
     since: float = field(default_factory=time.monotonic)  # when it started
+    #: The stream's position at its first transaction boundary since it started: the log holds
+    #: every change of every transaction after it (None until the stream gets there).
+    start: BinlogPosition | None = None
     touched: dict[tuple[Any, ...], list[Any] | None] = field(default_factory=dict)
     changes: int = 0  # rows events seen (what a keyless table's read is checked against)
 
@@ -380,6 +400,9 @@ class SnapshotCoordinator:
         """The stream is between transactions at ``position``: land a chunk that waits for it."""
         self.position = position
         self.between_transactions = True
+        for key_log in self._logs.values():
+            if key_log.start is None:
+                key_log.start = position
         chunk = self._chunk
         if chunk is not None and position >= chunk.high:
             self._land(chunk, position)
@@ -402,7 +425,14 @@ class SnapshotCoordinator:
         current = self._logs.get(key)
         if current is None or current.key_columns != key_columns:
             current = self._logs[key] = _KeyLog(key_columns, keep_images)
+            if self.between_transactions and self.position is not None:
+                current.start = self.position
         return current.since
+
+    def key_log_start(self, database: str, table: str) -> BinlogPosition | None:
+        """See ``_KeyLog.start``."""
+        key_log = self._logs.get((database, table))
+        return key_log.start if key_log is not None else None
 
     def changes(self, database: str, table: str) -> int:
         key_log = self._logs.get((database, table))
@@ -494,6 +524,21 @@ def _reconcile(table: SnapshotTable, columns: tuple[list[Any], ...], count: int,
 
 
 @dataclass(frozen=True, slots=True)
+class _Read:
+    """One chunk as read, before it is decoded: what the reader hands the lander."""
+
+    values: tuple[list[Any], ...]  # columnar, the key's literal columns after the table's
+    converted: bool  # ResultSet.converted
+    count: int
+    high: BinlogPosition
+    read_time_us: int
+    keyless_changes: int
+    last_key: list[str] | None  # the chunk's last key as literals (None: no rows)
+    done: bool
+    exact: bool  # read at its consistent snapshot's binlog point (see SnapshotReader._read)
+
+
+@dataclass(frozen=True, slots=True)
 class _Key:
     """How to page by a table's key: SQL to fetch each key column's literal, and to compare."""
 
@@ -571,6 +616,7 @@ class SnapshotReader:
     #: Called with a table's finished entry (done or failed).
     on_table_done: Callable[[dict[str, Any]], None] | None = None
     _clock_offset_us: int = 0
+    _exact: bool = False  # MariaDB: reads at their consistent snapshot's binlog point
 
     async def run(self) -> None:
         """Snapshot every pending table of the state; returns when none is left."""
@@ -578,6 +624,9 @@ class SnapshotReader:
             return
         async with await Connection.open(self.connect) as conn:
             await conn.execute("SET SESSION TRANSACTION READ ONLY")
+            if conn.is_mariadb:  # WITH CONSISTENT SNAPSHOT is a read view in REPEATABLE READ
+                await conn.execute("SET SESSION TRANSACTION ISOLATION LEVEL REPEATABLE READ")
+                self._exact = True
             rows = await conn.query("SELECT UNIX_TIMESTAMP(NOW(6))")
             self._clock_offset_us = round(float(_text(rows[0][0])) * 1e6) - time.time_ns() // 1000
             while True:
@@ -630,9 +679,8 @@ class SnapshotReader:
                     log.info("snapshot of %s.%s: %s", database, name,
                              f"by key ({', '.join(key.names)}), {self.chunk_rows} rows a chunk"
                              if key is not None else "no usable key: read whole, in one chunk")
-                await trio.sleep(max(0.0, since + self.grace - time.monotonic()))
                 described_at = generation
-                finished = await self._chunks(conn, table, key, entry, generation)
+                finished = await self._chunks(conn, table, key, entry, generation, since)
                 if finished:
                     return
                 attempts += 1
@@ -647,67 +695,151 @@ class SnapshotReader:
             coordinator.unwatch(database, name)
 
     async def _chunks(self, conn: Connection, table: SnapshotTable, key: _Key | None,
-                      entry: dict[str, Any], generation: int) -> bool:
-        """Read and land chunks until the table is done (True) or a chunk was discarded."""
-        coordinator = self.coordinator
-        width = len(table.table_map.columns)
-        source = f"{quote_name(table.database)}.{quote_name(table.name)}"
+                      entry: dict[str, Any], generation: int, since: float) -> bool:
+        """Read and land chunks until the table is done (True) or a chunk was discarded.
+
+        The next chunk is read while the previous one is decoded and landed (a task of its
+        own, one chunk ahead): the server's producing of rows and binlake's converting of them
+        overlap on the two cores instead of taking turns."""
         if key is not None and entry.get("high_key") is None:
             # The table's last key now: rows inserted later come from the stream, so a table
             # that grows faster than it is read is done once it is read up to here.
             top = await conn.query(
-                f"SELECT {', '.join(key.fetch)} FROM {source} ORDER BY "
+                f"SELECT {', '.join(key.fetch)} FROM {_source(table)} ORDER BY "
                 f"{', '.join(c + ' DESC' for c in key.compare)} LIMIT 1")
             entry["high_key"] = [lit(_text(v)) for lit, v in zip(key.literal, top[0],
                                                                   strict=True)] if top else []
-        while True:
-            last = entry.get("last_key")
-            top_key = entry.get("high_key")
-            if key is None:
-                sql = f"SELECT {table.select_list} FROM {source}"
-            else:
-                terms = [f"({key.where(last)})"] if last else []
-                if top_key:
-                    terms.append(f"NOT ({key.where(top_key)})")
-                where = f" WHERE {' AND '.join(terms)}" if terms else ""
-                sql = (f"SELECT {table.select_list}, {', '.join(key.fetch)} FROM {source}"
-                       f"{where} ORDER BY {', '.join(key.compare)} LIMIT {self.chunk_rows}")
-            before = coordinator.changes(table.database, table.name)
-            if key is None:
-                await trio.sleep(self.grace)  # as for the first chunk: see GRACE
-            read_time_us = time.time_ns() // 1000 + self._clock_offset_us
-            try:
-                rows = await conn.query(sql) if top_key != [] else []  # []: it was empty
-                high = await binlog_end(conn)
-                columns = table.decode_rows([r[:width] for r in rows])
-            except (ServerError, ValueError) as exc:
-                if coordinator.generation(table.database, table.name) != generation or (
-                        isinstance(exc, ServerError) and exc.code in (1054, 1146)):
-                    log.info("snapshot of %s.%s: re-reading after a definition change (%s)",
-                             table.database, table.name, exc)
-                    return False
-                raise
-            progress = dict(entry)
-            progress["chunks"] = entry.get("chunks", 0) + 1
-            done = key is None or len(rows) < self.chunk_rows
-            if key is not None and rows:
-                tail = rows[-1][width:]
-                progress["last_key"] = [lit(_text(v)) for lit, v in zip(key.literal, tail,
-                                                                         strict=True)]
-            if done:
-                progress["status"] = "done"
-            chunk = Chunk(table, generation, columns, len(rows), high, read_time_us, progress,
-                          keyless_changes=before, one_time=bool(entry.get("one_time")))
-            if not await coordinator.land(chunk):
-                log.info("snapshot of %s.%s: chunk discarded (%s); reading it again",
-                         table.database, table.name, chunk.outcome)
+        send, receive = trio.open_memory_channel[_Read | None](0)
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(self._read_chunks, conn, table, key, dict(entry), generation,
+                               since, send)
+            async with receive:
+                async for read in receive:
+                    if read is None or not await self._land_read(table, entry, generation,
+                                                                 read):
+                        return False  # the reader stops at its next chunk
+                    if read.done:
+                        return True
+        return False
+
+    async def _land_read(self, table: SnapshotTable, entry: dict[str, Any], generation: int,
+                         read: _Read) -> bool:
+        """Decode a chunk, land it and record the table's progress; False if discarded."""
+        coordinator = self.coordinator
+        try:
+            columns = table.decode_columns(read.values, read.converted)
+        except ValueError as exc:
+            if coordinator.generation(table.database, table.name) != generation:
+                log.info("snapshot of %s.%s: re-reading after a definition change (%s)",
+                         table.database, table.name, exc)
                 return False
-            entry.update(progress)
-            if done:
-                self._finish(entry, "done", None)
-                return True
-            if self.chunk_pause:
-                await trio.sleep(self.chunk_pause)
+            raise
+        progress = dict(entry)
+        progress["chunks"] = entry.get("chunks", 0) + 1
+        progress["exact_chunks"] = entry.get("exact_chunks", 0) + read.exact
+        if read.last_key is not None:
+            progress["last_key"] = read.last_key
+        if read.done:
+            progress["status"] = "done"
+        chunk = Chunk(table, generation, columns, read.count, read.high, read.read_time_us,
+                      progress, keyless_changes=read.keyless_changes,
+                      one_time=bool(entry.get("one_time")))
+        if not await coordinator.land(chunk):
+            log.info("snapshot of %s.%s: chunk discarded (%s); reading it again",
+                     table.database, table.name, chunk.outcome)
+            return False
+        entry.update(progress)
+        if read.done:
+            self._finish(entry, "done", None)
+        return True
+
+    async def _read_chunks(self, conn: Connection, table: SnapshotTable, key: _Key | None,
+                           entry: dict[str, Any], generation: int, since: float,
+                           send: trio.MemorySendChannel[_Read | None]) -> None:
+        """Read the table's chunks in key order into ``send`` (None: a definition change, to
+        be described again) until the last one, or until the lander stops taking them."""
+        coordinator = self.coordinator
+        width = len(table.table_map.columns)
+        last, top_key = entry.get("last_key"), entry.get("high_key")
+        async with send:
+            while True:
+                if key is None:
+                    sql = f"SELECT {table.select_list} FROM {_source(table)}"
+                else:
+                    terms = [f"({key.where(last)})"] if last else []
+                    if top_key:
+                        terms.append(f"NOT ({key.where(top_key)})")
+                    where = f" WHERE {' AND '.join(terms)}" if terms else ""
+                    sql = (f"SELECT {table.select_list}, {', '.join(key.fetch)} FROM "
+                           f"{_source(table)}{where} ORDER BY {', '.join(key.compare)} "
+                           f"LIMIT {self.chunk_rows}")
+                before = coordinator.changes(table.database, table.name)
+                # A keyless read must see every change counted in ``before``.
+                counted = coordinator.position if key is None else None
+                if key is None:
+                    since = time.monotonic()  # as for the first chunk: see GRACE
+                read_time_us = time.time_ns() // 1000 + self._clock_offset_us
+                try:
+                    if top_key == []:  # the table was empty
+                        values: tuple[list[Any], ...] = tuple([] for _ in range(width))
+                        converted, high, exact = True, await binlog_end(conn), False
+                    else:
+                        result, high, exact = await self._read(conn, table, sql, since, counted)
+                        values, converted = result.values or (), result.converted
+                except ServerError as exc:
+                    if coordinator.generation(table.database, table.name) != generation or (
+                            exc.code in (1054, 1146)):
+                        log.info("snapshot of %s.%s: re-reading after a definition change (%s)",
+                                 table.database, table.name, exc)
+                        await send.send(None)
+                        return
+                    raise
+                count = len(values[0]) if values else 0
+                done = key is None or count < self.chunk_rows
+                last_key = None
+                if key is not None and count:
+                    last_key = last = [lit(_text(column[-1])) for lit, column in zip(
+                        key.literal, values[width:], strict=True)]
+                try:
+                    await send.send(_Read(values, converted, count, high, read_time_us, before,
+                                          last_key, done, exact))
+                except trio.BrokenResourceError:
+                    return  # the lander discarded a chunk: it reads again from the last landed
+                if done:
+                    return
+                if self.chunk_pause:
+                    await trio.sleep(self.chunk_pause)
+
+    async def _read(self, conn: Connection, table: SnapshotTable, sql: str, since: float,
+                    counted: BinlogPosition | None) -> tuple[ResultSet, BinlogPosition, bool]:
+        """Run a chunk's SELECT; its result and a binlog position it is consistent with: every
+        change the SELECT saw is before it, and the table's key log holds every change after it
+        (for a keyless table, its change count ``before`` was taken at ``counted``).
+
+        MariaDB: in a transaction WITH CONSISTENT SNAPSHOT, whose ``binlog_snapshot_file``/
+        ``_position`` is exactly the binlog point of its read view — the read waits (a few
+        milliseconds) until that point is at or past where the key log started, and is then
+        exact, with no lock. MySQL, or a MariaDB point that does not get there within the
+        grace: after GRACE since the key log started (see the module docstring), the server's
+        binlog end after the SELECT (``binlog_end``). The flag says which (True: exact)."""
+        kinds = table.wire_kinds
+        if self._exact:
+            while True:
+                await conn.execute("START TRANSACTION WITH CONSISTENT SNAPSHOT")
+                point = await snapshot_position(conn)
+                start = self.coordinator.key_log_start(table.database, table.name)
+                if point is not None and start is not None and point >= start and (
+                        counted is None or point >= counted):
+                    result = await conn.query_columns(sql, kinds)
+                    await conn.execute("COMMIT")
+                    return result, point, True
+                await conn.execute("COMMIT")
+                if time.monotonic() >= since + self.grace:
+                    break
+                await trio.sleep(_EXACT_POLL)
+        await trio.sleep(max(0.0, since + self.grace - time.monotonic()))
+        result = await conn.query_columns(sql, kinds)
+        return result, await binlog_end(conn), False
 
     def _finish(self, entry: dict[str, Any], status: str, message: str | None) -> None:
         entry["status"] = status
@@ -721,13 +853,31 @@ class SnapshotReader:
         elif message:
             log.warning("%s", message)
         else:
-            log.info("snapshot of %s.%s done: %d rows in %d chunks", entry["database"],
-                     entry["table"], entry.get("rows", 0), entry.get("chunks", 0))
+            exact = (f", {entry.get('exact_chunks', 0)} of them read at their consistent "
+                     "snapshot's exact binlog point" if self._exact else "")
+            log.info("snapshot of %s.%s done: %d rows in %d chunks%s", entry["database"],
+                     entry["table"], entry.get("rows", 0), entry.get("chunks", 0), exact)
             if entry.get("one_time"):
                 log.warning("%s.%s is excluded by the filters: this was a one-time copy, its "
                             "later changes will not land", entry["database"], entry["table"])
         if self.on_table_done is not None:
             self.on_table_done(dict(entry))
+
+
+def _source(table: SnapshotTable) -> str:
+    return f"{quote_name(table.database)}.{quote_name(table.name)}"
+
+
+async def snapshot_position(conn: Connection) -> BinlogPosition | None:
+    """MariaDB: the binlog point of the read view of the transaction started WITH CONSISTENT
+    SNAPSHOT on ``conn`` (``binlog_snapshot_file``/``_position``); None when not reported."""
+    rows = await conn.query("SHOW STATUS LIKE 'binlog\\_snapshot\\_%'")
+    status = {_text(r[0]).lower(): _text(r[1]) for r in rows}
+    file = status.get("binlog_snapshot_file", "")
+    position = status.get("binlog_snapshot_position", "")
+    if not file or not position.isdigit():
+        return None
+    return BinlogPosition(file, int(position))
 
 
 async def binlog_end(conn: Connection) -> BinlogPosition:

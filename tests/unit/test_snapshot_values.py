@@ -16,6 +16,7 @@ from protocol.binlog.model import ColumnFlag, RowsKind
 from protocol.binlog.rows import decode_rows_event
 from protocol.binlog.tablemap import decode_table_map
 from protocol.binlog.values import InvalidTemporal
+from protocol.results import TEXT_DEFAULT, TEXT_FLOAT, TEXT_INT, TEXT_UTF8
 from protocol.snapshot import SnapshotTable, UnsupportedColumn, choose_key, snapshot_table
 from protocol.snapshot.tablemap import binlog_column, snapshot_table_map
 from protocol.snapshot.values import converter_for, quote_name, select_expression
@@ -259,3 +260,35 @@ def test_column_at_a_time_equals_value_by_value(with_null: bool) -> None:
     assert [[type(v) for v in c] for c in got] == [[type(v) for v in c] for c in expected]
     assert got[2][1] == InvalidTemporal("0000-00-00 00:00:00.000000")
     assert snap.decode_rows(rows[:1])[2] == [datetime.datetime(2024, 1, 1, 0, 0, 0, 123)]
+
+
+@pytest.mark.parametrize("with_null", [False, True])
+def test_decode_columns_of_a_converted_read_equals_decode_rows(with_null: bool) -> None:
+    """A columnar read with ``wire_kinds`` (int/float/UTF-8 made while parsing, ENUM indexes as
+    int) decodes to decode_rows' values of the same text; an unconverted one (the Python path,
+    or numbers kept as text) too."""
+    snap = snapshot_table(WIDE, mysql=False, row_metadata="FULL")
+    assert list(snap.wire_kinds) == [TEXT_INT, TEXT_DEFAULT, TEXT_DEFAULT, TEXT_FLOAT,
+                                     TEXT_UTF8, TEXT_INT, TEXT_DEFAULT]
+    rows: list[tuple[bytes | str | None, ...]] = [
+        ("1", "12.30", "2024-01-01 00:00:00.000123", "0.1", "héllo".encode(), "1", "1700000000"),
+        ("-9", "-0.05", "0000-00-00 00:00:00.000000", "1e300", b"\xff\xfe", "2", "0"),
+    ]
+    if with_null:
+        rows.append((None,) * 7)
+    expected = snap.decode_rows(rows)
+    text = [list(column) for column in zip(*rows, strict=True)]
+    kinds = {TEXT_INT: int, TEXT_FLOAT: float}
+    converted = [column if kind not in kinds and kind != TEXT_UTF8 else
+                 [None if v is None else snap._converters[k](v) if kind == TEXT_UTF8 else
+                  kinds[kind](v) for v in column]
+                 for k, (kind, column) in enumerate(zip(snap.wire_kinds, text, strict=True))]
+    key = [["k"] * len(rows)]  # a trailing key column is ignored
+    for values, flag in ((converted + key, True), (text, False), (converted, False)):
+        got = snap.decode_columns(values, flag)
+        assert got == expected
+        assert [[type(v) for v in c] for c in got] == [[type(v) for v in c] for c in expected]
+    with pytest.raises(ValueError):
+        snap.decode_columns(text[:3], False)
+    with pytest.raises(ValueError):
+        snap.decode_columns([*text[:6], text[6][:1]], False)
