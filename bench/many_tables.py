@@ -20,7 +20,8 @@ Steps, on a sandbox MariaDB 10.11 (the ``devtools.sandbox`` server, as ``python 
 The 2,000-vs-20 ratio of the medians is the figure (issue 17's target: ≤ 2x, ≤ ~2 files per
 table, peak RSS < 300 MB). ``--rows-per-txn 1 --tables 1`` is workload (b)'s one-row
 transactions; ``--profile`` runs the daemon under cProfile and prints its top functions (the
-per-transaction cost). JSON goes to ``bench/results/many_tables-<stamp>.json``.
+per-transaction cost; the ``.pstats`` file is kept beside the JSON). JSON goes to
+``bench/results/many_tables-<stamp>.json``.
 
 Full scale (one command): ``python -m bench.many_tables``; smoke: ``--rows 10000 --repeats 1``.
 """
@@ -127,6 +128,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         "loadavg_at_start": os.getloadavg(), "cases": [],
     }
     work_dir = Path(tempfile.mkdtemp(prefix="binlake-many-"))
+    args.results_dir.mkdir(parents=True, exist_ok=True)
     server = start_server("/", kind=MARIADB, extra_args=SERVER_ARGS)
     password = secrets.token_hex(12)
     tree = commands.Tree(Path(__file__).resolve().parent.parent)
@@ -145,7 +147,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             for repeat in range(args.repeats):
                 lake = work_dir / f"lake-{tables}-{repeat}" / "lake"
                 profiled = args.profile and repeat == args.repeats - 1
-                out = work_dir / f"profile-{tables}.pstats"
+                out = args.results_dir / f"many_tables-{results['started']}-{tables}.pstats"
                 runs.append(commands.measure_run(
                     _ProfiledTree(tree.root, "profiled", out) if profiled else tree, env, target, first,
                     lake, server_id * 10 + repeat, args.rows))

@@ -1025,7 +1025,7 @@ class ParquetSink:
         for version in self._new_versions:
             self._staged_count += 1
             staged = f"{L.STAGING}/schema-{self._staged_count:08d}.json"
-            documents.append((os.path.join(self.lake, staged), C.dumps(version.to_json())))
+            documents.append((os.path.join(self.lake, staged), C.dumps(version.to_json(), compact=True)))
             renames.append((staged, L.schema_file(version.database, version.table,
                                                   version.version)))
         for database, entries in self._ddl_log.items():
