@@ -145,6 +145,8 @@ class Pipeline:
         self._unlanded_rows: Counter[tuple[str, str, str]] = Counter()
         self._xa_rows: dict[str, Counter[tuple[str, str, str]]] = {}  # prepared, by XA id
         self._decode_pending = 0.0  # decode seconds not yet in the metrics
+        self._events_pending: dict[type, int] = {}  # events by class not yet in the metrics
+        self._event_bytes_pending = 0
         sink.clock = time.perf_counter
         sink.on_flush = self._landed_flush
 
@@ -229,6 +231,7 @@ class Pipeline:
         metrics = self.metrics
         stats = self.stats
         clock = time.perf_counter
+        counts = self._events_pending
         try:
             while True:
                 packet = await session.next_event()
@@ -252,10 +255,10 @@ class Pipeline:
                     raise
                 self._decode_pending += clock() - started
                 for event in events:
-                    stats.events += 1
-                    if metrics is not None:
-                        metrics.count_event(type(event).__name__, event.header.event_size)
-                    if isinstance(event, HeartbeatEvent):
+                    kind = type(event)
+                    counts[kind] = counts.get(kind, 0) + 1
+                    self._event_bytes_pending += event.header.event_size
+                    if kind is HeartbeatEvent:
                         # The server sends one only when it has nothing more: the stream is at
                         # its end (caught up, once what was received is landed).
                         if not assembler.in_transaction:
@@ -280,9 +283,17 @@ class Pipeline:
             self._count_decode()
 
     def _count_decode(self) -> None:
-        """Decode time to the counter, in slices (each tick, each flush), not per event."""
+        """Decode time and received events to the counters, in slices (each tick, each flush,
+        the end of a stream), not per event."""
         seconds, self._decode_pending = self._decode_pending, 0.0
         self.stats.decode_seconds += seconds
+        counts, size = self._events_pending, self._event_bytes_pending
+        self._event_bytes_pending = 0
+        if counts:
+            self.stats.events += sum(counts.values())
+            if self.metrics is not None:
+                self.metrics.count_events({kind.__name__: n for kind, n in counts.items()}, size)
+            counts.clear()
         if self.metrics is not None and seconds > 0:
             self.metrics.count_decode_seconds(seconds)
 

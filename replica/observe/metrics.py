@@ -115,6 +115,17 @@ class Metrics:
         child.inc()
         self.received_bytes.inc(size)
 
+    def count_events(self, counts: dict[str, int], size: int) -> None:
+        """:meth:`count_event` for many events at once: the pipeline sums them between its
+        ticks (two locked counter increments per event were 6% of a one-row transaction)."""
+        for event_type, n in counts.items():
+            child = self._event_children.get(event_type)
+            if child is None:
+                child = self._event_children[event_type] = self.events.labels(event_type)
+            child.inc(n)
+        if size:
+            self.received_bytes.inc(size)
+
     def count_rows(self, database: str, table: str, op: str, n: int = 1) -> None:
         key = (database, table, op)
         child = self._row_children.get(key)
