@@ -57,6 +57,10 @@ class Lag:
     caught_up: bool
     seconds: float | None  # None: nothing is known to be landed yet
     bytes: int | None  # None: not computable (a GTID start, purged files, no privilege)
+    #: Binlog bytes the daemon's stream has still to *read* to reach the server's end (None:
+    #: no stream, or not computable). While catching up, landing waits for size (see
+    #: ``LagTracker.stream_behind``), so ``bytes`` moves in steps; this moves as it reads.
+    unread: int | None = None
 
 
 def _text(value: str | bytes | None) -> str | None:
@@ -232,8 +236,11 @@ class LagTracker:
             return Lag(False, max(0.0, (server_now - self._complete_us) / 1e6), None)
         if received is not None and end.position is not None and received > end.position:
             end = ServerEnd(end.flavor, end.now_us, end.gtid, received, end.files)
-        return _behind(ServerEnd(end.flavor, server_now, end.gtid, end.position, end.files),
-                       self._landed or self._start, self._complete_us)
+        lag = _behind(ServerEnd(end.flavor, server_now, end.gtid, end.position, end.files),
+                      self._landed or self._start, self._complete_us)
+        if received is None or end.position is None:
+            return lag
+        return Lag(False, lag.seconds, lag.bytes, distance(end.files, received, end.position))
 
     def stream_behind(self) -> bool:
         """Whether the stream is known to be behind the server's end — catching up a backlog:

@@ -79,7 +79,9 @@ class Progress:
 
     def sample(self, now: float, landed: Landed, lag: Lag | None) -> str | None:
         """The line for this sample, or None when there is nothing to say."""
-        previous, self._last = self._last, (now, landed, lag.bytes if lag else None)
+        # the estimate follows the stream's reading when known: landing moves in flushes
+        remaining = None if lag is None else lag.unread if lag.unread is not None else lag.bytes
+        previous, self._last = self._last, (now, landed, remaining)
         if lag is None:
             return None
         if lag.caught_up:
@@ -88,7 +90,10 @@ class Progress:
             self.catching_up = False
             return (f"caught up with the server: {format_summary(landed, now - self.started)} "
                     "since the start")
-        if not self.catching_up and (lag.seconds is None or lag.seconds <= self.live_lag):
+        # Behind by the lake's age; or, nothing landed yet (a new lake: no age), by what the
+        # stream has still to read — a backlog lands by size, so its first flush may be late.
+        behind = lag.seconds > self.live_lag if lag.seconds is not None else bool(lag.unread)
+        if not self.catching_up and not behind:
             return None
         self.catching_up = True
         line = f"catching up: {landed.transactions} transactions and {landed.rows} rows landed"
@@ -98,10 +103,10 @@ class Progress:
             row_rate = (landed.rows - previous[1].rows) / span
             line += f" ({tx_rate:.0f} transactions/s, {row_rate:.0f} rows/s)"
         line += f"; {_lag_text(lag)}"
-        if previous is not None and previous[2] is not None and lag.bytes is not None:
-            gained = (previous[2] - lag.bytes) / (now - previous[0]) if now > previous[0] else 0
+        if previous is not None and previous[2] is not None and remaining is not None:
+            gained = (previous[2] - remaining) / (now - previous[0]) if now > previous[0] else 0
             if gained > 0:
-                line += f", ~{format_duration(lag.bytes / gained)} left"
+                line += f", ~{format_duration(remaining / gained)} left"
             else:
                 line += ", not gaining on the server"
         return line

@@ -72,7 +72,8 @@ def test_behind_by_the_servers_end_then_caught_up_when_landed() -> None:
     lag.landed(P("b.000001", 500), 990_000_000, "0-1-5")
     stream.position, stream.pending = P("b.000002", 40), True
     lag.server_end(end("b.000002", 1000, 1_000.5))
-    assert lag.measure() == Lag(False, 1000.5 - 990.0, 500 + 1000)
+    # the stream has read up to b.000002:40: 960 bytes still to read
+    assert lag.measure() == Lag(False, 1000.5 - 990.0, 500 + 1000, 960)
     # everything received is landed, and the stream reached the end read
     stream.position, stream.pending = P("b.000002", 1000), False
     lag.landed(P("b.000002", 1000), 999_000_000, "0-1-9")
@@ -87,7 +88,7 @@ def test_received_beyond_the_end_read_is_the_end() -> None:
     clocks.wall += 1.5
     stream.position, stream.pending = P("b.000002", 700), True  # new events, not landed yet
     # complete up to the moment the end was read (caught up then), 600 bytes received since
-    assert lag.measure() == Lag(False, 1.5, 600)
+    assert lag.measure() == Lag(False, 1.5, 600, 0)
 
 
 def test_gtid_state_equal_is_caught_up_after_a_server_restart() -> None:
@@ -137,6 +138,20 @@ def test_stream_behind_only_while_a_fresh_end_read_lies_ahead() -> None:
     lag.server_end(end("b.000003", 400, clocks.wall))
     lag.set_connected(False)
     assert not lag.stream_behind()
+
+
+def test_a_new_lake_catching_up_by_size_reports_progress_by_the_stream() -> None:
+    """Nothing landed yet (no age for the lake): behind by what the stream has still to read,
+    and the time left follows the reading, not the landing (which waits for size)."""
+    progress = Progress(0.0, live_lag=6.0)
+    assert progress.sample(1, Landed(0, 0), Lag(False, None, 9000, 0)) is None  # live: silent
+    first = progress.sample(2, Landed(0, 0), Lag(False, None, 10_000, 8_000))
+    assert first is not None and first.startswith("catching up: 0 transactions and 0 rows")
+    second = progress.sample(4, Landed(0, 0), Lag(False, None, 10_000, 4_000))
+    assert second is not None and second.endswith("~2.0 s left")
+    done = progress.sample(6, Landed(500, 500), Lag(True, 0.0, 0))
+    assert done == "caught up with the server: 500 transactions and 500 rows landed in 6.0 s " \
+                   "since the start"
 
 
 def test_format_units() -> None:
