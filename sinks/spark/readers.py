@@ -29,6 +29,7 @@ import json
 import os
 from collections.abc import Collection
 from typing import Any, cast
+from urllib.parse import unquote, urlparse
 
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
@@ -171,6 +172,7 @@ def stream_fence(lake: str, database: str, table: str, checkpoint_location: str 
         with open(record, encoding="utf-8") as f:
             fence = int(json.load(f)["generation"])
         _check_not_behind(lake, database, table, fence, seen)
+        _check_replay_readable(directory, database, table)
         return fence
     fence = compacted_generations(lake, database, table)
     os.makedirs(directory, exist_ok=True)
@@ -196,6 +198,41 @@ def _delivered_files(checkpoint: str) -> set[str] | None:
                     path = str(json.loads(line)["path"])
                     seen.add("/".join(path.rsplit("/", 3)[-3:]))
     return seen
+
+
+def _check_replay_readable(checkpoint: str, database: str, table: str) -> None:
+    """Refuse a restart Spark could never complete: a batch planned but not committed (Spark
+    replays it with the very files it listed) whose files compaction has replaced since —
+    every restart would fail with FileNotFoundException. Only a query more than min-age behind,
+    or a first batch over old files, can be caught like this."""
+    commits = os.path.join(checkpoint, "commits")
+    done = [int(n) for n in os.listdir(commits) if n.isdigit()] if os.path.isdir(commits) else []
+    committed = max(done, default=-1)
+    log_dir = os.path.join(checkpoint, "sources", "0")
+    gone: list[tuple[int, str]] = []
+    for name in os.listdir(log_dir) if os.path.isdir(log_dir) else []:
+        if name.startswith(".") or name.endswith(".tmp"):
+            continue
+        with open(os.path.join(log_dir, name), encoding="utf-8") as f:
+            for line in f:
+                if not line.startswith("{"):
+                    continue
+                entry = json.loads(line)
+                path = str(entry["path"])
+                local = unquote(urlparse(path).path) if path.startswith("file:") else path
+                if int(entry.get("batchId", -1)) > committed and not os.path.exists(local):
+                    gone.append((int(entry["batchId"]), local))
+    if gone:
+        batch, path = min(gone)
+        first = ("nothing of it was delivered and no batch before it, so a new checkpoint "
+                 "location loses and repeats nothing" if committed < 0 else
+                 "a new checkpoint location delivers the earlier batches again")
+        raise StreamBehindCompaction(
+            f"{database}.{table}: batch {batch} of this streaming query listed {len(gone)} "
+            f"files that compaction replaced before the batch was committed (e.g. {path}); "
+            f"Spark would replay it with those files and fail at every restart. Start it with "
+            f"a new checkpoint location ({first}), and keep queries less than "
+            "lake.compact_min_age behind.")
 
 
 def _check_not_behind(lake: str, database: str, table: str, fence: int,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -89,3 +90,22 @@ def test_materialize_job_with_retention(spark, tmp_path, capsys):
     build_more(lake, 2)
     got = sorted(tuple(r) for r in read_current_state(spark, lake, "shop", "users").collect())
     assert got == sorted(before + [(10_000, "n"), (20_000, "m"), (10_001, "n"), (20_001, "m")])
+
+
+def test_a_batch_compacted_before_its_commit_is_refused_not_replayed_forever(spark, tmp_path):
+    """A crash after Spark planned a batch (its files in the source log) and before it
+    committed, then a compaction of those files: Spark would replay the batch with the gone
+    files and fail at every restart; stream_changes says so, with the fix, instead."""
+    lake = str(tmp_path / "lake")
+    build_lake(lake, 6)
+    query = start(spark, lake, tmp_path, "first")
+    query.processAllAvailable()
+    query.stop()
+    commits = tmp_path / "first_ck" / "commits"
+    for name in os.listdir(commits):  # as if killed between planning batch 0 and committing it
+        os.remove(commits / name)
+    K.compact_lake(lake, NOW)
+    with pytest.raises(StreamBehindCompaction,
+                       match="batch 0 of this streaming query listed 6 files .* loses and "
+                             "repeats nothing"):
+        start(spark, lake, tmp_path, "first")
