@@ -52,5 +52,6 @@ def prepare(rev: str, into: Path) -> tuple[Tree, dict[str, Any]]:
                            cwd=root, capture_output=True, text=True,
                            env=dict(os.environ, PYTHONPATH=os.fspath(root)))
     native = built.returncode == 0 and any((root / "protocol" / "binlog").glob("_native_rows*"))
-    return Tree(root, label=f"baseline {sha[:12]}"), {"rev": rev, "commit": sha,
-                                                      "native": native}
+    tree = Tree(root, label=f"baseline {sha[:12]}")
+    tree.compile()  # as the checkout's: start-up without compiling from source
+    return tree, {"rev": rev, "commit": sha, "native": native}

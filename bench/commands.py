@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import os
 import socket
+import subprocess
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -46,6 +47,15 @@ class Tree:
 
     def argv(self, *args: str) -> list[str]:
         return [sys.executable, "-m", "replica.cli", *args]
+
+    def compile(self) -> None:
+        """Write the tree's bytecode up front, as ``pip install`` does for an installed binlake.
+        Otherwise, with ``PYTHONDONTWRITEBYTECODE`` set (this project's machines and image set
+        it), every measured start-up would compile each of binlake's modules from source again:
+        about 0.2 s of CPU per process, charged to no user."""
+        packages = [os.fspath(self.root / name) for name in ("protocol", "replica", "sinks")]
+        subprocess.run([sys.executable, "-m", "compileall", "-q", "-j", "0", *packages],
+                       check=True, stdout=subprocess.DEVNULL)
 
 
 @dataclass(frozen=True)

@@ -99,6 +99,7 @@ class Bench:
         self.pmr_python = ensure_pmr_venv(install=options.install_pmr)
         self.env = dict(os.environ, BENCH_PASSWORD=self.password)
         self.tree = commands.Tree(Path(__file__).resolve().parent.parent)
+        self.tree.compile()
         self.baseline: commands.Tree | None = None
         self.target = commands.DaemonTarget(server.port, BENCH_USER, self.password, DATABASE)
 
