@@ -142,7 +142,29 @@ def _table_facts(table_path: str, database_dir: str, table_dir: str, lake: LakeF
         if versions:
             doc = _read_json(os.path.join(schema_dir, L.schema_file_name(versions[-1])))
             names = (doc.get("database", names[0]), doc.get("table", names[1]))
-    table = TableFacts(database=names[0], table=names[1], schema_versions=versions)
+    for _ in range(SWITCH_RETRIES):
+        table = TableFacts(database=names[0], table=names[1], schema_versions=versions)
+        unreadable: list[str] = []
+        try:
+            _count_files(table_path, table, unreadable, pq)
+        except FileNotFoundError:  # compaction switched a partition between listing and reading
+            continue
+        break
+    else:
+        unreadable.append(f"{table_path}: switched by compaction {SWITCH_RETRIES} times while "
+                          "being read; run binlake status again")
+    lake.unreadable += unreadable
+    return table
+
+
+#: Walks of one table in a row that may meet a partition compaction has just switched.
+SWITCH_RETRIES = 5
+
+
+def _count_files(table_path: str, table: TableFacts, unreadable: list[str], pq: Any) -> None:
+    """Add up the table's data files from their footers; a file listed, then gone, raises
+    FileNotFoundError so the caller walks again (a partition listing is all old files or all
+    new ones; mixing two walks could count rows twice)."""
     for root, dirs, files in os.walk(table_path):
         dirs[:] = sorted(d for d in dirs if not L.is_hidden(d))
         for name in sorted(files):
@@ -151,12 +173,14 @@ def _table_facts(table_path: str, database_dir: str, table_dir: str, lake: LakeF
             file_path = os.path.join(root, name)
             try:
                 table.rows += pq.read_metadata(file_path).num_rows
+                size = os.path.getsize(file_path)
+            except FileNotFoundError:
+                raise
             except (OSError, ValueError) as exc:
-                lake.unreadable.append(f"{file_path}: {exc}")
+                unreadable.append(f"{file_path}: {exc}")
                 continue
             table.files += 1
-            table.bytes += os.path.getsize(file_path)
-    return table
+            table.bytes += size
 
 
 # --- the server ---------------------------------------------------------------------------------

@@ -258,3 +258,26 @@ def test_daemon_start_cleans_up_a_killed_compaction_unless_one_runs(tmp_path, mo
     assert not os.path.exists(os.path.join(lake, L.COMPACT_STAGING))
     assert os.listdir(os.path.join(lake, "shop", "users", L.COMPACTION_LOG)) == []
     assert rows(lake) == before and len(data_files(lake)) == 10
+
+
+def test_status_walks_a_table_again_when_compaction_switches_it_meanwhile(tmp_path,
+                                                                          monkeypatch):
+    """binlake status lists a table's files, then reads their footers: a switch in between
+    makes it walk the table again, never report a file unreadable or count a row twice."""
+    from replica.commands import status
+
+    lake = str(tmp_path / "lake")
+    build_lake(lake, 10)
+    real = pq.read_metadata
+    switched: list[int] = []
+
+    def read_then_compact(path, *args, **kwargs):
+        meta = real(path, *args, **kwargs)
+        if not switched:
+            switched.append(K.compact_lake(lake, OPTIONS).partitions)
+        return meta
+    monkeypatch.setattr(pq, "read_metadata", read_then_compact)
+    facts = status.lake_facts(lake)
+    assert switched == [1]
+    [users] = facts.tables
+    assert (users.rows, users.files, facts.unreadable) == (7 * 2 + 3, 1, [])
