@@ -19,8 +19,8 @@
 enum {
     K_INT = 1,     /* a = bytes (1,2,3,4,8), b = unsigned */
     K_FLOAT = 2,   /* a = 4 or 8 */
-    K_STR = 3,     /* a = length-prefix width (1..4), b = mode (0 bytes, 1 utf-8, 2 call obj1),
-                      c = BINARY(n) pad length (0: none) */
+    K_STR = 3,     /* a = length-prefix width (1..4), b = mode (0 bytes, 1 utf-8, 2 call obj1:
+                      a charset's decoder, or JSON's binary-to-text), c = BINARY(n) pad (0: none) */
     K_DATE = 4,    /* obj1 = values.decode_date (dates Python cannot hold) */
     K_DT2 = 5,     /* a = fsp, obj1 = values.datetime2_invalid */
     K_TS2 = 6,     /* a = fsp, obj1 = the zero TIMESTAMP's InvalidTemporal, obj2 = UTC */
@@ -540,8 +540,8 @@ static PyObject *decode(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
  * decode_arrow runs the same plan over the same bytes with the same checks as decode, but
  * appends each value to its column's Arrow buffers (validity bitmap, data, and for strings
  * int32 offsets) instead of a Python object. A column whose value Arrow cannot carry the way
- * the landing path would land it (a string that is not UTF-8, a zero or invalid date, a text
- * charset decoded by Python, DECIMAL wider than 38 digits, ENUM without labels) gives None:
+ * the landing path would land it (a string that is not well-formed in its charset, a zero or
+ * invalid date, DECIMAL wider than 38 digits, ENUM/SET without labels) gives None:
  * the landing path then uses the Python values for that column of that event. The tag of a
  * chunk names its layout; the sink uses a chunk only when the tag is the one its Arrow type
  * needs (sinks/parquet/types.native_tag), so the lake's schema cannot change through here. */
@@ -598,7 +598,7 @@ static int layout_of(const ColPlan *cp) {
         return cp->a >= 1 && cp->a <= 8 ? (cp->b ? u : s)[cp->a] : L_NONE;
     }
     case K_FLOAT: return cp->a == 4 ? L_F4 : L_F8;
-    case K_STR: return cp->b == 0 ? L_BIN : cp->b == 1 ? L_STR : L_NONE;
+    case K_STR: return cp->b == 0 ? L_BIN : L_STR;
     case K_DATE: return L_DATE;
     case K_DT2: case K_TS2: return L_TS;
     case K_DEC: return cp->c >= 1 && cp->c <= 38 ? L_DEC : L_NONE;
@@ -731,7 +731,28 @@ static int avalue(const ColPlan *cp, ACol *c, const unsigned char *buf, Py_ssize
         if (n > (uint64_t)(end - off)) return overrun();
         const unsigned char *s = buf + off;
         off += (Py_ssize_t)n;
-        if (c->layout == L_STR) {
+        if (cp->b == 2) {
+            /* Python's own decoder, called even for a column that fell back: it is what may
+             * raise on bad bytes (JSON), and the reference raises there too. Its str lands as
+             * UTF-8; bytes (not well-formed in the charset) leave the column to Python. */
+            PyObject *raw = PyBytes_FromStringAndSize((const char *)s, (Py_ssize_t)n);
+            if (raw == NULL) return -1;
+            PyObject *text = PyObject_CallOneArg(cp->obj1, raw);
+            Py_DECREF(raw);
+            if (text == NULL) return -1;
+            if (c->layout == L_STR) {
+                Py_ssize_t len;
+                const char *u = PyUnicode_Check(text) ? PyUnicode_AsUTF8AndSize(text, &len) : NULL;
+                if (u == NULL) {
+                    PyErr_Clear();
+                    c->layout = L_NONE;
+                } else if (put_str(c, u, len) < 0) {
+                    Py_DECREF(text);
+                    return -1;
+                }
+            }
+            Py_DECREF(text);
+        } else if (c->layout == L_STR) {
             if (!is_utf8(s, (Py_ssize_t)n)) c->layout = L_NONE;
             else if (put_str(c, s, (Py_ssize_t)n) < 0) return -1;
         } else if (c->layout == L_BIN) {

@@ -4,8 +4,9 @@
 setup.py) decodes a rows event's images into the same per-column lists as the generated Python
 code of :class:`~.rows.TableDecoder`, without executing bytecode per value. It covers the common
 types — integers, FLOAT/DOUBLE, CHAR/VARCHAR/BINARY/TEXT/BLOB, DATE, DATETIME2, TIMESTAMP2,
-TIME2, NEWDECIMAL, ENUM, SET, BIT, YEAR — and an image with any other column (JSON, GEOMETRY,
-legacy temporal types, MySQL partial updates) keeps the Python decoder, which stays the reference:
+TIME2, NEWDECIMAL, ENUM, SET, BIT, YEAR, JSON (other charsets and binary JSON through the
+reference's own Python functions) — and an image with any other column (GEOMETRY, VECTOR, legacy
+temporal types, MySQL partial updates) keeps the Python decoder, which stays the reference:
 ``tests/unit/test_native_rows.py`` runs both over random and corrupted rows and requires the
 same values and the same typed errors.
 
@@ -16,8 +17,8 @@ Arrow's layout (integers of the landed width, DECIMAL <= 38 digits and BIGINT UN
 128-bit scaled integers, FLOAT/DOUBLE as stored, DATE as days, DATETIME2/TIMESTAMP2 as epoch
 microseconds, TIME2 as signed microseconds, BIT as int64, strings and ENUM/SET labels as int32
 offsets + UTF-8 bytes) — or None where the landing path must use the Python values for that
-column of that event (a string that is not UTF-8, a zero or invalid date, a charset Python
-decodes, DECIMAL wider than 38 digits, ENUM/SET without labels). ``tag`` names the layout:
+column of that event (a string that is not well-formed in its charset, a zero or invalid
+date, DECIMAL wider than 38 digits, ENUM/SET without labels). ``tag`` names the layout:
 ``i1``, ``i2``, ``i4``, ``i8``, ``dec``, ``f4``, ``f8``, ``str``, ``bin``, ``date``, ``ts``.
 
 ``BINLAKE_NATIVE=0`` forces the Python reference; ``BINLAKE_NATIVE_ARROW=0`` keeps the native

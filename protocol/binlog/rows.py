@@ -723,6 +723,8 @@ def native_spec(col: Column) -> tuple[Any, ...] | None:
         if kind == "codec" and how == "utf-8":
             return (_native.K_STR, width, 1, 0, None, None)
         return (_native.K_STR, width, 2, 0, text_decoder(col.charset), None)
+    if t == FieldType.JSON and col.meta in (1, 2, 3, 4):
+        return (_native.K_STR, col.meta, 2, 0, _values.json_binary_to_text, None)
     if t in (FieldType.DATE, FieldType.NEWDATE):
         return (_native.K_DATE, 0, 0, 0, _values.decode_date, None)
     if t == FieldType.DATETIME2 and 0 <= col.meta <= 6:
@@ -935,6 +937,9 @@ def _error(header: EventHeader, message: str,
                position=header.position)
 
 
+#: What decoding bad bytes raises (generated code, native code, JSON): a RowDecodeError.
+_BAD_BYTES = (IndexError, KeyError, ValueError, TypeError, OverflowError, struct.error,
+              UnicodeDecodeError, MalformedPacket)
 _ID4_FLAGS = struct.Struct("<IH")  # table id, flags
 _ID6_FLAGS = struct.Struct("<IHH")  # table id (low 4 bytes, high 2), flags
 
@@ -1027,7 +1032,7 @@ def decode_rows_event(header: EventHeader, body: memoryview | bytes, post_header
             try:
                 count, before_chunks, after_chunks = _native.decode_arrow(
                     buf, off, len(buf), native[0], native[1])
-            except ValueError:
+            except _BAD_BYTES:
                 pass  # bad bytes: the list decoders below raise the typed error
             else:
                 lazy = _LazyLists(buf, off, native, (None if before is None else len(before),
@@ -1051,8 +1056,7 @@ def decode_rows_event(header: EventHeader, body: memoryview | bytes, post_header
             count = fn(buf, off, len(buf), before_lists, after_lists)
     except RowDecodeError as exc:
         raise _error(header, str(exc)) from exc
-    except (IndexError, KeyError, ValueError, TypeError, OverflowError, struct.error,
-            UnicodeDecodeError, MalformedPacket) as exc:
+    except _BAD_BYTES as exc:
         raise _error(header,
             f"row image of `{table.schema}`.`{table.table}` does not match its TABLE_MAP "
             f"({type(exc).__name__}: {exc})") from exc

@@ -6,9 +6,10 @@ chunks — ``RowsEvent.arrow``, filled by the native decoder straight from the e
 and its Python values), so the per-event work does not grow with the table's width. A column
 whose rows are all in chunks of the layout its Arrow type needs (``TableVersion.native_tags``)
 or NULL (absent from an image) is gathered and concatenated in C and wrapped with
-``pa.Array.from_buffers``: no Python object per value. Any other column (a type the native decoder does not cover, a value it leaves to Python: a zero
-date, a string that is not UTF-8) gathers the Python values with C-speed ``list.extend`` and
-is converted with a single ``pa.array`` call, as before — the same array either way
+``pa.Array.from_buffers``: no Python object per value. Any other column (a type the native
+decoder does not cover, a value it leaves to Python: a zero date, a string that is not
+well-formed in its charset) gathers the Python values with C-speed ``list.extend`` and is
+converted with a single ``pa.array`` call, as before — the same array either way
 (tests/unit/test_native_arrow.py). Grouping matters for OLTP streams: thousands of one-row
 transactions cost one conversion per few thousand rows, not one per event. Per-row Python work
 is limited to UPDATEs that change a primary key.

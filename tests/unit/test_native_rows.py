@@ -26,6 +26,7 @@ from protocol.binlog.rows import DecoderCache, decode_rows_event
 from protocol.binlog.tablemap import decode_table_map
 from protocol.errors import EventDecodeError
 from tests.unit.rowbuild import Col, header, image, rows_body, table_map_body, u16
+from tests.unit.test_rows import jsonb
 
 if not native.AVAILABLE:
     if os.environ.get("CI") == "true":
@@ -144,6 +145,13 @@ def _time2(fsp: int) -> Enc:
     return enc
 
 
+def _json(rng: random.Random) -> bytes:
+    value = rng.choice([None, True, 7, -2**40, 2**63 + 5, 1.5e300, "é😀", [], {},
+                        {"k": [1, "x", None], "a": {"b": False}}, [[1.25], {"z": ""}]])
+    data = jsonb(value)
+    return len(data).to_bytes(4, "little") + data
+
+
 def _pick(options: list[bytes]) -> Enc:
     return lambda rng: rng.choice(options)
 
@@ -178,6 +186,7 @@ COLUMNS: list[tuple[Col, Enc]] = [
      lambda rng: bytes([rng.randrange(8)])),
     (Col(T.STRING, bytes([T.SET, 2]), labels=tuple("abcdefghij")),
      lambda rng: rng.randrange(1024).to_bytes(2, "little")),
+    (Col(T.JSON, b"\x04"), _json),
 ]
 ENUMS = [i for i, (c, _) in enumerate(COLUMNS) if c.meta[:1] == bytes([T.ENUM])]
 
@@ -248,10 +257,10 @@ def test_the_native_path_is_taken() -> None:
                           decoders=cache)
         decoder = cache.decoder_for(TABLE)
         assert decoder.native_plan(None, tuple(range(len(COLUMNS)))) is not None
-        # a type it does not cover (JSON) keeps the Python decoder for that shape
-        json_table = _table([Col(T.LONG), Col(T.JSON, b"\x04")])
-        assert DecoderCache().decoder_for(json_table).native_plan(None, (0, 1)) is None
-        assert DecoderCache().decoder_for(json_table).native_plan(None, (0,)) is not None
+        # a type it does not cover (GEOMETRY) keeps the Python decoder for that shape
+        geo_table = _table([Col(T.LONG), Col(T.GEOMETRY, b"\x04")])
+        assert DecoderCache().decoder_for(geo_table).native_plan(None, (0, 1)) is None
+        assert DecoderCache().decoder_for(geo_table).native_plan(None, (0,)) is not None
     with mock.patch.object(native, "ENABLED", False):
         assert DecoderCache().decoder_for(TABLE).native_plan(None, (0,)) is None
 
@@ -318,6 +327,7 @@ def test_corrupt_values_raise_the_same_typed_error() -> None:
         (Col(T.TIME2, b"\x00"), (0x800000 + 63).to_bytes(3, "big")),  # second 63
         (Col(T.STRING, bytes([T.SET, 1]), labels=("a", "b")), b"\x04"),  # bit beyond members
         (Col(T.BIT, b"\x00\x02"), b"\x01"),  # runs past the event
+        (Col(T.JSON, b"\x04"), b"\x03\0\0\0\x0c\x05a"),  # a string longer than its value
     ]
     for col, stored in cases:
         table = _table([col])
