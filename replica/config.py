@@ -384,7 +384,8 @@ class LogConfig:
         "Append to this file instead of stderr; reopened on SIGHUP (logrotate)."))
     progress_interval: float = field(default=10.0, metadata=_key(
         "While the daemon is catching up, one progress line (transactions and rows landed, "
-        "rate, lag, time left) this often, in seconds.", unit="seconds"))
+        "rate, lag, time left) this often, in seconds; and one per table being snapshotted.",
+        unit="seconds"))
 
 
 @dataclass(frozen=True, slots=True)

@@ -6,7 +6,10 @@ Lake facts come from the lake alone, cheaply, and never change it:
   streaming resumes from, its commit time (an interrupted commit record, ``_commit.json``, is
   mentioned: the next run rolls it forward);
 * per table: its schema versions (``_schema/v<N>.json``), data files, and rows landed — the
-  row counts are read from the Parquet *footers* only, never from the data.
+  row counts are read from the Parquet *footers* only, never from the data;
+* snapshots, from the checkpoint's ``snapshot`` state (committed with each landed chunk): per
+  table ``pending`` / ``running`` / ``done`` / ``failed``, rows and chunks landed, the last key
+  landed (a kill -9 resumes after it) and why a snapshot failed.
 
 If the server of the configuration answers, its binlog end (``SHOW MASTER STATUS`` / ``SHOW
 BINARY LOG STATUS``), GTID position (``@@gtid_binlog_pos`` / ``@@gtid_executed``) and the lag, by
@@ -31,16 +34,18 @@ import json
 import os
 import sys
 import time
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any, TextIO
 
 from replica.config import Config
 from replica.observe.lag import ServerEnd, lag_of_checkpoint, query_server_end
+from replica.observe.progress import format_snapshot_entry
 from sinks.parquet import layout as L
 
 __all__ = ["TableFacts", "LakeFacts", "ServerPosition", "Status", "lake_facts",
-           "server_position", "collect", "render_text", "add_arguments", "run"]
+           "server_position", "collect", "snapshots", "render_text", "add_arguments", "run"]
 
 
 
@@ -246,8 +251,22 @@ async def collect(config: Config, *, ask_server: bool = True) -> Status:
     return Status(lake=lake, server=server)
 
 
+def snapshots(checkpoint: dict[str, Any] | None) -> list[dict[str, Any]]:
+    """Each snapshotted table's progress, by name: ``table``, ``status``, ``rows``, ``chunks``,
+    ``last_key`` (SQL literals), ``one_time``, ``message`` (why it failed, or a note)."""
+    state = (checkpoint or {}).get("snapshot") or {}
+    out = []
+    for name, entry in sorted((state.get("tables") or {}).items()):
+        out.append({"table": name, "status": entry.get("status"),
+                    "rows": int(entry.get("rows", 0)), "chunks": int(entry.get("chunks", 0)),
+                    "last_key": entry.get("last_key"), "one_time": bool(entry.get("one_time")),
+                    "message": entry.get("message")})
+    return out
+
+
 def as_json(status: Status) -> dict[str, Any]:
-    """The ``--json`` document: ``{"lake": {...}, "tables": [...], "server": {...}|null}``."""
+    """The ``--json`` document: ``{"lake": {...}, "tables": [...], "snapshots": [...],
+    "server": {...}|null}``."""
     lake = status.lake
     server = asdict(status.server) if status.server is not None else None
     return {
@@ -256,6 +275,7 @@ def as_json(status: Status) -> dict[str, Any]:
                  "files": lake.files, "rows": lake.rows, "bytes": lake.bytes,
                  "unreadable": lake.unreadable},
         "tables": [asdict(t) for t in lake.tables],
+        "snapshots": snapshots(lake.checkpoint),
         "server": server,
     }
 
@@ -285,6 +305,23 @@ def _size(n: int) -> str:
     return f"{n} B"
 
 
+def _render_snapshots(tables: list[dict[str, Any]], write: Any) -> None:
+    if not tables:
+        return
+    counts = Counter(t["status"] for t in tables)
+    summary = ", ".join(f"{counts[s]} {s}" for s in ("running", "pending", "done", "failed")
+                        if counts[s])
+    write(f"  snapshots       {len(tables)} table{'' if len(tables) == 1 else 's'}: {summary}\n")
+    width = max(len(t["table"]) for t in tables)
+    for t in tables:
+        line = f"    {t['table']:<{width}}  {t['status']:<8} {format_snapshot_entry(t)}"
+        if t["one_time"]:
+            line += " (one-time copy)"
+        if t["message"] and t["status"] == "failed":
+            line += f": {t['message']}"
+        write(line + "\n")
+
+
 def render_text(status: Status, out: TextIO, *, now: float | None = None) -> None:
     now = time.time() if now is None else now
     lake = status.lake
@@ -311,6 +348,7 @@ def render_text(status: Status, out: TextIO, *, now: float | None = None) -> Non
                 more = f" and {len(in_doubt) - 5} more" if len(in_doubt) > 5 else ""
                 write(f"  xa in doubt     {len(in_doubt)} prepared, neither committed nor rolled "
                       f"back yet (rows land at XA COMMIT): {xids}{more}\n")
+        _render_snapshots(snapshots(cp), write)
         if lake.commit_in_progress:
             write("  note            an interrupted commit (_commit.json): the next run "
                   "rolls it forward\n")

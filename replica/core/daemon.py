@@ -68,7 +68,13 @@ from replica.errors import describe, sole_exception
 from replica.observe import logs
 from replica.observe.lag import query_server_end
 from replica.observe.metrics import Metrics, serve_http
-from replica.observe.progress import Landed, Progress, format_duration, format_summary
+from replica.observe.progress import (
+    Landed,
+    Progress,
+    SnapshotProgress,
+    format_duration,
+    format_summary,
+)
 from sinks.errors import SinkError
 from sinks.parquet import Checkpoint, ParquetSink, SinkOptions, prefer_jemalloc
 
@@ -325,10 +331,14 @@ class Daemon:
                 self.stop()
 
     async def _report_progress(self) -> None:
-        """A progress line every ``log.progress_interval`` while catching up (see
-        :class:`~replica.observe.progress.Progress`)."""
+        """A progress line every ``log.progress_interval`` while catching up, and one per table
+        being snapshotted (see :mod:`replica.observe.progress`)."""
+        snapshots = SnapshotProgress()
         while True:
             await trio.sleep(self.config.log.progress_interval)
+            if self.snapshots is not None:
+                for snapshot_line in snapshots.sample(time.monotonic(), self.snapshots.state):
+                    log.info("%s", snapshot_line)
             if not self.lag.connected:
                 continue  # the reconnect lines say what is going on
             line = self.progress.sample(time.monotonic(), self.landed, self.lag.measure())

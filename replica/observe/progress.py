@@ -14,10 +14,12 @@ Pure formatting and a small state object, so the lines are unit-tested without a
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from replica.observe.lag import Lag
 
-__all__ = ["Landed", "Progress", "format_bytes", "format_duration", "format_summary"]
+__all__ = ["Landed", "Progress", "SnapshotProgress", "format_bytes", "format_duration",
+           "format_summary", "format_snapshot_entry"]
 
 
 def format_bytes(n: float) -> str:
@@ -110,3 +112,38 @@ class Progress:
             else:
                 line += ", not gaining on the server"
         return line
+
+
+def format_snapshot_entry(entry: dict[str, Any]) -> str:
+    """``30 rows in 3 chunks, last key 30`` from a table's entry of the checkpoint's snapshot
+    state (the last key as the SQL literals it is paged by)."""
+    chunks = int(entry.get("chunks", 0))
+    text = f"{int(entry.get('rows', 0))} rows in {chunks} chunk{'' if chunks == 1 else 's'}"
+    last = entry.get("last_key")
+    if last:
+        text += f", last key {', '.join(str(v) for v in last)}"
+    return text
+
+
+class SnapshotProgress:
+    """A line per table being snapshotted, each time :meth:`sample` is called (the progress
+    interval): what its checkpoint entry says landed, and the rate since the last sample."""
+
+    def __init__(self) -> None:
+        self._last: dict[str, tuple[float, int]] = {}
+
+    def sample(self, now: float, state: dict[str, Any]) -> list[str]:
+        lines = []
+        seen = {}
+        for name, entry in sorted(state.get("tables", {}).items()):
+            if entry.get("status") != "running":
+                continue
+            rows = int(entry.get("rows", 0))
+            seen[name] = (now, rows)
+            line = f"snapshot of {name}: {format_snapshot_entry(entry)} landed"
+            previous = self._last.get(name)
+            if previous is not None and now > previous[0]:
+                line += f" ({(rows - previous[1]) / (now - previous[0]):.0f} rows/s)"
+            lines.append(line)
+        self._last = seen
+        return lines

@@ -174,3 +174,23 @@ def test_progress_lines_while_behind_then_caught_up_once() -> None:
     assert done == ("caught up with the server: 400 transactions and 1200 rows landed in 40 s "
                     "since the start")
     assert progress.sample(50, Landed(400, 1200), Lag(True, 0.0, 0)) is None
+
+
+def test_a_line_per_table_being_snapshotted_with_its_rate() -> None:
+    from replica.observe.progress import SnapshotProgress
+
+    progress = SnapshotProgress()
+    state = {"tables": {
+        "shop.b": {"status": "running", "rows": 20, "chunks": 2, "last_key": ["20"]},
+        "shop.a": {"status": "done", "rows": 7, "chunks": 1, "last_key": ["7"]},
+        "shop.c": {"status": "pending", "rows": 0, "chunks": 0, "last_key": None}}}
+    assert progress.sample(100.0, state) == [
+        "snapshot of shop.b: 20 rows in 2 chunks, last key 20 landed"]
+    state["tables"]["shop.b"].update(rows=50, chunks=5, last_key=["50"])
+    state["tables"]["shop.c"].update(status="running", rows=1, chunks=1, last_key=["'x'", "3"])
+    assert progress.sample(110.0, state) == [
+        "snapshot of shop.b: 50 rows in 5 chunks, last key 50 landed (3 rows/s)",
+        "snapshot of shop.c: 1 rows in 1 chunk, last key 'x', 3 landed"]
+    state["tables"]["shop.b"]["status"] = "done"
+    state["tables"]["shop.c"]["status"] = "done"
+    assert progress.sample(120.0, state) == []

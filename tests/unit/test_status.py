@@ -158,3 +158,29 @@ def test_lag_arithmetic() -> None:
     lake = status.LakeFacts(path="/l", exists=True, checkpoint=checkpoint)
     status.render_text(status.Status(lake, behind), out, now=20.0)
     assert "lag             10.5 s behind, 600 B of binlog" in out.getvalue()
+
+
+def test_snapshot_progress_from_the_checkpoint(tmp_path: Path) -> None:
+    _build_lake(tmp_path / "lake")
+    path = tmp_path / "lake" / "_checkpoint.json"
+    checkpoint = json.loads(path.read_text())
+    checkpoint["snapshot"] = {"tables": {
+        "shop.users": {"database": "shop", "table": "users", "status": "running", "rows": 20,
+                       "chunks": 2, "last_key": ["20"], "one_time": False},
+        "shop.log": {"database": "shop", "table": "log", "status": "failed", "rows": 0,
+                     "chunks": 0, "last_key": None, "message": "it changed"},
+        "other.t": {"database": "other", "table": "t", "status": "done", "rows": 3,
+                    "chunks": 1, "last_key": ["3"], "one_time": True}}}
+    path.write_text(json.dumps(checkpoint))
+    facts = status.Status(status.lake_facts(str(tmp_path / "lake")), None)
+    out = io.StringIO()
+    status.render_text(facts, out)
+    lines = out.getvalue().splitlines()
+    at = lines.index("  snapshots       3 tables: 1 running, 1 done, 1 failed")
+    assert lines[at + 1:at + 4] == [
+        "    other.t     done     3 rows in 1 chunk, last key 3 (one-time copy)",
+        "    shop.log    failed   0 rows in 0 chunks: it changed",
+        "    shop.users  running  20 rows in 2 chunks, last key 20"]
+    assert status.as_json(facts)["snapshots"][2] == {
+        "table": "shop.users", "status": "running", "rows": 20, "chunks": 2,
+        "last_key": ["20"], "one_time": False, "message": None}
