@@ -140,8 +140,10 @@ def render(results: dict[str, Any]) -> str:
     snap = results.get("snapshot")
     if snap:
         rows = []
-        for name in ("binlake-snapshot", "mariadb-dump"):
-            entry = snap.get(name, {})
+        for name in ("binlake-snapshot", "binlake-snapshot-with-writer", "mariadb-dump"):
+            entry = snap.get(name)
+            if entry is None:
+                continue
             if "error" in entry:
                 rows.append([name, "error", "", "", ""])
                 continue
@@ -151,8 +153,8 @@ def render(results: dict[str, Any]) -> str:
                          f"{snap['vs_mariadb_dump']:.2f}x" if name == "binlake-snapshot"
                          and "vs_mariadb_dump" in snap else ""])
         out.append("")
-        out.append(f"snapshot of {snap['rows']:,} rows of workload (a)'s shape, a writer "
-                   "updating rows throughout")
+        out.append(f"snapshot of {snap['rows']:,} rows of workload (a)'s shape: the readers "
+                   "alone, then binlake with a writer updating rows (it lands them too)")
         out.append(_table(["reader", "seconds", "rows/s", "RSS MiB", "vs dump"], rows))
         lat = []
         for name in ("writer_alone", "writer_during_snapshot"):

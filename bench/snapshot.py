@@ -1,22 +1,34 @@
 """Snapshot speed: ``binlake snapshot`` of a table of workload (a)'s shape beside
 ``mariadb-dump --single-transaction --quick``, its peak RSS, and what it costs a writer.
 
+Part of ``python -m bench``; on its own (its own sandbox server, the full-scale 2M rows by
+default, ``--smoke`` for 20k rows)::
+
+    python -m bench.snapshot [--rows N] [--repeats N] [--writer-rate R] [--writer-seconds S]
+                             [--smoke]
+
 Steps, on the benchmark's server:
 
 1. ``bench.snap_src``: ``2M × scale`` rows of the mixed table (the columns of workload (a)),
    loaded by ``INSERT … SELECT`` from the sequence engine in 100k-row transactions;
-2. ``mariadb-dump --single-transaction --quick bench snap_src > /dev/null`` — the reference rate;
-3. a writer alone for a few seconds: autocommit UPDATEs of random rows of the table, each
-   commit's latency as the client sees it;
+2. ``mariadb-dump --single-transaction --quick bench snap_src > /dev/null`` — the reference
+   rate (``repeats`` runs, the median);
+3. a writer alone for a few seconds: autocommit UPDATEs of random rows of the table at
+   :data:`WRITER_RATE` commits/s (an OLTP load that leaves the server room), each commit's
+   latency as the client sees it;
 4. ``binlake snapshot --config FILE --table bench.snap_src`` into a fresh lake as a subprocess
-   (the product's own command, so its rate, RSS and chunking are what a user gets) while the
-   same writer runs — then every row of the table must be in the lake: as an ``R`` row, or,
-   if the writer changed it during the snapshot, as that change.
+   (the product's own command, so its rate, RSS and chunking are what a user gets),
+   ``repeats`` runs with the server otherwise idle, as the dump ran: the rate compared;
+5. once more with the same writer beside it — its commit latency during a snapshot — and then
+   every row of the table must be in the lake: as an ``R`` row, or, if the writer changed it
+   during the snapshot, as that change.
 
 ``rows/s`` = table rows / process wall time (``binlake snapshot`` includes its interpreter start,
-connecting, streaming the writer's changes beside the snapshot and the final commit; the dump
-includes its own start). The writer's worst commit latency with and without the snapshot says
-whether the snapshot's reads hurt writers (it takes no locks: see the README's Snapshots).
+connecting, the stream beside the snapshot and the final commit; the dump includes its own
+start). The writer's worst commit latency with and without the snapshot says whether the
+snapshot's reads hurt writers (it takes no locks: see the README's Snapshots). With the writer,
+``binlake snapshot`` also lands the writer's transactions as it goes (a chunk lands once the
+stream has passed its binlog point), so that run's time is the snapshot's and the stream's.
 """
 
 from __future__ import annotations
@@ -46,6 +58,8 @@ if TYPE_CHECKING:
 __all__ = ["measure", "TABLE"]
 
 TABLE = "snap_src"
+#: Commits per second of the concurrent writer.
+WRITER_RATE = 200.0
 _BATCH = 100_000
 
 
@@ -64,12 +78,14 @@ def _load(bench: Bench, rows: int) -> float:
 
 
 class _Writer:
-    """Autocommit UPDATEs of random rows in a thread, until stopped; latencies in seconds."""
+    """Autocommit UPDATEs of random rows in a thread at ``rate`` commits/s (an OLTP load, not
+    one that saturates the server), until stopped; latencies in seconds."""
 
-    def __init__(self, bench: Bench, rows: int) -> None:
+    def __init__(self, bench: Bench, rows: int, rate: float) -> None:
         self._options = ConnectOptions(unix_socket=os.fspath(bench.server.socket), user="root",
                                        tls_mode="disabled")
         self._rows = rows
+        self._interval = 1.0 / rate if rate > 0 else 0.0
         self._stop = threading.Event()
         self.latencies: list[float] = []
         self.error: BaseException | None = None
@@ -84,12 +100,15 @@ class _Writer:
     async def _write(self) -> None:
         rng = random.Random(7)
         async with await Connection.open(self._options) as conn:
+            due = time.perf_counter()
             while not self._stop.is_set():
                 key = rng.randint(1, self._rows)
                 started = time.perf_counter()
                 await conn.execute(f"UPDATE {DATABASE}.{TABLE} SET big = big + 1 "
                                    f"WHERE id = {key}")
                 self.latencies.append(time.perf_counter() - started)
+                due += self._interval
+                await trio.sleep(max(0.0, due - time.perf_counter()))
 
     def __enter__(self) -> _Writer:
         self._thread.start()
@@ -102,12 +121,16 @@ class _Writer:
     def summary(self) -> dict[str, Any]:
         if self.error is not None:
             return {"error": f"{type(self.error).__name__}: {self.error}"}
-        ordered = sorted(self.latencies)
-        if not ordered:
-            return {"commits": 0}
-        p99 = ordered[min(len(ordered) - 1, int(round(0.99 * (len(ordered) - 1))))]
-        return {"commits": len(ordered), "median_ms": round(statistics.median(ordered) * 1000, 3),
-                "p99_ms": round(p99 * 1000, 3), "max_ms": round(ordered[-1] * 1000, 3)}
+        return _latency_summary(self.latencies)
+
+
+def _latency_summary(latencies: list[float]) -> dict[str, Any]:
+    ordered = sorted(latencies)
+    if not ordered:
+        return {"commits": 0}
+    p99 = ordered[min(len(ordered) - 1, int(round(0.99 * (len(ordered) - 1))))]
+    return {"commits": len(ordered), "median_ms": round(statistics.median(ordered) * 1000, 3),
+            "p99_ms": round(p99 * 1000, 3), "max_ms": round(ordered[-1] * 1000, 3)}
 
 
 def _config(bench: Bench, lake: Path, path: Path, server_id: int) -> None:
@@ -139,45 +162,73 @@ def _lake_rows(lake: Path) -> tuple[int, int]:
     return reads, len(ids)
 
 
-def measure(bench: Bench, rows: int, writer_seconds: float, server_id: int) -> dict[str, Any]:
+def measure(bench: Bench, rows: int, writer_seconds: float, server_id: int,
+            repeats: int = 1, writer_rate: float = WRITER_RATE) -> dict[str, Any]:
+    """Load the table; ``repeats`` runs each of mariadb-dump and of ``binlake snapshot`` (their
+    medians: the rates compared); the writer alone for ``writer_seconds``; one more
+    ``binlake snapshot`` with the writer beside it (its latency, and the lake's rows checked
+    with changes landing during the snapshot)."""
     out: dict[str, Any] = {"rows": rows, "load_seconds": round(_load(bench, rows), 2)}
     bench.log(f"snapshot: {rows} rows loaded in {out['load_seconds']:.1f} s")
 
     dump = ["mariadb-dump", "--no-defaults", f"--socket={bench.server.socket}", "--user=root",
             "--single-transaction", "--quick", DATABASE, TABLE]
     try:
-        m = run_measured(dump, stdout_to_devnull=True)
-        out["mariadb-dump"] = {"seconds": round(m.wall_seconds, 3),
-                               "rows_per_s": round(rows / m.wall_seconds),
-                               "peak_rss_mib": round(m.peak_rss_kib / 1024, 1)}
+        dumps = [run_measured(dump, stdout_to_devnull=True) for _ in range(repeats)]
+        seconds = statistics.median(m.wall_seconds for m in dumps)
+        out["mariadb-dump"] = {"seconds": round(seconds, 3), "rows_per_s": round(rows / seconds),
+                               "peak_rss_mib": round(max(m.peak_rss_kib for m in dumps) / 1024,
+                                                     1),
+                               "runs_seconds": [round(m.wall_seconds, 3) for m in dumps]}
     except MeasureError as exc:
         out["mariadb-dump"] = {"error": str(exc)}
 
-    with _Writer(bench, rows) as alone:
+    with _Writer(bench, rows, writer_rate) as alone:
         time.sleep(writer_seconds)
     out["writer_alone"] = alone.summary()
 
-    work = Path(tempfile.mkdtemp(prefix="snapshot-", dir=bench.work_dir))
-    lake, config = work / "lake", work / "binlake.toml"
-    _config(bench, lake, config, server_id)
-    argv = [sys.executable, "-m", "replica.cli", "snapshot", "--config", os.fspath(config),
-            "--table", f"{DATABASE}.{TABLE}"]
     env = dict(bench.env, BINLAKE_SERVER_PASSWORD=bench.password)
+
+    def snapshot(attempt: int, writer: _Writer | None) -> dict[str, Any]:
+        work = Path(tempfile.mkdtemp(prefix="snapshot-", dir=bench.work_dir))
+        lake, config = work / "lake", work / "binlake.toml"
+        _config(bench, lake, config, server_id + attempt)
+        argv = [sys.executable, "-m", "replica.cli", "snapshot", "--config", os.fspath(config),
+                "--table", f"{DATABASE}.{TABLE}"]
+        try:
+            if writer is None:
+                m = run_measured(argv, env=env, stdout_to_devnull=True)
+            else:
+                with writer:
+                    m = run_measured(argv, env=env, stdout_to_devnull=True)
+            reads, landed = _lake_rows(lake)
+        finally:
+            shutil.rmtree(work, ignore_errors=True)
+        return {"seconds": m.wall_seconds, "peak_rss_mib": m.peak_rss_kib / 1024,
+                "cpu_seconds": m.cpu_seconds, "r_rows": reads, "rows_in_lake": landed}
+
     try:
-        with _Writer(bench, rows) as beside:
-            m = run_measured(argv, env=env, stdout_to_devnull=True)
-        reads, landed = _lake_rows(lake)
+        runs = [snapshot(attempt, None) for attempt in range(repeats)]
+        seconds = statistics.median(r["seconds"] for r in runs)
         out["binlake-snapshot"] = {
-            "seconds": round(m.wall_seconds, 3), "rows_per_s": round(rows / m.wall_seconds),
-            "peak_rss_mib": round(m.peak_rss_kib / 1024, 1),
-            "cpu_seconds": round(m.cpu_seconds, 3), "r_rows": reads, "rows_in_lake": landed}
-        if landed != rows:
-            out["binlake-snapshot"]["rows_mismatch"] = landed
+            "seconds": round(seconds, 3), "rows_per_s": round(rows / seconds),
+            "peak_rss_mib": round(max(r["peak_rss_mib"] for r in runs), 1),
+            "cpu_seconds": round(statistics.median(r["cpu_seconds"] for r in runs), 3),
+            "r_rows": runs[-1]["r_rows"], "rows_in_lake": runs[-1]["rows_in_lake"],
+            "runs_seconds": [round(r["seconds"], 3) for r in runs]}
+        beside = _Writer(bench, rows, writer_rate)
+        run = snapshot(repeats, beside)
+        out["binlake-snapshot-with-writer"] = {
+            "seconds": round(run["seconds"], 3), "rows_per_s": round(rows / run["seconds"]),
+            "peak_rss_mib": round(run["peak_rss_mib"], 1), "r_rows": run["r_rows"],
+            "rows_in_lake": run["rows_in_lake"]}
+        for name, found in (("binlake-snapshot", {r["rows_in_lake"] for r in runs}),
+                            ("binlake-snapshot-with-writer", {run["rows_in_lake"]})):
+            if found != {rows}:
+                out[name]["rows_mismatch"] = sorted(found - {rows})[0]
         out["writer_during_snapshot"] = beside.summary()
     except MeasureError as exc:
         out["binlake-snapshot"] = {"error": str(exc)}
-    finally:
-        shutil.rmtree(work, ignore_errors=True)
     dump_rate = out["mariadb-dump"].get("rows_per_s")
     snap_rate = out["binlake-snapshot"].get("rows_per_s")
     if dump_rate and snap_rate:
@@ -185,3 +236,51 @@ def measure(bench: Bench, rows: int, writer_seconds: float, server_id: int) -> d
     bench.log(f"snapshot: binlake {snap_rate} rows/s, mariadb-dump {dump_rate} rows/s, "
               f"peak RSS {out['binlake-snapshot'].get('peak_rss_mib')} MiB")
     return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m bench.snapshot``: this step alone on its own sandbox MariaDB 10.11."""
+    import argparse  # noqa: PLC0415
+    import json  # noqa: PLC0415
+
+    from devtools.sandbox import MARIADB, start_server  # noqa: PLC0415
+
+    from . import report  # noqa: PLC0415
+    from .run import SERVER_ARGS, Bench, BenchOptions  # noqa: PLC0415
+
+    parser = argparse.ArgumentParser(
+        prog="python -m bench.snapshot",
+        description="binlake snapshot vs mariadb-dump --single-transaction --quick on a table "
+                    "of workload (a)'s shape, with a concurrent writer's commit latency.")
+    parser.add_argument("--rows", type=int, default=2_000_000, help="table rows (default 2M)")
+    parser.add_argument("--repeats", type=int, default=3, help="runs of each reader (median)")
+    parser.add_argument("--writer-seconds", type=float, default=10.0,
+                        help="how long the writer runs alone (its latency without a snapshot)")
+    parser.add_argument("--writer-rate", type=float, default=WRITER_RATE,
+                        help=f"the writer's commits per second (default {WRITER_RATE:g})")
+    parser.add_argument("--smoke", action="store_true",
+                        help="20k rows, 1 run each, the writer alone for 1 s")
+    args = parser.parse_args(argv)
+    rows = 20_000 if args.smoke else args.rows
+    repeats = 1 if args.smoke else max(1, args.repeats)
+    options = BenchOptions(smoke=args.smoke, install_pmr=False)
+    work_dir = Path(tempfile.mkdtemp(prefix="binlake-bench-snapshot-"))
+    server = start_server("/", kind=MARIADB, extra_args=SERVER_ARGS)
+    try:
+        bench = Bench(options, server, work_dir)
+        bench.prepare()
+        results: dict[str, Any] = {
+            "options": {"repeats": repeats, "smoke": args.smoke},
+            "server": {"version": server.version(), "args": list(SERVER_ARGS)},
+            "snapshot": measure(bench, rows, 1.0 if args.smoke else args.writer_seconds,
+                                7000 + os.getpid() % 1000 * 5, repeats, args.writer_rate)}
+    finally:
+        server.cleanup()
+        shutil.rmtree(work_dir, ignore_errors=True)
+    print(json.dumps(results["snapshot"], indent=2))
+    print(report.render(results))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -464,8 +464,18 @@ class Connection:
         ``kinds`` (``protocol.results.TEXT_*``) for the first columns, the others as
         :meth:`query` gives them. The buffered row packets are parsed in bulk, with no await
         and no Python object per packet (a snapshot reads millions of rows here)."""
+        await self.send_query(sql)
+        return await self.read_columns(kinds)
+
+    async def send_query(self, sql: str) -> None:
+        """Send a statement and return at once: the server runs it (and sends its rows, as far
+        as the socket buffers take them) while the caller does something else; then its
+        response must be read with :meth:`read_columns` before anything else is sent."""
         self.reset_sequence()
         await self.send_packet(com_query(sql))
+
+    async def read_columns(self, kinds: bytes = b"") -> ResultSet:
+        """The response to :meth:`send_query`, as :meth:`query_columns` returns it."""
         reader = TextResultReader(self.capabilities, kinds)
         limit = self.options.read_timeout
         while not reader.pump(self._codec):  # each wait for bytes has the whole read timeout

@@ -56,7 +56,7 @@ import logging
 import os
 import time
 import uuid
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -757,10 +757,26 @@ class SnapshotReader:
                            entry: dict[str, Any], generation: int, since: float,
                            send: trio.MemorySendChannel[_Read | None]) -> None:
         """Read the table's chunks in key order into ``send`` (None: a definition change, to
-        be described again) until the last one, or until the lander stops taking them."""
+        be described again) until the last one, or until the lander stops taking them.
+
+        A chunk is handed to the lander only once the next chunk's SELECT is sent: the server
+        runs it (and streams its rows into the socket buffers) while binlake decodes and lands
+        the chunk before — both cores busy, instead of taking turns."""
         coordinator = self.coordinator
         width = len(table.table_map.columns)
         last, top_key = entry.get("last_key"), entry.get("high_key")
+        pending: _Read | None = None
+        stopped = False
+
+        async def hand_over() -> None:
+            nonlocal pending, stopped
+            if pending is not None and not stopped:
+                try:
+                    await send.send(pending)
+                except trio.BrokenResourceError:
+                    stopped = True  # the lander discarded a chunk: it reads again from there
+            pending = None
+
         async with send:
             while True:
                 if key is None:
@@ -784,7 +800,8 @@ class SnapshotReader:
                         values: tuple[list[Any], ...] = tuple([] for _ in range(width))
                         converted, high, exact = True, await binlog_end(conn), False
                     else:
-                        result, high, exact = await self._read(conn, table, sql, since, counted)
+                        result, high, exact = await self._read(conn, table, sql, since, counted,
+                                                               hand_over)
                         values, converted = result.values or (), result.converted
                 except ServerError as exc:
                     if coordinator.generation(table.database, table.name) != generation or (
@@ -800,18 +817,20 @@ class SnapshotReader:
                 if key is not None and count:
                     last_key = last = [lit(_text(column[-1])) for lit, column in zip(
                         key.literal, values[width:], strict=True)]
-                try:
-                    await send.send(_Read(values, converted, count, high, read_time_us, before,
-                                          last_key, done, exact))
-                except trio.BrokenResourceError:
-                    return  # the lander discarded a chunk: it reads again from the last landed
-                if done:
+                if stopped:
+                    return
+                pending = _Read(values, converted, count, high, read_time_us, before, last_key,
+                                done, exact)
+                if done or self.chunk_pause:
+                    await hand_over()
+                if done or stopped:
                     return
                 if self.chunk_pause:
                     await trio.sleep(self.chunk_pause)
 
     async def _read(self, conn: Connection, table: SnapshotTable, sql: str, since: float,
-                    counted: BinlogPosition | None) -> tuple[ResultSet, BinlogPosition, bool]:
+                    counted: BinlogPosition | None, sent: Callable[[], Awaitable[None]]
+                    ) -> tuple[ResultSet, BinlogPosition, bool]:
         """Run a chunk's SELECT; its result and a binlog position it is consistent with: every
         change the SELECT saw is before it, and the table's key log holds every change after it
         (for a keyless table, its change count ``before`` was taken at ``counted``).
@@ -821,7 +840,8 @@ class SnapshotReader:
         milliseconds) until that point is at or past where the key log started, and is then
         exact, with no lock. MySQL, or a MariaDB point that does not get there within the
         grace: after GRACE since the key log started (see the module docstring), the server's
-        binlog end after the SELECT (``binlog_end``). The flag says which (True: exact)."""
+        binlog end after the SELECT (``binlog_end``). The flag says which (True: exact).
+        ``sent`` is awaited once the SELECT is sent, before its rows are read."""
         kinds = table.wire_kinds
         if self._exact:
             while True:
@@ -830,7 +850,9 @@ class SnapshotReader:
                 start = self.coordinator.key_log_start(table.database, table.name)
                 if point is not None and start is not None and point >= start and (
                         counted is None or point >= counted):
-                    result = await conn.query_columns(sql, kinds)
+                    await conn.send_query(sql)
+                    await sent()
+                    result = await conn.read_columns(kinds)
                     await conn.execute("COMMIT")
                     return result, point, True
                 await conn.execute("COMMIT")
@@ -838,7 +860,9 @@ class SnapshotReader:
                     break
                 await trio.sleep(_EXACT_POLL)
         await trio.sleep(max(0.0, since + self.grace - time.monotonic()))
-        result = await conn.query_columns(sql, kinds)
+        await conn.send_query(sql)
+        await sent()
+        result = await conn.read_columns(kinds)
         return result, await binlog_end(conn), False
 
     def _finish(self, entry: dict[str, Any], status: str, message: str | None) -> None:
