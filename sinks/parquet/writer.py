@@ -69,6 +69,14 @@ MAX_PENDING_DDL = 1000
 #: Rows events are converted to Arrow in groups of about this many rows (see rows.py).
 GROUP_ROWS = 4096
 
+#: Files the sink may hold open between flushes to relieve memory by row groups. Relieving
+#: memory that way opens a Parquet writer per table; over thousands of tables — a backlog, which
+#: flushes by size, not time — those writers and their small row groups took the daemon to
+#: 600 MB for 400k rows over 2,000 tables. With more files than this buffered, a full memory
+#: budget flushes at the next commit instead: memory stays bounded, and a backlog costs a file
+#: per table per ``memory_limit_bytes`` of rows.
+MAX_OPEN_FILES = 256
+
 
 def _estimate(version: TableVersion, rows: int) -> int:
     """Rough Arrow bytes of not yet converted rows, for the memory budget."""
@@ -864,7 +872,8 @@ class ParquetSink:
             self._relieve_memory()
 
     def _relieve_memory(self) -> None:
-        """Spill the open transaction, then write the biggest pending buffers as row groups."""
+        """Spill the open transaction, then write the biggest pending buffers as row groups —
+        or, over more than ``MAX_OPEN_FILES`` files, flush at the next commit instead."""
         limit = self.options.memory_limit_bytes
         if self._txn is not None:
             for table in self._txn.tables.values():
@@ -872,6 +881,9 @@ class ParquetSink:
                     self._convert_txn_pending(table)
                 if table.batches:
                     self._spill(table)
+        if len(self._parts) > MAX_OPEN_FILES:
+            self._flush_wanted = True  # _on_commit flushes: whole transactions only
+            return
         parts = sorted(self._parts.values(), key=lambda p: p.nbytes, reverse=True)
         for part in parts:
             if self._buffered <= limit // 2 or not (part.batches or part.pending):

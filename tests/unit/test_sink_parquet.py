@@ -298,6 +298,29 @@ def test_minimal_images_record_missing_columns(lake):
     assert rows[1]["_op"] == "D" and rows[1]["id"] == 1 and rows[1]["_missing"] == ["name", "score"]
 
 
+def test_over_many_tables_a_full_memory_budget_flushes_instead_of_opening_files(
+        lake, monkeypatch):
+    """Relieving memory by row groups opens a file per table; over more than MAX_OPEN_FILES
+    tables the sink flushes at the next commit instead (no time flush while catching up)."""
+    from sinks.parquet import writer
+
+    monkeypatch.setattr(writer, "MAX_OPEN_FILES", 3)
+    b = StreamBuilder()
+    tables = [b.table("shop", f"t{i}", users_columns()) for i in range(5)]
+    sink = ParquetSink(lake, SinkOptions(memory_limit_bytes=2_000))
+    sink.open()
+    for n in range(60):
+        feed(sink, [b.begin(), b.insert(tables[n % 5], [(n, "x" * 20, n)]), b.commit()])
+        assert all(part.writer is None for part in sink._parts.values())
+    # ~204 estimated bytes a row: every 10th commit passes the 2,000-byte budget and flushes
+    assert sink.stats["flushes"] == 6
+    assert sink.durable_position.seq == 60
+    sink.close()
+    files = glob.glob(os.path.join(lake, "shop", "t*", "schema_version=1", "*", "*.parquet"))
+    assert len(files) == 5 * 6
+    assert sum(pq.ParquetFile(f).metadata.num_rows for f in files) == 60
+
+
 def test_names_that_spark_would_hide_are_escaped(lake):
     b = StreamBuilder()
     t = b.table("_db", "_t", users_columns())
