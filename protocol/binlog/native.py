@@ -5,8 +5,8 @@ setup.py) decodes a rows event's images into the same per-column lists as the ge
 code of :class:`~.rows.TableDecoder`, without executing bytecode per value. It covers the common
 types — integers, FLOAT/DOUBLE, CHAR/VARCHAR/BINARY/TEXT/BLOB, DATE, DATETIME2, TIMESTAMP2,
 TIME2, NEWDECIMAL, ENUM, SET, BIT, YEAR, JSON (other charsets and binary JSON through the
-reference's own Python functions) — and an image with any other column (GEOMETRY, VECTOR, legacy
-temporal types, MySQL partial updates) keeps the Python decoder, which stays the reference:
+reference's own Python functions), GEOMETRY, VECTOR — and an image with any other column
+(legacy temporal types; MySQL partial updates) keeps the Python decoder, which stays the reference:
 ``tests/unit/test_native_rows.py`` runs both over random and corrupted rows and requires the
 same values and the same typed errors.
 

@@ -723,6 +723,8 @@ def native_spec(col: Column) -> tuple[Any, ...] | None:
         if kind == "codec" and how == "utf-8":
             return (_native.K_STR, width, 1, 0, None, None)
         return (_native.K_STR, width, 2, 0, text_decoder(col.charset), None)
+    if t in (FieldType.GEOMETRY, FieldType.VECTOR) and col.meta in (1, 2, 3, 4):
+        return (_native.K_STR, col.meta, 0, 0, None, None)  # the bytes as stored (WKB, floats)
     if t == FieldType.JSON and col.meta in (1, 2, 3, 4):
         return (_native.K_STR, col.meta, 2, 0, _values.json_binary_to_text, None)
     if t in (FieldType.DATE, FieldType.NEWDATE):

@@ -107,7 +107,8 @@ _NATIVE_TAGS: dict[pa.DataType, str] = {
     TIMESTAMP_NTZ: "ts", TIMESTAMP_UTC: "ts",
 }
 _NATIVE_INTS = frozenset({*_SIGNED_INTS, FieldType.YEAR, FieldType.BIT, FieldType.TIME2})
-_NATIVE_STRINGS = _STRING_TYPES | _BLOB_TYPES | {FieldType.ENUM, FieldType.SET, FieldType.JSON}
+_NATIVE_STRINGS = _STRING_TYPES | _BLOB_TYPES | {FieldType.ENUM, FieldType.SET, FieldType.JSON,
+                                                  FieldType.GEOMETRY, FieldType.VECTOR}
 
 
 def native_tag(column: Column, arrow_type: pa.DataType) -> str | None:
@@ -117,8 +118,8 @@ def native_tag(column: Column, arrow_type: pa.DataType) -> str | None:
     A chunk is used only when its tag is this one: the decoder picks its layout from the binlog
     type alone, so a column whose Arrow type says otherwise (a VARCHAR with the BINARY flag, a
     string without charset metadata) falls back to the Python values, and the schema the lake
-    lands cannot change through the native path. Wide DECIMAL, GEOMETRY and the pre-5.6
-    temporal types have no native layout (the decoder leaves their values to Python).
+    lands cannot change through the native path. Wide DECIMAL and the pre-5.6 temporal types
+    have no native layout (the decoder leaves their values to Python).
     """
     if pa.types.is_decimal(arrow_type):
         return "dec"  # DECIMAL(p <= 38) as scaled integers, BIGINT UNSIGNED as decimal(20,0)

@@ -290,8 +290,8 @@ def test_type_matrix(server: ServerHandle) -> None:
 def assert_arrow_landing_matches(server: ServerHandle, schema: str, events: list[RowsEvent],
                                  fams: dict[str, tuple[list[Col], list[str]]]) -> None:
     """The same binlog decoded for Arrow (the native decoder's chunks, as the daemon lands
-    them) lands the same record batches as the Python values, family by family; the families
-    without JSON/GEOMETRY columns really took the native path."""
+    them) lands the same record batches as the Python values, family by family; every family
+    really took the native path."""
     arrow_events = decoded_rows(server, schema, arrow=True)
     assert [e.row_count for e in arrow_events] == [e.row_count for e in events]
     tags = TransactionTags(1, None, None, None, None, None, None, "f", 4)
@@ -314,7 +314,7 @@ def assert_arrow_landing_matches(server: ServerHandle, schema: str, events: list
             assert got.column(column).to_pylist() == expected.column(column).to_pylist(), (
                 f"{server.flavor} {name}.{column}")
         assert got_zero == expected_zero, name
-    assert with_chunks == {"ints": True, "nums": True, "temporal": True, "strings": False}
+    assert with_chunks == {"ints": True, "nums": True, "temporal": True, "strings": True}
 
 
 def test_minimal_and_noblob_images(server: ServerHandle) -> None:

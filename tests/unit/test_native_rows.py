@@ -187,6 +187,7 @@ COLUMNS: list[tuple[Col, Enc]] = [
     (Col(T.STRING, bytes([T.SET, 2]), labels=tuple("abcdefghij")),
      lambda rng: rng.randrange(1024).to_bytes(2, "little")),
     (Col(T.JSON, b"\x04"), _json),
+    (Col(T.GEOMETRY, b"\x04"), _prefixed(4, 40, [b"\x01\x01\0\0\0", b"\0" * 8, b"\xff"])),
 ]
 ENUMS = [i for i, (c, _) in enumerate(COLUMNS) if c.meta[:1] == bytes([T.ENUM])]
 
@@ -257,10 +258,10 @@ def test_the_native_path_is_taken() -> None:
                           decoders=cache)
         decoder = cache.decoder_for(TABLE)
         assert decoder.native_plan(None, tuple(range(len(COLUMNS)))) is not None
-        # a type it does not cover (GEOMETRY) keeps the Python decoder for that shape
-        geo_table = _table([Col(T.LONG), Col(T.GEOMETRY, b"\x04")])
-        assert DecoderCache().decoder_for(geo_table).native_plan(None, (0, 1)) is None
-        assert DecoderCache().decoder_for(geo_table).native_plan(None, (0,)) is not None
+        # a type it does not cover (the pre-5.6 DATETIME) keeps the Python decoder for that shape
+        old_table = _table([Col(T.LONG), Col(T.DATETIME)])
+        assert DecoderCache().decoder_for(old_table).native_plan(None, (0, 1)) is None
+        assert DecoderCache().decoder_for(old_table).native_plan(None, (0,)) is not None
     with mock.patch.object(native, "ENABLED", False):
         assert DecoderCache().decoder_for(TABLE).native_plan(None, (0,)) is None
 
