@@ -75,7 +75,6 @@ from replica.observe.progress import (
     format_duration,
     format_summary,
 )
-from sinks.errors import SinkError
 from sinks.parquet import Checkpoint, ParquetSink, SinkOptions, prefer_jemalloc
 
 log = logging.getLogger("binlake.daemon")
@@ -425,10 +424,11 @@ class Daemon:
                 if finished:
                     return
             except Exception as exc:
-                if self._stopping and not isinstance(exc, SinkError):
-                    return  # a lake that failed the final flush must still say so (exit 4)
-                if classify(exc) is Disposition.STOP:
-                    raise
+                disposition = classify(exc)
+                if self._stopping and disposition is Disposition.RETRY:
+                    return  # the connection broke as we stopped: what landed is checkpointed
+                if disposition is Disposition.STOP:
+                    raise  # also when stopping: a lake or a bug that failed the final flush
                 self.metrics.count_reconnect(exc)
                 if attempt.streamed and (time.monotonic() - attempt.started
                                          >= self.config.reconnect.healthy_after):
