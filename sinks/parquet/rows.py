@@ -251,7 +251,7 @@ def _column(version: TableVersion, k: int, entries: list[Entry]) -> pa.Array:
     """Table column ``k`` of a batch: its chunks gathered and concatenated in C when they all
     have the layout its Arrow type needs, else its Python values converted as one list."""
     tag = version.native_tags[k]
-    if tag is not None:
+    if tag is not None and _native.ARROW:  # else no event holds chunks (nor is gather built)
         try:
             native = _native.gather(tag, k, entries)
         except OverflowError:  # strings over 2 GiB: pa.array below splits them as ever
