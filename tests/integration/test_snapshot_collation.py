@@ -8,10 +8,12 @@ servers, with a writer that changes the spelling of keys while the snapshot read
   must both land (a binary collation keeps them apart).
 
 The interleaving is forced: chunks of 3 rows, and the daemon talks to the server through a
-proxy that, each time the snapshot reader asks for the binlog end (its high watermark, right
-after a chunk's SELECT), first respells keys of the chunk just read (by UPDATE, and by DELETE +
-INSERT): changes the SELECT did not see and the stream lands before the chunk — the R rows of
-those keys must be dropped, whatever spelling the binlog carries. Besides, after every landed
+proxy that respells keys of the chunk being read (by UPDATE, and by DELETE + INSERT) after the
+chunk's read view was taken and before the binlog position it is consistent with was (MariaDB:
+right before the chunk's SELECT, inside its transaction WITH CONSISTENT SNAPSHOT; MySQL: right
+before the binlog end read after the SELECT): changes the SELECT does not see and the stream
+lands before the chunk — the R rows of those keys must be dropped, whatever spelling the
+binlog carries. Besides, after every landed
 chunk the writer respells the keys the next chunk will read, the key just read and a key far
 ahead, and a third writer respells random keys all the time. Then the lake replayed in
 ``(_seq, _row)`` order — and, on MariaDB 10.11, Spark's ``read_current_state`` — equals SELECT
@@ -72,18 +74,6 @@ class _Respeller:
                          for f in (self._after_chunks, self._random)]
         self.forced = 0
 
-    def before_high_watermark(self, _request: bytes) -> None:
-        """Respell keys of the ci chunk just read (and of the next, the checkpoint may lag)."""
-        entry = snapshot_entries(self.lake).get(f"{self.database}.ci", {})
-        if entry.get("status") != "running":
-            return
-        read = int(entry.get("chunks", 0)) * CHUNK
-        for index, how in ((read + 1, "update"), (read + 2, "move"),
-                           (read + CHUNK + 1, "update"), (read + CHUNK + 2, "move")):
-            if index < ROWS:
-                self.respell(f"k{index:02d}", how)
-                self.forced += 1
-
     def respell(self, base: str, how: str) -> None:
         with self._lock:  # one statement per key at a time: the turn counter stays exact
             self.turns[base] += 1
@@ -97,6 +87,23 @@ class _Respeller:
                                 f"DELETE FROM {table} WHERE k = '{base}'; "
                                 f"INSERT INTO {table} VALUES (X'{_hex(new)}', @v + 100); COMMIT")
             self.changes += 1
+
+    def after_read_view(self, request: bytes) -> None:
+        """Respell keys of the ci chunk being read (and of the next two: the checkpoint lags
+        and the next chunk is read while one lands) — after the chunk's read view was taken
+        and before its position was: MariaDB's chunk SELECT runs in a transaction WITH
+        CONSISTENT SNAPSHOT (its read view and binlog point are taken before it), MySQL's is
+        followed by SHOW BINARY LOG STATUS."""
+        if b"`ci`" not in request and b"BINARY LOG STATUS" not in request:
+            return
+        entry = snapshot_entries(self.lake).get(f"{self.database}.ci", {})
+        if entry.get("status", "running") != "running":
+            return
+        read = int(entry.get("chunks", 0)) * CHUNK
+        for index in range(read, read + 3 * CHUNK):
+            if index < ROWS and index % 3 != 0:
+                self.respell(f"k{index:02d}", ("update", "move")[index % 2])
+                self.forced += 1
 
     def _guard(self, work: Any) -> None:
         try:
@@ -184,9 +191,9 @@ def _respelled_keys_through(server: ServerHandle, tmp_path: Path, proxy: TcpProx
         settings["server"]["get_server_public_key"] = True
     daemon = DaemonProcess(tmp_path, settings, password=server.users["repl"].password)
     names = {f"{database}.ci", f"{database}.cs"}
-    marker = b"SHOW MASTER STATUS" if server.is_mariadb else b"SHOW BINARY LOG STATUS"
+    marker = f"LIMIT {CHUNK}".encode() if server.is_mariadb else b"SHOW BINARY LOG STATUS"
     with _Respeller(server, database, lake) as writer:
-        proxy.before_request(marker, writer.before_high_watermark)
+        proxy.before_request(marker, writer.after_read_view)
         daemon.start()
         wait_snapshots_done(lake, names, 120, daemon.check_alive)
         proxy.before_request(marker, None)
