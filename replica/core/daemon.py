@@ -375,7 +375,7 @@ class Daemon:
         for the side connection's first read. A refusal only leaves that unknown."""
         try:
             self.lag.server_end(await query_server_end(conn))
-        except ServerError as exc:
+        except (ServerError, ValueError, IndexError) as exc:  # as the side connection's reads
             log.debug("reading the server's end before streaming failed: %s", describe(exc))
 
     async def _check_filters(self, conn: Connection) -> None:
