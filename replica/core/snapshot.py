@@ -58,6 +58,7 @@ import time
 import uuid
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
+from itertools import compress, islice
 from typing import Any
 
 import trio
@@ -496,28 +497,33 @@ class SnapshotCoordinator:
 def _reconcile(table: SnapshotTable, columns: tuple[list[Any], ...], count: int,
                key_log: _KeyLog, one_time: bool) -> tuple[tuple[list[Any], ...], int]:
     """Drop (or, for a one-time copy, replace by their latest image) the rows the stream
-    touched since the key log started."""
+    touched since the key log started.
+
+    Runs for every chunk read while the stream changes the table, so it must not cost a Python
+    step per row: the chunk's keys are built and tested against the log by C loops (``zip``,
+    ``isdisjoint``) and only the rows the log holds are handled one by one (a per-row loop here
+    took more CPU than the rest of a snapshot of a table a writer updates)."""
     touched = key_log.touched
-    key_cols = [columns[i] for i in table.key_columns]
-    keep: list[int] = []
-    replaced: dict[int, list[Any]] = {}
-    for row in range(count):
-        key = tuple(col[row] for col in key_cols)
-        if key not in touched:
-            keep.append(row)
-        elif one_time and touched[key] is not None:
-            image = touched[key]
-            assert image is not None
-            replaced[row] = image
-            keep.append(row)
-    if len(keep) == count and not replaced:
+    keys = list(islice(zip(*(columns[i] for i in table.key_columns), strict=True), count))
+    if touched.keys().isdisjoint(keys):
         return columns, count
-    out: tuple[list[Any], ...] = tuple([] for _ in columns)
-    for row in keep:
-        image = replaced.get(row)
-        for k, col in enumerate(columns):
-            out[k].append(image[k] if image is not None else col[row])
-    return out, len(keep)
+    dropped: set[int] = set()
+    replaced: dict[int, list[Any]] = {}
+    for row in [row for row, key in enumerate(keys) if key in touched]:
+        image = touched[keys[row]]
+        if one_time and image is not None:
+            replaced[row] = image
+        else:
+            dropped.add(row)
+    if replaced:
+        columns = tuple(list(col) for col in columns)
+        for row, image in replaced.items():
+            for k, col in enumerate(columns):
+                col[row] = image[k]
+    keep = [True] * count
+    for row in dropped:
+        keep[row] = False
+    return tuple(list(compress(col, keep)) for col in columns), count - len(dropped)
 
 
 # --- the reader ------------------------------------------------------------------------------------
