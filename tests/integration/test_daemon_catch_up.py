@@ -28,7 +28,7 @@ pytestmark = pytest.mark.server
 
 TABLES = int(os.environ.get("BINLAKE_CATCH_UP_TABLES", "40"))
 TRANSACTIONS = int(os.environ.get("BINLAKE_CATCH_UP_TRANSACTIONS", "3000"))  # five rows each
-FLUSH_INTERVAL = 0.4
+FLUSH_INTERVAL = 0.15  # a backlog of TRANSACTIONS takes many of these even on a quiet machine
 
 
 def _parquet_files(lake: Path, db: str) -> dict[str, int]:
