@@ -174,6 +174,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
 def render(results: dict[str, Any]) -> str:
     lines = [f"{results['rows']:,} rows, {results['rows_per_txn']} per transaction, "
              f"binlake run from the backlog (median of {results['repeats']}):",
+             "",  # Markdown: a table starts after a blank line
              "| tables | seconds | CPU s | rows/s | peak RSS MiB | files | files/table | Parquet MB |",
              "|---|---|---|---|---|---|---|---|"]
     for c in results["cases"]:
@@ -182,7 +183,8 @@ def render(results: dict[str, Any]) -> str:
                      f"{c['peak_rss_mib']:.0f} | {c['files']:,} | {c['files_per_table']} | "
                      f"{c['lake_bytes'] / 1e6:.1f} |")
     if "ratio_seconds" in results:
-        lines.append(f"time ratio {results['cases'][-1]['tables']:,} / "
+        lines.append("")  # and ends at one
+        lines.append(f"Time ratio {results['cases'][-1]['tables']:,} / "
                      f"{results['cases'][0]['tables']:,} tables: {results['ratio_seconds']}x "
                      f"(target <= 2x); CPU seconds {results['ratio_cpu_seconds']}x")
     return "\n".join(lines)

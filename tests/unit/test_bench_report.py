@@ -115,6 +115,6 @@ def test_many_tables_targets_and_table_join_the_readme() -> None:
     assert ("| 2,000 tables within 2x the time of 20 for the same rows from a backlog | 1.80x "
             "| PASS | 1.60x |") in lines
     assert "| at most ~2 Parquet files per table (2,000 tables) | 2.05 | MISS |  |" in lines
-    assert lines[-1].startswith("time ratio 2,000 / 20 tables: 1.8x (target <= 2x)")
+    assert lines[-1].startswith("Time ratio 2,000 / 20 tables: 1.8x (target <= 2x)")
     assert any(line.startswith("| 2,000 | 9.00 | 9.00 | 11,111 | 280 | 4,100 | 2.05 |")
                for line in lines)
