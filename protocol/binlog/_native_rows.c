@@ -254,6 +254,26 @@ static int read_set(const ColPlan *cp, const unsigned char *p, uint64_t *mask) {
 }
 
 /* Decode one value of column cp at *offp into a new reference in *out. */
+/* An integer column's value: its n little-endian bytes, sign-extended unless unsigned. */
+static int64_t int_value(uint64_t u, int n, int is_unsigned) {
+    if (is_unsigned || n == 8) return (int64_t)u;
+    uint64_t sign = (uint64_t)1 << (n * 8 - 1);
+    return (int64_t)(u ^ sign) - (int64_t)sign;
+}
+
+/* A length-prefixed value (cp->a length bytes, then the bytes): its start and size. */
+static int read_prefixed(const ColPlan *cp, const unsigned char *buf, Py_ssize_t *offp,
+                         Py_ssize_t end, const unsigned char **s, uint64_t *n) {
+    Py_ssize_t off = *offp;
+    NEED(cp->a);
+    *n = le(buf + off, cp->a);
+    off += cp->a;
+    if (*n > (uint64_t)(end - off)) return overrun();
+    *s = buf + off;
+    *offp = off + (Py_ssize_t)*n;
+    return 0;
+}
+
 static int value(const ColPlan *cp, const unsigned char *buf, Py_ssize_t *offp, Py_ssize_t end,
                  PyObject **out) {
     Py_ssize_t off = *offp;
@@ -264,18 +284,7 @@ static int value(const ColPlan *cp, const unsigned char *buf, Py_ssize_t *offp, 
         int n = cp->a;
         NEED(n);
         uint64_t u = le(p, n);
-        if (cp->b) {
-            v = PyLong_FromUnsignedLongLong(u);
-        } else {
-            int64_t s;
-            if (n == 8) {
-                s = (int64_t)u;
-            } else {
-                uint64_t sign = (uint64_t)1 << (n * 8 - 1);
-                s = (int64_t)(u ^ sign) - (int64_t)sign;
-            }
-            v = PyLong_FromLongLong(s);
-        }
+        v = cp->b ? PyLong_FromUnsignedLongLong(u) : PyLong_FromLongLong(int_value(u, n, 0));
         off += n;
         break;
     }
@@ -295,12 +304,10 @@ static int value(const ColPlan *cp, const unsigned char *buf, Py_ssize_t *offp, 
         off += cp->a;
         break;
     case K_STR: {
-        NEED(cp->a);
-        uint64_t n = le(p, cp->a);
-        off += cp->a;
-        if (n > (uint64_t)(end - off)) return overrun();
-        const char *s = (const char *)buf + off;
-        off += (Py_ssize_t)n;
+        const unsigned char *str;
+        uint64_t n;
+        if (read_prefixed(cp, buf, &off, end, &str, &n) < 0) return -1;
+        const char *s = (const char *)str;
         if (cp->b == 1) {
             v = PyUnicode_DecodeUTF8(s, (Py_ssize_t)n, NULL);
             if (v == NULL && PyErr_ExceptionMatches(PyExc_UnicodeDecodeError)) {
@@ -698,11 +705,7 @@ static int avalue(const ColPlan *cp, ACol *c, const unsigned char *buf, Py_ssize
             memcpy(out, &u, 8);
             width = 16;
         } else {
-            int64_t s = (int64_t)u;
-            if (!cp->b && n < 8) {
-                uint64_t sign = (uint64_t)1 << (n * 8 - 1);
-                s = (int64_t)(u ^ sign) - (int64_t)sign;
-            }
+            int64_t s = int_value(u, n, cp->b);
             width = WIDTH[c->layout];
             if (width == 1) { int8_t v = (int8_t)s; memcpy(out, &v, 1); }
             else if (width == 2) { int16_t v = (int16_t)s; memcpy(out, &v, 2); }
@@ -725,12 +728,9 @@ static int avalue(const ColPlan *cp, ACol *c, const unsigned char *buf, Py_ssize
         off += cp->a;
         break;
     case K_STR: {
-        NEED(cp->a);
-        uint64_t n = le(p, cp->a);
-        off += cp->a;
-        if (n > (uint64_t)(end - off)) return overrun();
-        const unsigned char *s = buf + off;
-        off += (Py_ssize_t)n;
+        const unsigned char *s;
+        uint64_t n;
+        if (read_prefixed(cp, buf, &off, end, &s, &n) < 0) return -1;
         if (cp->b == 2) {
             /* Python's own decoder, called even for a column that fell back: it is what may
              * raise on bad bytes (JSON), and the reference raises there too. Its str lands as
