@@ -20,7 +20,7 @@ from typing import Any
 
 from tests.servers.handle import ServerHandle
 
-from .daemon_process import binlog_end, read_checkpoint
+from .daemon_process import binlog_end, daemon_settings, read_checkpoint
 from .workload import (
     LakeChanges,
     Workload,
@@ -31,6 +31,25 @@ from .workload import (
 )
 
 Key = tuple[Any, ...]
+
+
+def snapshot_settings(server: ServerHandle, lake: str | os.PathLike[str], database: str,
+                      overrides: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """:func:`daemon_settings` for a lake that starts from ``start.from`` (a snapshot, the
+    latest position), not from the file and position daemon_settings fills in."""
+    settings = daemon_settings(server, lake, database, overrides=overrides)
+    for key in ("file", "pos"):
+        settings["start"].pop(key, None)
+    return settings
+
+
+def readable_through(settings: dict[str, dict[str, Any]], server: ServerHandle,
+                     port: int) -> None:
+    """Connect through a test proxy on ``port`` without TLS, so the proxy can read the
+    requests (MySQL's caching_sha2_password then asks for the server's RSA key)."""
+    settings["server"].update({"port": port, "tls_mode": "disabled"})
+    if not server.is_mariadb:
+        settings["server"]["get_server_public_key"] = True
 
 
 def replay(name: str, key_names: tuple[str, ...], rows: list[dict[str, Any]]

@@ -14,11 +14,12 @@ import pytest
 
 from tests.servers.handle import ServerHandle
 
-from .daemon_process import DaemonProcess, daemon_settings, trusted_tls, unique_db
+from .daemon_process import DaemonProcess, trusted_tls, unique_db
 from .snapshot_check import (
     compare_snapshot_lake,
     reset_binlogs,
     snapshot_entries,
+    snapshot_settings,
     wait_caught_up,
     wait_snapshots_done,
 )
@@ -54,10 +55,8 @@ def test_daemon_without_native_extension(mariadb_10_11: ServerHandle, tmp_path: 
     workload.create_tables()
     workload.run(40, batch=20)
     reset_binlogs(server)
-    settings = daemon_settings(server, lake, database, overrides={
+    settings = snapshot_settings(server, lake, database, overrides={
         "start": {"from": "snapshot"}, "snapshot": {"chunk_rows": 25}})
-    settings["start"].pop("file", None)
-    settings["start"].pop("pos", None)
     settings["server"].update(trusted_tls(server))
     daemon = DaemonProcess(tmp_path, settings, password=server.users["repl"].password,
                            env={"PYTHONPATH": str(blocker)})

@@ -17,12 +17,13 @@ import pytest
 
 from tests.servers.handle import ServerHandle
 
-from .daemon_process import DaemonProcess, daemon_settings, trusted_tls, unique_db
+from .daemon_process import DaemonProcess, trusted_tls, unique_db
 from .snapshot_check import (
     Writer,
     compare_snapshot_lake,
     reset_binlogs,
     snapshot_entries,
+    snapshot_settings,
     wait_caught_up,
     wait_snapshots_done,
 )
@@ -36,13 +37,11 @@ KILLS = int(os.environ.get("BINLAKE_SNAPSHOT_KILLS", "2"))
 
 def _settings(server: ServerHandle, lake: Path, database: str, **sections: dict[str, object]
               ) -> dict[str, dict[str, object]]:
-    settings = daemon_settings(server, lake, database, overrides={
+    settings = snapshot_settings(server, lake, database, overrides={
         # A pause between chunks keeps the snapshot running while the test kills the daemon
         # (MariaDB's reads need no grace: 15 chunks are otherwise read in well under a second).
         "start": {"from": "snapshot"}, "snapshot": {"chunk_rows": 25, "chunk_pause": 0.2},
         **sections})
-    settings["start"].pop("file", None)
-    settings["start"].pop("pos", None)
     settings["server"].update(trusted_tls(server))
     return settings
 

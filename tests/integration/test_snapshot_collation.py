@@ -32,12 +32,14 @@ import pytest
 
 from tests.servers.handle import ServerHandle
 
-from .daemon_process import DaemonProcess, daemon_settings, unique_db
+from .daemon_process import DaemonProcess, unique_db
 from .proxy import TcpProxy
 from .snapshot_check import (
     latest_values,
+    readable_through,
     reset_binlogs,
     snapshot_entries,
+    snapshot_settings,
     wait_caught_up,
     wait_snapshots_done,
 )
@@ -181,14 +183,10 @@ def _respelled_keys_through(server: ServerHandle, tmp_path: Path, proxy: TcpProx
     assert server.sql("SELECT _utf8mb4 'k05' = _utf8mb4 'K05  ' COLLATE utf8mb4_general_ci, "
                       "_utf8mb4 'k05' = _utf8mb4 'K05' COLLATE utf8mb4_bin") == [("1", "0")]
     reset_binlogs(server)
-    settings = daemon_settings(server, lake, database, overrides={
+    settings = snapshot_settings(server, lake, database, overrides={
         "start": {"from": "snapshot"},
         "snapshot": {"chunk_rows": CHUNK, "chunk_pause": 0.1}})
-    for key in ("file", "pos"):
-        settings["start"].pop(key, None)
-    settings["server"].update({"port": proxy.port, "tls_mode": "disabled"})  # readable
-    if not server.is_mariadb:  # caching_sha2_password without TLS: RSA to the server's key
-        settings["server"]["get_server_public_key"] = True
+    readable_through(settings, server, proxy.port)
     daemon = DaemonProcess(tmp_path, settings, password=server.users["repl"].password)
     names = {f"{database}.ci", f"{database}.cs"}
     marker = f"LIMIT {CHUNK}".encode() if server.is_mariadb else b"SHOW BINARY LOG STATUS"

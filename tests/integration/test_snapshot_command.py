@@ -23,12 +23,13 @@ import pytest
 
 from tests.servers.handle import ServerHandle
 
-from .daemon_process import REPO, DaemonProcess, daemon_settings, trusted_tls, unique_db
+from .daemon_process import REPO, DaemonProcess, trusted_tls, unique_db
 from .snapshot_check import (
     Writer,
     compare_snapshot_lake,
     reset_binlogs,
     snapshot_entries,
+    snapshot_settings,
     wait_caught_up,
     wait_snapshots_done,
 )
@@ -69,11 +70,9 @@ def _command_and_new_tables(server: ServerHandle, tmp_path: Path) -> None:
         "INSERT INTO excl VALUES (1, 'a'), (2, 'b'), (3, 'c')", database=database)
     reset_binlogs(server)
     include = [f"{database}.numbers", f"{database}.texts", f"{database}.nokey"]
-    settings = daemon_settings(server, lake, database, overrides={
+    settings = snapshot_settings(server, lake, database, overrides={
         "start": {"from": "latest"}, "snapshot": {"chunk_rows": 30},
         "filter": {"include": include}})
-    for key in ("file", "pos"):
-        settings["start"].pop(key, None)
     settings["server"].update(trusted_tls(server))
     daemon = DaemonProcess(tmp_path, settings, password=server.users["repl"].password)
 

@@ -30,13 +30,14 @@ from replica.core.connection import Connection, ConnectOptions
 from replica.core.snapshot import SYSTEM_DATABASES, list_tables
 from tests.servers.handle import ServerHandle
 
-from .daemon_process import REPO, DaemonProcess, daemon_settings, unique_db
+from .daemon_process import REPO, DaemonProcess, unique_db
 from .snapshot_check import (
     Writer,
     compare_snapshot_lake,
     replay,
     reset_binlogs,
     snapshot_entries,
+    snapshot_settings,
     wait_caught_up,
     wait_snapshots_done,
 )
@@ -50,10 +51,8 @@ RANDOM_KILLS = int(os.environ.get("BINLAKE_SNAPSHOT_RANDOM_KILLS", "4"))
 
 def _daemon(server: ServerHandle, tmp_path: Path, database: str, start: str = "snapshot",
             **snapshot: object) -> DaemonProcess:
-    settings = daemon_settings(server, tmp_path / "lake", database, overrides={
+    settings = snapshot_settings(server, tmp_path / "lake", database, overrides={
         "start": {"from": start}, "snapshot": {"chunk_rows": 20, **snapshot}})
-    for key in ("file", "pos"):
-        settings["start"].pop(key, None)
     return DaemonProcess(tmp_path, settings, password=server.users["repl"].password)
 
 

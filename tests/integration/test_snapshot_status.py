@@ -16,8 +16,8 @@ import pytest
 
 from tests.servers.handle import ServerHandle
 
-from .daemon_process import REPO, DaemonProcess, daemon_settings, unique_db
-from .snapshot_check import reset_binlogs, snapshot_entries, wait_snapshots_done
+from .daemon_process import REPO, DaemonProcess, unique_db
+from .snapshot_check import reset_binlogs, snapshot_entries, snapshot_settings, wait_snapshots_done
 
 pytestmark = pytest.mark.server
 
@@ -42,11 +42,9 @@ def test_status_and_the_log_show_snapshot_progress(mariadb_10_11: ServerHandle,
                f"INSERT INTO {name} VALUES " + ", ".join(f"({i}, {i})" for i in range(1, ROWS + 1)))
     reset_binlogs(server)
     lake = tmp_path / "lake"
-    settings = daemon_settings(server, lake, database, overrides={
+    settings = snapshot_settings(server, lake, database, overrides={
         "start": {"from": "snapshot"}, "snapshot": {"chunk_rows": CHUNK, "chunk_pause": 0.4},
         "log": {"progress_interval": 0.5}})
-    for key in ("file", "pos"):
-        settings["start"].pop(key, None)
     daemon = DaemonProcess(tmp_path, settings, password=server.users["repl"].password)
     daemon.start()
     deadline = time.monotonic() + 60

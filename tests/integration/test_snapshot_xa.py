@@ -20,9 +20,16 @@ import pytest
 
 from tests.servers.handle import ServerHandle
 
-from .daemon_process import DaemonProcess, daemon_settings, read_checkpoint, unique_db
+from .daemon_process import DaemonProcess, read_checkpoint, unique_db
 from .proxy import TcpProxy
-from .snapshot_check import latest_values, reset_binlogs, snapshot_entries, wait_caught_up
+from .snapshot_check import (
+    latest_values,
+    readable_through,
+    reset_binlogs,
+    snapshot_entries,
+    snapshot_settings,
+    wait_caught_up,
+)
 from .test_snapshot_command import _snapshot
 from .workload import check_exactly_once, read_lake
 
@@ -49,13 +56,9 @@ def test_xa_prepared_before_a_restart_commits_while_a_chunk_waits(
                + ", ".join(f"({i}, 0)" for i in range(1, ROWS + 1)))
     reset_binlogs(server)
     with TcpProxy("127.0.0.1", server.port) as proxy:
-        settings = daemon_settings(server, lake, database, overrides={
+        settings = snapshot_settings(server, lake, database, overrides={
             "start": {"from": "latest"}, "snapshot": {"chunk_rows": CHUNK}})
-        for key in ("file", "pos"):
-            settings["start"].pop(key, None)
-        settings["server"].update({"port": proxy.port, "tls_mode": "disabled"})  # readable
-        if not server.is_mariadb:  # caching_sha2_password without TLS: RSA to the server's key
-            settings["server"]["get_server_public_key"] = True
+        readable_through(settings, server, proxy.port)
         daemon = DaemonProcess(tmp_path, settings, password=server.users["repl"].password)
         daemon.start()
         daemon.wait_for("streaming from")
