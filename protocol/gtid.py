@@ -29,6 +29,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 
 from .errors import GtidError
+from .frozen import fast_init
 
 __all__ = [
     "MariadbGtid",
@@ -56,6 +57,7 @@ def _parse_uint(text: str, limit: int, what: str, source: str) -> int:
     return value
 
 
+@fast_init
 @dataclass(frozen=True, slots=True, order=True)
 class MariadbGtid:
     """A MariaDB GTID: replication domain, originating server id, sequence number.
@@ -228,6 +230,7 @@ def _parse_uuid(text: str) -> _uuid.UUID:
         raise GtidError(f"{text.strip()!r} is not a UUID") from None
 
 
+@fast_init
 @dataclass(frozen=True, slots=True, order=True)
 class Tsid:
     """A transaction source id: the source server's UUID and an optional tag (MySQL 8.3+).
@@ -256,6 +259,7 @@ class Tsid:
         return cls(_parse_uuid(uuid_text), tag.strip() if sep else "")
 
 
+@fast_init
 @dataclass(frozen=True, slots=True, order=True)
 class MysqlGtid:
     """A MySQL GTID: ``uuid:n`` or ``uuid:tag:n``."""

@@ -47,6 +47,7 @@ from .errors import (
     ServerIdConflict,
     TruncatedData,
 )
+from .frozen import fast_init
 from .gtid import GtidPosition, GtidSet
 
 __all__ = [
@@ -313,6 +314,7 @@ def check_server(facts: ServerFacts, *, replica_server_id: int,
 # --- the dump stream -------------------------------------------------------------------------------
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class DumpEvent:
     """One binlog event from the dump stream: its bytes (header, body and CRC, if any), and
@@ -322,6 +324,7 @@ class DumpEvent:
     ack_requested: bool = False
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class DumpEnd:
     """EOF: the server reached the end of its binlog in a NON_BLOCK dump and ended the stream."""

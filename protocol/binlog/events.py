@@ -20,6 +20,7 @@ must be lossless, never pass through here.
 
 from __future__ import annotations
 
+import dataclasses
 import enum
 import struct
 import uuid
@@ -27,6 +28,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from ..errors import EventDecodeError, MalformedPacket, UnknownEventType
+from ..frozen import fast_init
 from ._cursor import Cursor
 from .compression import MAX_DECOMPRESSED_SIZE, decompress_block
 from .model import EventHeader
@@ -552,6 +554,14 @@ class OpaqueEvent(BinlogEvent):
     VIEW_CHANGE) that carries no row data."""
 
     body: bytes
+
+
+# Every event above is built once per binlog event: give each the faster __init__ (same
+# instances; see protocol/frozen.py).
+for _event_class in list(globals().values()):
+    if (isinstance(_event_class, type) and _event_class.__module__ == __name__
+            and dataclasses.is_dataclass(_event_class)):
+        fast_init(_event_class)
 
 
 # --- helpers -------------------------------------------------------------------------------------

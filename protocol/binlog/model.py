@@ -13,7 +13,10 @@ import enum
 from dataclasses import dataclass
 from typing import Any
 
+from ..frozen import fast_init
 
+
+@fast_init
 @dataclass(frozen=True, slots=True, order=True)
 class BinlogPosition:
     """A place in the server's binlog: file name and byte offset.
@@ -29,6 +32,7 @@ class BinlogPosition:
         return f"{self.file}:{self.pos}"
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class EventHeader:
     """The 19-byte v4 event header plus where the event sits in the stream.
@@ -63,6 +67,7 @@ class ColumnFlag(enum.IntFlag):
     GENERATED = 64
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class Column:
     """One column of a table as the binlog describes it.
@@ -96,6 +101,7 @@ class Column:
         return bool(self.flags & ColumnFlag.NULLABLE)
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class TableMapEvent:
     """TABLE_MAP_EVENT (19): binds a numeric table id to a table and its column types."""
@@ -126,6 +132,7 @@ class RowsKind(enum.Enum):
     READ = "R"
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class RowsEvent:
     """WRITE/UPDATE/DELETE_ROWS (v1, v2, MariaDB compressed, MySQL partial) decoded column-wise.

@@ -21,6 +21,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from ..frozen import fast_init
 from ..gtid import MariadbGtid, MysqlGtid, Tsid
 from .ddl import classify
 from .events import (
@@ -37,6 +38,7 @@ if TYPE_CHECKING:  # pragma: no cover
     Gtid = MariadbGtid | MysqlGtid
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class TransactionBegin:
     """The start of a transaction: its GTID (if the server has GTIDs) and where it starts."""
@@ -49,6 +51,7 @@ class TransactionBegin:
     is_xa: bool = False
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class Statement:
     """A SQL statement inside a transaction: DDL, or statement-based DML."""
@@ -60,6 +63,7 @@ class Statement:
     timestamp: int
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class TransactionCommit:
     """The transaction committed (XID, COMMIT query, or the end of a standalone DDL)."""
@@ -75,6 +79,7 @@ class TransactionCommit:
     xa: str | None = None
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class TransactionRollback:
     """The transaction ended with ROLLBACK (e.g. non-transactional engine mix); nothing lands.
@@ -92,6 +97,7 @@ class TransactionRollback:
 
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class TransactionPrepared:
     """The prepared part of an XA transaction ended (``XA PREPARE``); its outcome comes later.
