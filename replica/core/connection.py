@@ -432,6 +432,12 @@ class Connection:
             if packet is not None:
                 return packet[1]
 
+    def buffered_packet(self) -> bytes | None:
+        """The next joined payload if it is already received whole, else None (never waits;
+        :meth:`read_packet` does)."""
+        packet = self._codec.next_packet()
+        return None if packet is None else packet[1]
+
     async def _receive(self, deadline: float, limit: float | None) -> None:
         """Buffer the next bytes from the server in the codec."""
         try:

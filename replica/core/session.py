@@ -324,6 +324,30 @@ class ReplicationSession:
                 f"no event or heartbeat from the server for {limit:.1f} s (twice the heartbeat "
                 "period): the stream stalled"
             ) from None
+        item = self._take(payload)
+        if (item is not None and item.ack_requested
+                and self.options.semi_sync is SemiSyncMode.ACK_ON_RECEIVE):
+            await self._send_ack(self._tracker.position)
+        return item
+
+    def next_buffered_event(self) -> DumpEvent | None:
+        """The next event if it is already received whole and taking it needs nothing awaited;
+        else None (then :meth:`next_event`, which waits, and tells the end of the dump).
+
+        The same event :meth:`next_event` would return, without the two coroutines it costs:
+        a stream of small transactions is mostly events that arrived in the same read. Off
+        while semi-sync ACKs on receipt (those are sent before the event is returned).
+        """
+        if self._ended or (self.semi_sync
+                           and self.options.semi_sync is SemiSyncMode.ACK_ON_RECEIVE):
+            return None
+        payload = self.conn.buffered_packet()
+        if payload is None:
+            return None
+        return self._take(payload)
+
+    def _take(self, payload: bytes) -> DumpEvent | None:
+        """Account for a received packet; None for the end of the dump."""
         self.packets += 1
         item = parse_dump_packet(payload, semi_sync=self.semi_sync)
         if isinstance(item, DumpEnd):
@@ -333,11 +357,8 @@ class ReplicationSession:
         if item.ack_requested:
             # The master restarts its packet numbering after a flagged event.
             self.conn.reset_sequence(1)
-            position = self._tracker.position
-            if self.options.semi_sync is SemiSyncMode.ACK_ON_RECEIVE:
-                await self._send_ack(position)
-            else:
-                self._pending_acks.append(position)
+            if self.options.semi_sync is not SemiSyncMode.ACK_ON_RECEIVE:
+                self._pending_acks.append(self._tracker.position)
         return item
 
     def __aiter__(self) -> ReplicationSession:
