@@ -360,6 +360,24 @@ class TextResultReader:
             self.feed(packet[1])
         return True
 
+    @property
+    def gathered(self) -> int:
+        """Rows of a columnar read gathered and not yet taken (:meth:`take_values`)."""
+        return len(self._values[0]) if self._values else 0
+
+    def take_values(self, count: int) -> tuple[tuple[list[Any], ...], bool]:
+        """Take the first ``count`` gathered rows of a columnar read, one list per column, and
+        whether they are converted (as :attr:`ResultSet.converted` would say so far): a reader
+        of a result bigger than memory hands it on in pieces instead of holding it whole. The
+        rows left make up :attr:`result` (or the next take)."""
+        values = self._values or []
+        taken = tuple(column[:count] for column in values)
+        for column in values:
+            del column[:count]
+        converted = not self._fallbacks and (
+            not self._parsed_here or max(self._kinds, default=0) <= TEXT_BYTES)
+        return taken, converted
+
     def take_rows(self, codec: PacketCodec) -> int:
         """Take the complete row packets ``codec`` holds in bulk (a columnar read with the
         native extension; else nothing); how many."""

@@ -280,9 +280,11 @@ class SnapshotConfig:
 
     chunk_rows: int = field(default=10_000, metadata=_key(
         "Rows read (and landed) per chunk: memory is bounded by two chunks (the next one "
-        "is read while one lands)."))
+        "is read while one lands); a table without a key is staged in pieces of this many "
+        "rows, landed in one commit."))
     chunk_pause: float = field(default=0.0, metadata=_key(
-        "Seconds to wait between two chunks, to spare a busy server (0: none).",
+        "Seconds to wait between two chunks (or a keyless table's pieces), to spare a busy "
+        "server (0: none).",
         unit="seconds"))
     on_new_tables: bool = field(default=True, metadata=_key(
         "Snapshot tables that filter.include gained since the lake last ran, at start "

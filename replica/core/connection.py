@@ -39,11 +39,11 @@ import enum
 import ipaddress
 import logging
 import ssl
-from collections.abc import Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from types import TracebackType
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import trio
 
@@ -489,6 +489,28 @@ class Connection:
                 trio.current_time() + limit if limit is not None else float("inf"), limit)
         assert reader.result is not None
         return reader.result
+
+    async def read_columns_in_pieces(
+            self, kinds: bytes, rows: int,
+            take: Callable[[tuple[list[Any], ...], bool], Awaitable[None]]) -> None:
+        """The response to :meth:`send_query`, handed to ``take`` in pieces of at most ``rows``
+        rows (column lists and their ``converted`` flag, as :meth:`read_columns` would give
+        them), in order, as they come off the socket: memory holds one piece and one receive
+        buffer, however big the result (a keyless table's snapshot is one SELECT). The server
+        waits (its socket buffers full) while ``take`` runs."""
+        reader = TextResultReader(self.capabilities, kinds)
+        limit = self.options.read_timeout
+        while not reader.pump(self._codec):
+            while reader.gathered >= rows:
+                await take(*reader.take_values(rows))
+            await self._receive(
+                trio.current_time() + limit if limit is not None else float("inf"), limit)
+        result = reader.result
+        assert result is not None
+        values = result.values or ()
+        left = len(values[0]) if values else 0
+        for start in range(0, left, rows):
+            await take(tuple(column[start:start + rows] for column in values), result.converted)
 
     async def query(self, sql: str) -> list[tuple[str | bytes | None, ...]]:
         """Run a statement returning rows: text values (bytes for binary columns), None = NULL."""

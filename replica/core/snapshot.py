@@ -37,10 +37,12 @@ So the table's R rows plus the changes streamed since its key log started give, 
 landed ``_seq``, the server's table as of that point; the first change of a row after its R
 row carries the R row's values as its before image.
 
-Tables without a usable key (no primary key, no NOT NULL unique key) are read in one pass, in
-one chunk, which must see no change to the table between the read and its landing; it is
+Tables without a usable key (no primary key, no NOT NULL unique key) are read by one SELECT,
+in one chunk, which must see no change to the table between the read and its landing; it is
 retried :data:`KEYLESS_ATTEMPTS` times, then the table's snapshot fails with an error (its
-rows would be neither exact nor keyed). A DDL statement on a table being read discards the
+rows would be neither exact nor keyed). Memory holds one piece of it at a time: the rows are
+converted and staged as they come off the socket, ``chunk_rows`` a piece, and land in one
+commit of all the pieces (``SnapshotReader._keyless``, ``sinks/parquet/pieces.py``). A DDL statement on a table being read discards the
 chunk not yet landed; the table is described again and reading resumes after the last landed
 key (chunks landed before keep their schema version, as streamed rows do).
 
@@ -78,6 +80,7 @@ from replica.core.snapshot_describe import describe_table
 from sinks.parquet import ParquetSink
 from sinks.parquet import ddl as D
 from sinks.parquet import layout as L
+from sinks.parquet.pieces import StagedChunk
 
 log = logging.getLogger("binlake.snapshot")
 
@@ -307,6 +310,7 @@ class Chunk:
     progress: dict[str, Any]  # the table's entry after this chunk
     keyless_changes: int = 0  # the key log's change count before the read (keyless tables)
     one_time: bool = False
+    staged: StagedChunk | None = None  # the rows, staged in pieces (keyless tables; see pieces.py)
     landed: trio.Event = field(default_factory=trio.Event)
     outcome: str = ""  # "landed", or why it was discarded
     landed_rows: int = 0
@@ -478,7 +482,15 @@ class SnapshotCoordinator:
             if key_log.changes != chunk.keyless_changes:
                 self._finish(chunk, "the table changed while it was read")
                 return
-        elif key_log is not None and key_log.touched and count:
+        if chunk.staged is not None:
+            chunk.progress["rows"] = chunk.progress.get("rows", 0) + chunk.staged.rows
+            state = self.state
+            store_entry(state, chunk.progress)
+            chunk.landed_rows = chunk.staged.rows
+            self.sink.land_staged_snapshot(chunk.staged, position, chunk.read_time_us, state)
+            self._finish(chunk, "landed")
+            return
+        if key_log is not None and key_log.touched and count:
             columns, count = _reconcile(table, columns, count, key_log, chunk.one_time)
         event = RowsEvent(
             header=EventHeader(timestamp=chunk.read_time_us // 1_000_000, type_code=0,
@@ -684,7 +696,8 @@ class SnapshotReader:
                 if described_at < 0:
                     log.info("snapshot of %s.%s: %s", database, name,
                              f"by key ({', '.join(key.names)}), {self.chunk_rows} rows a chunk"
-                             if key is not None else "no usable key: read whole, in one chunk")
+                             if key is not None else "no usable key: read whole by one SELECT, "
+                             f"staged in pieces of {self.chunk_rows} rows, landed in one commit")
                 described_at = generation
                 finished = await self._chunks(conn, table, key, entry, generation, since)
                 if finished:
@@ -707,7 +720,9 @@ class SnapshotReader:
         The next chunk is read while the previous one is decoded and landed (a task of its
         own, one chunk ahead): the server's producing of rows and binlake's converting of them
         overlap on the two cores instead of taking turns."""
-        if key is not None and entry.get("high_key") is None:
+        if key is None:
+            return await self._keyless(conn, table, entry, generation)
+        if entry.get("high_key") is None:
             # The table's last key now: rows inserted later come from the stream, so a table
             # that grows faster than it is read is done once it is read up to here.
             top = await conn.query(
@@ -759,7 +774,7 @@ class SnapshotReader:
             self._finish(entry, "done", None)
         return True
 
-    async def _read_chunks(self, conn: Connection, table: SnapshotTable, key: _Key | None,
+    async def _read_chunks(self, conn: Connection, table: SnapshotTable, key: _Key,
                            entry: dict[str, Any], generation: int, since: float,
                            send: trio.MemorySendChannel[_Read | None]) -> None:
         """Read the table's chunks in key order into ``send`` (None: a definition change, to
@@ -785,29 +800,23 @@ class SnapshotReader:
 
         async with send:
             while True:
-                if key is None:
-                    sql = f"SELECT {table.select_list} FROM {_source(table)}"
-                else:
-                    terms = [f"({key.where(last)})"] if last else []
-                    if top_key:
-                        terms.append(f"NOT ({key.where(top_key)})")
-                    where = f" WHERE {' AND '.join(terms)}" if terms else ""
-                    sql = (f"SELECT {table.select_list}, {', '.join(key.fetch)} FROM "
-                           f"{_source(table)}{where} ORDER BY {', '.join(key.compare)} "
-                           f"LIMIT {self.chunk_rows}")
+                terms = [f"({key.where(last)})"] if last else []
+                if top_key:
+                    terms.append(f"NOT ({key.where(top_key)})")
+                where = f" WHERE {' AND '.join(terms)}" if terms else ""
+                sql = (f"SELECT {table.select_list}, {', '.join(key.fetch)} FROM "
+                       f"{_source(table)}{where} ORDER BY {', '.join(key.compare)} "
+                       f"LIMIT {self.chunk_rows}")
                 before = coordinator.changes(table.database, table.name)
-                # A keyless read must see every change counted in ``before``.
-                counted = coordinator.position if key is None else None
-                if key is None:
-                    since = time.monotonic()  # as for the first chunk: see GRACE
                 read_time_us = time.time_ns() // 1000 + self._clock_offset_us
                 try:
                     if top_key == []:  # the table was empty
                         values: tuple[list[Any], ...] = tuple([] for _ in range(width))
                         converted, high, exact = True, await binlog_end(conn), False
                     else:
-                        result, high, exact = await self._read(conn, table, sql, since, counted,
+                        result, high, exact = await self._read(conn, table, sql, since, None,
                                                                hand_over)
+                        assert result is not None  # read by conn.read_columns
                         values, converted = result.values or (), result.converted
                 except ServerError as exc:
                     if coordinator.generation(table.database, table.name) != generation or (
@@ -818,9 +827,9 @@ class SnapshotReader:
                         return
                     raise
                 count = len(values[0]) if values else 0
-                done = key is None or count < self.chunk_rows
+                done = count < self.chunk_rows
                 last_key = None
-                if key is not None and count:
+                if count:
                     last_key = last = [lit(_text(column[-1])) for lit, column in zip(
                         key.literal, values[width:], strict=True)]
                 if stopped:
@@ -834,9 +843,81 @@ class SnapshotReader:
                 if self.chunk_pause:
                     await trio.sleep(self.chunk_pause)
 
+    async def _keyless(self, conn: Connection, table: SnapshotTable, entry: dict[str, Any],
+                       generation: int) -> bool:
+        """Read a table without a usable key by one SELECT (one consistent read view) and
+        land it as one chunk (True), or discard it (False: it changed meanwhile, or its
+        definition did) — in memory one piece of at most ``chunk_rows`` rows at a time: each is
+        converted and staged as it comes off the socket (``sinks/parquet/pieces.py``), and the
+        chunk lands as one commit of all its pieces, or none."""
+        coordinator, sink = self.coordinator, self.coordinator.sink
+        database, name = table.database, table.name
+        staged: StagedChunk | None = None
+        landed = False
+
+        def event(columns: tuple[list[Any], ...]) -> RowsEvent:
+            return RowsEvent(
+                header=EventHeader(timestamp=read_time_us // 1_000_000, type_code=0,
+                                   server_id=0, event_size=0, log_pos=0, flags=0),
+                kind=RowsKind.READ, table=table.table_map, flags=0,
+                row_count=len(columns[0]) if columns else 0, before_columns=(),
+                after_columns=tuple(range(len(columns))), before=None, after=columns)
+
+        async def take(values: tuple[list[Any], ...], converted: bool) -> None:
+            nonlocal staged
+            staged = sink.stage_snapshot(staged, event(table.decode_columns(values, converted)))
+            if self.chunk_pause:
+                await trio.sleep(self.chunk_pause)
+
+        async def receive() -> ResultSet | None:
+            await conn.read_columns_in_pieces(table.wire_kinds, self.chunk_rows, take)
+            return None
+
+        before = coordinator.changes(database, name)
+        counted = coordinator.position  # the read must see every change counted in ``before``
+        read_time_us = time.time_ns() // 1000 + self._clock_offset_us
+        sql = f"SELECT {table.select_list} FROM {_source(table)}"
+        try:
+            try:
+                _, high, exact = await self._read(conn, table, sql, time.monotonic(), counted,
+                                                  _nothing, receive)
+            except (ServerError, ValueError) as exc:
+                if coordinator.generation(database, name) != generation or (
+                        isinstance(exc, ServerError) and exc.code in (1054, 1146)):
+                    log.info("snapshot of %s.%s: re-reading after a definition change (%s)",
+                             database, name, exc)
+                    return False
+                raise
+            if staged is None:  # an empty table: nothing to stage, the progress lands alone
+                width = len(table.table_map.columns)
+                staged = sink.stage_snapshot(None, event(tuple([] for _ in range(width))))
+            pieces = len(staged.pieces)
+            progress = dict(entry)
+            progress["chunks"] = entry.get("chunks", 0) + pieces
+            progress["exact_chunks"] = entry.get("exact_chunks", 0) + exact
+            progress["status"] = "done"
+            chunk = Chunk(table, generation, (), 0, high, read_time_us, progress,
+                          keyless_changes=before, one_time=bool(entry.get("one_time")),
+                          staged=staged)
+            landed = await coordinator.land(chunk)
+            if not landed:
+                log.info("snapshot of %s.%s: chunk discarded (%s); reading it again",
+                         database, name, chunk.outcome)
+                return False
+            entry.update(progress)
+            log.info("snapshot of %s.%s: read by one SELECT, its %d rows landed in one commit "
+                     "of %d pieces (at most %d rows a piece, snapshot.chunk_rows)", database,
+                     name, chunk.landed_rows, pieces, staged.peak_rows)
+            self._finish(entry, "done", None)
+            return True
+        finally:
+            if staged is not None and not landed:
+                sink.discard_staged_snapshot(staged)
+
     async def _read(self, conn: Connection, table: SnapshotTable, sql: str, since: float,
-                    counted: BinlogPosition | None, sent: Callable[[], Awaitable[None]]
-                    ) -> tuple[ResultSet, BinlogPosition, bool]:
+                    counted: BinlogPosition | None, sent: Callable[[], Awaitable[None]],
+                    receive: Callable[[], Awaitable[ResultSet | None]] | None = None
+                    ) -> tuple[ResultSet | None, BinlogPosition, bool]:
         """Run a chunk's SELECT; its result and a binlog position it is consistent with: every
         change the SELECT saw is before it, and the table's key log holds every change after it
         (for a keyless table, its change count ``before`` was taken at ``counted``).
@@ -858,7 +939,7 @@ class SnapshotReader:
                         counted is None or point >= counted):
                     await conn.send_query(sql)
                     await sent()
-                    result = await conn.read_columns(kinds)
+                    result = await (receive() if receive else conn.read_columns(kinds))
                     await conn.execute("COMMIT")
                     return result, point, True
                 await conn.execute("COMMIT")
@@ -868,7 +949,7 @@ class SnapshotReader:
         await trio.sleep(max(0.0, since + self.grace - time.monotonic()))
         await conn.send_query(sql)
         await sent()
-        result = await conn.read_columns(kinds)
+        result = await (receive() if receive else conn.read_columns(kinds))
         return result, await binlog_end(conn), False
 
     def _finish(self, entry: dict[str, Any], status: str, message: str | None) -> None:
@@ -892,6 +973,10 @@ class SnapshotReader:
                             "later changes will not land", entry["database"], entry["table"])
         if self.on_table_done is not None:
             self.on_table_done(dict(entry))
+
+
+async def _nothing() -> None:
+    pass
 
 
 def _source(table: SnapshotTable) -> str:

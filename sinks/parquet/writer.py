@@ -53,6 +53,7 @@ from ..errors import LakeError, SinkStateError
 from . import commit as C
 from . import ddl as D
 from . import layout as L
+from . import pieces as P
 from . import xa as X
 from .lock import LakeLock
 from .rows import PendingRows, TransactionTags, key_changed_rows, rows_batch
@@ -712,6 +713,86 @@ class ParquetSink:
             self.flush()
         return tags.seq
 
+    def stage_snapshot(self, staged: P.StagedChunk | None, event: RowsEvent) -> P.StagedChunk:
+        """Convert a piece of a snapshot chunk too big to hold (a ``READ`` rows event) and write
+        it to staging, invisible; returns the chunk's staged pieces (``staged``, or new ones
+        when None). :meth:`land_staged_snapshot` lands them all in one commit,
+        :meth:`discard_staged_snapshot` drops them (see ``pieces.py``). May run while the
+        stream is inside a transaction: it touches nothing a transaction or a flush uses."""
+        self._check_usable()
+        if not self._opened:
+            raise SinkStateError("stage_snapshot() before open() or after close()")
+        try:
+            if staged is None:
+                tags = TransactionTags(seq=self._seq + 1, gtid=None, gtid_domain=None,
+                                       gtid_server_id=None, gtid_uuid=None, gtid_tag=None,
+                                       gtid_seq=None, file=None, pos=None)
+                origin = _Transaction(tags=tags, begin=TransactionBegin(
+                    gtid=None, position=BinlogPosition("", 0), timestamp=0, server_id=0))
+                staged = P.StagedChunk(self._version_for(event.table, origin))
+            version = staged.version
+            # _seq and the position are placeholders until the landing (pieces.landed_piece).
+            tags = TransactionTags(seq=0, gtid=None, gtid_domain=None, gtid_server_id=None,
+                                   gtid_uuid=None, gtid_tag=None, gtid_seq=None, file=None,
+                                   pos=None)
+            batch = rows_batch(version, [PendingRows(event, tags, staged.rows, ())],
+                               with_commit_time=False)
+            self._staged_count += 1
+            path = self._io_path = os.path.join(
+                self.lake, L.STAGING, f"snapshot-{self._staged_count:08d}.arrow")
+            P.write_piece(path, version, batch, self.options.spill_compression)
+        except OSError as exc:
+            raise self._failed(exc, "staging a snapshot chunk") from exc
+        staged.pieces.append(path)
+        staged.rows += event.row_count
+        staged.peak_rows = max(staged.peak_rows, event.row_count)
+        return staged
+
+    def discard_staged_snapshot(self, staged: P.StagedChunk) -> None:
+        """Drop a staged chunk's pieces (it was discarded; nothing of it is visible)."""
+        P.remove_pieces(staged)
+
+    def land_staged_snapshot(self, staged: P.StagedChunk, position: BinlogPosition,
+                             read_time_us: int, state: dict[str, Any]) -> int:
+        """:meth:`land_snapshot` for a chunk staged in pieces: one transaction of its own
+        ``_seq``, one Parquet file per piece (read back one at a time), committed at once
+        together with ``state`` — every piece visible, or (a crash before) none."""
+        self._check_usable()
+        if not self._opened:
+            raise SinkStateError("land_staged_snapshot() before open() or after close()")
+        if self._txn is not None:
+            raise SinkStateError("land_staged_snapshot() inside a transaction")
+        self._snapshot_state = json.loads(json.dumps(state))
+        self._unflushed_commits += 1
+        if self._last_end is None or self._last_end < position:
+            self._last_end = position
+        if not staged.rows:
+            P.remove_pieces(staged)
+            return self._seq
+        seq = self._seq + 1
+        version = staged.version
+        commit_date = _commit_date(read_time_us)
+        try:
+            for path in staged.pieces:
+                table = P.landed_piece(path, version, seq, position, read_time_us)
+                part = _Part(version, commit_date, first_seq=seq)
+                part.writer = self._open_part_file(part)
+                part.writer.write_table(table, row_group_size=max(1, table.num_rows))
+                del table
+                self._close_file(part)
+                os.remove(path)
+        except OSError as exc:
+            raise self._failed(exc, "landing a snapshot chunk") from exc
+        staged.pieces.clear()
+        self._seq = seq
+        self._unflushed_rows += staged.rows
+        self.stats["transactions"] += 1
+        self.stats["rows"] += staged.rows
+        self.stats["snapshot_rows"] = self.stats.get("snapshot_rows", 0) + staged.rows
+        self.stats["snapshot_chunks"] = self.stats.get("snapshot_chunks", 0) + 1
+        self.flush()  # the pieces' one commit
+        return seq
+
     def _advance(self, txn: _Transaction, gtid: Any, end: BinlogPosition, commit_us: int,
                  server_id: int) -> None:
         """Move the resume point past ``txn`` (landed at the next flush)."""
@@ -941,22 +1022,7 @@ class ParquetSink:
         if part.pending:
             self._convert_part_pending(part)
         if part.writer is None:
-            self._staged_count += 1
-            part.staged = L.staged_file(self._staged_count)
-            self._io_path = os.path.join(self.lake, part.staged)
-            name_key = (L.table_dir(version.database, version.table)
-                        + f"/{version.version}/{part.commit_date}", part.first_seq)
-            index = self._name_index.get(name_key, 0)
-            self._name_index[name_key] = index + 1
-            part.final = L.part_file(version.database, version.table, version.version,
-                                     part.commit_date, part.first_seq, index)
-            part.writer = pq.ParquetWriter(
-                os.path.join(self.lake, part.staged), version.schema,
-                compression=self.options.compression,
-                compression_level=self.options.compression_level,
-                dictionary_pagesize_limit=DICTIONARY_PAGE_LIMIT,
-                write_statistics=True,
-            )
+            part.writer = self._open_part_file(part)
         self._io_path = os.path.join(self.lake, part.staged)
         table = pa.Table.from_batches(part.batches, schema=version.schema)
         part.writer.write_table(table, row_group_size=max(1, table.num_rows))
@@ -967,6 +1033,26 @@ class ParquetSink:
         if os.path.getsize(os.path.join(self.lake, part.staged)) >= self.options.file_size_bytes:
             self._close_file(part)
             self._flush_wanted = True
+
+    def _open_part_file(self, part: _Part) -> pq.ParquetWriter:
+        """A new staged Parquet file for ``part``, named for its final place."""
+        version = part.version
+        self._staged_count += 1
+        part.staged = L.staged_file(self._staged_count)
+        self._io_path = os.path.join(self.lake, part.staged)
+        name_key = (L.table_dir(version.database, version.table)
+                    + f"/{version.version}/{part.commit_date}", part.first_seq)
+        index = self._name_index.get(name_key, 0)
+        self._name_index[name_key] = index + 1
+        part.final = L.part_file(version.database, version.table, version.version,
+                                 part.commit_date, part.first_seq, index)
+        return pq.ParquetWriter(
+            os.path.join(self.lake, part.staged), version.schema,
+            compression=self.options.compression,
+            compression_level=self.options.compression_level,
+            dictionary_pagesize_limit=DICTIONARY_PAGE_LIMIT,
+            write_statistics=True,
+        )
 
     def _close_file(self, part: _Part) -> None:
         assert part.writer is not None

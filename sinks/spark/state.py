@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import glob
 import json
+import logging
 import os
 import posixpath
 import shutil
@@ -38,6 +39,8 @@ from ..parquet.compact import max_seq
 from ..parquet.pins import new_pin, pin_partition
 from .readers import _aligned, read_changes_from
 from .schema import load_versions
+
+log = logging.getLogger("binlake.spark")
 
 METADATA_COLUMNS = ("_op", "_seq", "_row", "_gtid", "_gtid_domain", "_gtid_server_id",
                     "_gtid_uuid", "_gtid_tag", "_gtid_seq", "_binlog_file", "_binlog_pos",
@@ -303,14 +306,35 @@ def latest_state(lake: str, database: str, table: str) -> tuple[int, str] | None
     return states[-1] if states else None
 
 
+_unreadable_covered: set[str] = set()  # ``_covered.json`` files already warned about
+
+
 def covered_files(lake: str, database: str, table: str, seq: int) -> frozenset[str]:
     """The change files state ``seq`` covers (``schema_version=N/commit_date=D/name``); empty
-    when it does not say (a state from before ``_covered.json``, or one deleted meanwhile)."""
+    when it does not say (a state from before ``_covered.json``, or one deleted meanwhile).
+
+    An unreadable one (not JSON, no list of names) is not fatal — the state's rows are still
+    right, and with no covered files every change file is read and filtered by ``_seq``, the
+    same result, slower — but it is said, once per file: a reader silently slower than it
+    should be is a lake problem nobody would find."""
     path = os.path.join(lake, L.state_dir(database, table, seq), L.STATE_COVERED)
     try:
         with open(path, encoding="utf-8") as f:
-            return frozenset(json.load(f)["files"])
-    except (FileNotFoundError, ValueError, KeyError):
+            files = json.load(f)["files"]
+        if not isinstance(files, list) or not all(isinstance(n, str) for n in files):
+            raise TypeError(f"'files' is not a list of names but {type(files).__name__}")
+        return frozenset(files)
+    except FileNotFoundError:
+        return frozenset()
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        if path not in _unreadable_covered:
+            _unreadable_covered.add(path)
+            detail = f"no key {exc}" if isinstance(exc, KeyError) else str(exc)
+            log.warning("ignoring the unreadable %s (%s): %s.%s's current state is read from its "
+                        "state as of _seq %d plus every change file filtered by _seq, the same "
+                        "rows but slower (the next state `python -m sinks.spark.materialize` writes once "
+                        "the lake has moved past _seq %d gets a new one)", path, detail,
+                        database, table, seq, seq)
         return frozenset()
 
 

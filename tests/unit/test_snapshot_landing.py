@@ -315,3 +315,67 @@ def test_reconcile_drops_and_replaces_exactly_the_rows_the_log_holds():
         want = _reconcile_row_by_row(key_columns, before, count, log.touched, one_time)
         assert got == want, case
         assert columns == before, case  # the chunk's own lists are never changed in place
+
+
+def _staged_names(lake: str) -> list[str]:
+    return sorted(n for n in os.listdir(os.path.join(lake, "_staging"))
+                  if n.startswith("snapshot-"))
+
+
+def test_a_chunk_staged_in_pieces_lands_as_one_transaction_one_file_per_piece(tmp_path):
+    """A keyless table's one chunk: pieces staged while the stream goes on (and flushes),
+    invisible until the landing, which gives all of them one _seq and commits them at once."""
+    lake = str(tmp_path / "lake")
+    b = StreamBuilder()
+    users = b.table("shop", "users", users_columns())
+    sink = ParquetSink(lake)
+    sink.open()
+    staged = None
+    for first in (1, 4, 7):
+        staged = sink.stage_snapshot(staged, _read(users, [(i, f"u{i}", i) for i in
+                                                           range(first, min(first + 3, 9))]))
+        feed(sink, [b.begin(), b.insert(users, [(100 + first, "s", 0)]), b.commit()])
+        sink.flush()  # the stream's commits: the staged pieces are not in them
+        assert {r["_op"] for r in read_table(lake, "shop", "users").to_pylist()} == {"I"}
+    assert staged is not None and (staged.rows, staged.peak_rows) == (8, 3)
+    assert len(_staged_names(lake)) == 3
+    at = BinlogPosition("binlog.000001", b.pos)
+    state = {"tables": {"shop.users": {"database": "shop", "table": "users", "status": "done",
+                                        "rows": 8, "chunks": 3}}}
+    assert sink.land_staged_snapshot(staged, at, READ_US, state) == 4
+    assert _staged_names(lake) == []
+    with open(os.path.join(lake, "_checkpoint.json"), encoding="utf-8") as f:
+        checkpoint = json.load(f)
+    assert (checkpoint["seq"], checkpoint["snapshot"]) == (4, state)  # committed at once
+    sink.close()
+    rows = read_table(lake, "shop", "users").to_pylist()
+    reads = [r for r in rows if r["_op"] == "R"]
+    assert [(r["_seq"], r["_row"], r["id"]) for r in reads] == [
+        (4, i - 1, i) for i in range(1, 9)]
+    assert {(r["_binlog_file"], r["_binlog_pos"], r["_gtid"]) for r in reads} == {
+        (at.file, at.pos, None)}
+    assert {int(r["_commit_ts"].timestamp() * 1_000_000) for r in reads} == {READ_US}
+    files = sorted((tmp_path / "lake" / "shop" / "users").rglob(f"part-{4:016d}-*.parquet"))
+    assert [p.name for p in files] == [f"part-{4:016d}-{k:03d}.parquet" for k in range(3)]
+
+
+def test_staged_pieces_are_discarded_or_removed_at_the_next_start(tmp_path):
+    lake = str(tmp_path / "lake")
+    b = StreamBuilder()
+    users = b.table("shop", "users", users_columns())
+    sink = ParquetSink(lake)
+    sink.open()
+    staged = sink.stage_snapshot(None, _read(users, [(1, "a", 1)]))
+    sink.stage_snapshot(staged, _read(users, [(2, "b", 2)]))
+    sink.discard_staged_snapshot(staged)
+    assert _staged_names(lake) == [] and staged.rows == 0
+    sink.stage_snapshot(None, _read(users, [(3, "c", 3)]))
+    feed(sink, [b.begin(), b.insert(users, [(9, "s", 0)]), b.commit()])
+    sink.flush()
+    assert len(_staged_names(lake)) == 1
+    sink._lock.release()  # a kill -9: nothing closed, nothing landed
+    reopened = ParquetSink(lake)
+    assert reopened.open() is not None
+    assert _staged_names(lake) == []
+    reopened.close()
+    assert [r["_op"] for r in read_table(lake, "shop", "users").to_pylist()] == ["I"]

@@ -17,6 +17,8 @@ from typing import Any
 from unittest import mock
 
 import pytest
+import trio
+import trio.lowlevel
 
 from protocol.binlog import native
 from protocol.capabilities import Capability
@@ -33,6 +35,7 @@ from protocol.results import (
     TextResultReader,
     parse_text_row,
 )
+from replica.core.connection import Connection, ConnectOptions
 
 DEPRECATE = int(Capability.DEPRECATE_EOF)
 ROUNDS = int(os.environ.get("BINLAKE_NATIVE_FUZZ_ROUNDS", "300"))
@@ -234,3 +237,51 @@ def test_without_the_extension_a_columnar_read_is_the_rows_transposed() -> None:
         list(column) for column in zip(*plain.result.rows, strict=True))
     assert columnar.converted is False
     assert [parse_text_row(b"\x011", (False,))] == [("1",)]
+
+
+class _Wire(trio.abc.ReceiveStream):
+    """The server's side of a read: ``chunks`` as successive receives."""
+
+    def __init__(self, chunks: list[bytes]) -> None:
+        self.chunks = chunks
+
+    async def receive_some(self, max_bytes: int | None = None) -> bytes:
+        await trio.lowlevel.checkpoint()
+        return self.chunks.pop(0) if self.chunks else b""
+
+    async def aclose(self) -> None:
+        pass
+
+
+@pytest.mark.parametrize("native_on", [True, False])
+def test_a_result_read_in_pieces_is_the_result_cut_in_order(native_on: bool) -> None:
+    """``Connection.read_columns_in_pieces`` (a keyless table's one SELECT): pieces of exactly
+    ``rows`` rows but the last, in order, together equal to the whole read, whatever the
+    receives' sizes — memory holds one piece and one receive, not the result."""
+    if native_on and native.text_rows is None:
+        pytest.skip("the native extension is not built")
+    rng = random.Random(7)
+    kinds = bytes((TEXT_INT, TEXT_BYTES, TEXT_UTF8))
+    wire = _response(rng, [False, True, False], 1000)
+    cuts = sorted(rng.randrange(len(wire) + 1) for _ in range(40))
+    chunks = [wire[a:b] for a, b in zip([0, *cuts], [*cuts, len(wire)], strict=True)]
+    conn = Connection(_Wire(chunks), ConnectOptions())  # type: ignore[arg-type]
+    conn.capabilities = DEPRECATE
+    conn._codec.reset_sequence(1)
+    pieces: list[tuple[tuple[list[Any], ...], bool]] = []
+
+    async def take(values: tuple[list[Any], ...], converted: bool) -> None:
+        pieces.append((values, converted))
+
+    async def main() -> None:
+        await conn.read_columns_in_pieces(kinds, 64, take)
+
+    with mock.patch("protocol.packets._native_text_rows",
+                    native.text_rows if native_on else None):
+        whole = _read(wire, kinds, 1, random.Random(0))
+        trio.run(main)
+    assert [len(v[0]) for v, _ in pieces] == [64] * 15 + [40]
+    assert whole.values is not None
+    for column, expected in enumerate(whole.values):
+        assert [value for values, _ in pieces for value in values[column]] == expected
+    assert {converted for _, converted in pieces} == {whole.converted}
