@@ -888,15 +888,15 @@ class SnapshotReader:
                              database, name, exc)
                     return False
                 raise
-            if staged is None:  # an empty table: nothing to stage, the progress lands alone
-                width = len(table.table_map.columns)
-                staged = sink.stage_snapshot(None, event(tuple([] for _ in range(width))))
-            pieces = len(staged.pieces)
+            pieces = len(staged.pieces) if staged is not None else 0
             progress = dict(entry)
-            progress["chunks"] = entry.get("chunks", 0) + pieces
+            progress["chunks"] = entry.get("chunks", 0) + max(1, pieces)
             progress["exact_chunks"] = entry.get("exact_chunks", 0) + exact
             progress["status"] = "done"
-            chunk = Chunk(table, generation, (), 0, high, read_time_us, progress,
+            # an empty table stages nothing: an empty chunk carries the progress alone
+            empty: tuple[list[Any], ...] = (
+                tuple([] for _ in table.table_map.columns) if staged is None else ())
+            chunk = Chunk(table, generation, empty, 0, high, read_time_us, progress,
                           keyless_changes=before, one_time=bool(entry.get("one_time")),
                           staged=staged)
             landed = await coordinator.land(chunk)
@@ -907,7 +907,7 @@ class SnapshotReader:
             entry.update(progress)
             log.info("snapshot of %s.%s: read by one SELECT, its %d rows landed in one commit "
                      "of %d pieces (at most %d rows a piece, snapshot.chunk_rows)", database,
-                     name, chunk.landed_rows, pieces, staged.peak_rows)
+                     name, chunk.landed_rows, pieces, staged.peak_rows if staged else 0)
             self._finish(entry, "done", None)
             return True
         finally:

@@ -59,7 +59,8 @@ def _fill(server: ServerHandle, database: str, rows: int) -> None:
     """``log``: no key at all, and some rows exactly alike (a multiset, not a set)."""
     server.sql(f"CREATE DATABASE {database}; "
                f"CREATE TABLE {database}.log (k INT, v VARCHAR(40), n BIGINT); "
-               f"CREATE TABLE {database}.ticks (id INT PRIMARY KEY AUTO_INCREMENT, v INT)")
+               f"CREATE TABLE {database}.ticks (id INT PRIMARY KEY AUTO_INCREMENT, v INT); "
+               f"CREATE TABLE {database}.empty (a INT)")
     values = ", ".join(f"({i % 700}, 'row {i % (rows - 50)}', {i % (rows - 50)})"
                        for i in range(rows))
     server.sql(f"INSERT INTO {database}.log VALUES {values}")
@@ -127,8 +128,8 @@ def test_keyless_table_lands_in_pieces_of_one_commit(flavor: str, request: pytes
             assert time.monotonic() < deadline, "no piece staged"
             time.sleep(0.01)
         server.sql(f"INSERT INTO {database}.log VALUES (-1, 'during the read', -1)")
-        wait_snapshots_done(lake, {f"{database}.log", f"{database}.ticks"}, 90,
-                            daemon.check_alive)
+        wait_snapshots_done(lake, {f"{database}.{t}" for t in ("log", "ticks", "empty")},
+                            90, daemon.check_alive)
         # after its snapshot, the table's changes stream on
         server.sql(f"INSERT INTO {database}.log VALUES (-2, 'after', -2), (-2, 'after', -2); "
                    f"DELETE FROM {database}.log WHERE k = 3 LIMIT 1; "
@@ -148,6 +149,8 @@ def test_keyless_table_lands_in_pieces_of_one_commit(flavor: str, request: pytes
             "rows a piece") in stderr
     entry = snapshot_entries(lake)[f"{database}.log"]
     assert (entry["status"], entry["rows"], entry["chunks"]) == ("done", landed, pieces)
+    empty = snapshot_entries(lake)[f"{database}.empty"]
+    assert (empty["status"], empty["rows"], empty["chunks"]) == ("done", 0, 1)
     assert _staged(lake) == []  # the discarded read's pieces are gone
     rows = _rows(lake, database, "log")
     reads = [r for r in rows if r["_op"] == "R"]
