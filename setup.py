@@ -1,4 +1,5 @@
-"""The one thing pyproject.toml cannot say: the optional C extension (the native row decoder).
+"""The one thing pyproject.toml cannot say: the optional C extensions (the native row decoder,
+and the line formatter of `binlake decode`).
 
 ``optional=True``: a machine without a C compiler or Python headers still installs binlake, and
 the daemon then decodes rows with the pure-Python reference (saying so once, see
@@ -9,6 +10,9 @@ from setuptools import Extension, setup
 
 setup(ext_modules=[
     Extension("protocol.binlog._native_rows", ["protocol/binlog/_native_rows.c"],
+              extra_compile_args=["-O2", "-Wall", "-Wextra", "-Wno-unused-parameter"],
+              optional=True),
+    Extension("protocol.binlog._native_format", ["protocol/binlog/_native_format.c"],
               extra_compile_args=["-O2", "-Wall", "-Wextra", "-Wno-unused-parameter"],
               optional=True),
 ])

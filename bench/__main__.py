@@ -41,6 +41,10 @@ def main(argv: list[str] | None = None) -> int:
                         help="skip the snapshot run (binlake snapshot vs mariadb-dump)")
     parser.add_argument("--commits", type=int, default=2000,
                         help="autocommit INSERTs per semi-sync configuration and round")
+    parser.add_argument("--decode-only", action="store_true",
+                        help="only `binlake decode` in both formats, of the checkout and of "
+                             "the baseline commit, on workload (a) (no other peer, workload or "
+                             "step; the baseline runs also with --smoke)")
     parser.add_argument("--profile", action="store_true",
                         help="also cProfile binlake decode on workload (a)")
     parser.add_argument("--no-install", action="store_true",
@@ -60,14 +64,15 @@ def main(argv: list[str] | None = None) -> int:
         repeats=1 if args.smoke else max(1, args.repeats),
         seed=args.seed,
         smoke=args.smoke,
-        install_pmr=not (args.smoke or args.no_install),
-        memory=not args.no_memory,
-        semisync=not args.no_semisync,
+        install_pmr=not (args.smoke or args.no_install or args.decode_only),
+        memory=not (args.no_memory or args.decode_only),
+        semisync=not (args.no_semisync or args.decode_only),
         semisync_commits=20 if args.smoke else args.commits,
-        snapshot=not args.no_snapshot,
+        snapshot=not (args.no_snapshot or args.decode_only),
         snapshot_writer_seconds=1.0 if args.smoke else 10.0,
         profile=args.profile,
-        baseline_rev=_baseline_rev(args.baseline_rev, args.smoke),
+        baseline_rev=_baseline_rev(args.baseline_rev, args.smoke and not args.decode_only),
+        decode_only=args.decode_only,
         big_rows=args.big_rows,
     )
     if args.results_dir is not None:

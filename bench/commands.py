@@ -46,6 +46,10 @@ class Tree:
         return dict(base, PYTHONPATH=f"{path}{os.pathsep}{rest}" if rest else path)
 
     def argv(self, *args: str) -> list[str]:
+        """The command line of ``binlake ARGS``; run it in :attr:`root` (``cwd``): ``python -m``
+        puts the working directory before ``PYTHONPATH`` on ``sys.path``, so from the checkout a
+        baseline tree would run the checkout's code (as it did until the decode speed work
+        found it: the baseline's figures were the checkout's)."""
         return [sys.executable, "-m", "replica.cli", *args]
 
     def compile(self) -> None:
@@ -107,7 +111,7 @@ def measure_run(tree: Tree, env: dict[str, str], target: DaemonTarget, first: st
     run_env = dict(tree.env(env), BINLAKE_SERVER_PASSWORD=target.password)
     try:
         measurement = run_measured(tree.argv("run", "--config", os.fspath(config)),
-                                   env=run_env, stdout_to_devnull=True)
+                                   env=run_env, stdout_to_devnull=True, cwd=tree.root)
     finally:
         config.unlink(missing_ok=True)
     landed = landed_rows(lake)
@@ -125,4 +129,4 @@ def measure_decode(tree: Tree, env: dict[str, str], output_format: str,
                    files: list[str]) -> Measurement:
     """``binlake decode --format FORMAT FILES > /dev/null``: process wall time and peak RSS."""
     return run_measured(tree.argv("decode", "--format", output_format, *files),
-                        env=tree.env(env), stdout_to_devnull=True)
+                        env=tree.env(env), stdout_to_devnull=True, cwd=tree.root)

@@ -34,13 +34,15 @@ class Measurement:
 
 
 def run_measured(argv: Sequence[str], *, env: Mapping[str, str] | None = None,
-                 stdout_to_devnull: bool = False, timeout: float = 3600.0) -> Measurement:
-    """Run ``argv`` to completion; parse the last line of its stdout as JSON unless
+                 stdout_to_devnull: bool = False, timeout: float = 3600.0,
+                 cwd: str | os.PathLike[str] | None = None) -> Measurement:
+    """Run ``argv`` (in ``cwd``) to completion; parse the last line of its stdout as JSON unless
     ``stdout_to_devnull``. Raises MeasureError on a non-zero exit or a timeout."""
     with tempfile.TemporaryFile() as err, tempfile.TemporaryFile() as out:
         started = time.perf_counter()
         proc = subprocess.Popen(
             list(argv), env=dict(env) if env is not None else None, stdin=subprocess.DEVNULL,
+            cwd=cwd,
             stdout=subprocess.DEVNULL if stdout_to_devnull else out, stderr=err,
         )
         deadline = started + timeout

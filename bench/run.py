@@ -52,6 +52,9 @@ PEERS = ("pmr", "mariadb-binlog", "binlake-fetch", "binlake-decode", "binlake-ru
          "binlake-decode-text", "binlake-decode-open-protocol", "baseline-decode-text",
          "baseline-decode-open-protocol")
 _DECODE_FORMATS = {"decode-text": "text", "decode-open-protocol": "open-protocol"}
+#: What ``--decode-only`` measures, alternated round by round.
+DECODE_PEERS = ("binlake-decode-text", "baseline-decode-text", "binlake-decode-open-protocol",
+                "baseline-decode-open-protocol")
 SERVER_ARGS = (
     "--binlog-annotate-row-events=ON",
     "--binlog-row-image=FULL",
@@ -79,6 +82,8 @@ class BenchOptions:
     baseline_rev: str | None = None
     #: Rows of the single-transaction memory workload (None: 2M × scale).
     big_rows: int | None = None
+    #: Only ``binlake decode`` (both formats, checkout and baseline) on workload (a).
+    decode_only: bool = False
     #: A peer whose run took longer than this gets no further rounds (its median is over the
     #: rounds it had); keeps a full run bounded when something is pathologically slow.
     repeat_budget_seconds: float = 60.0
@@ -176,8 +181,9 @@ class Bench:
     def throughput(self, workload: Workload, first: str) -> dict[str, Any]:
         runs: dict[str, list[Measurement]] = {peer: [] for peer in PEERS}
         errors: dict[str, str] = {}
+        peers_measured = DECODE_PEERS if self.options.decode_only else PEERS
         for round_no in range(self.options.repeats):
-            for peer in PEERS:
+            for peer in peers_measured:
                 if peer in errors:
                     continue
                 try:
@@ -195,6 +201,9 @@ class Bench:
                          f"{_seconds(measurement):.2f} s, {measurement.peak_rss_kib // 1024} MiB")
         peers: dict[str, Any] = {}
         for peer, measured in runs.items():
+            if peer not in peers_measured:
+                peers[peer] = {"skipped": "--decode-only"}
+                continue
             if measured:
                 peers[peer] = summarize(measured, workload.rows)
                 if len(measured) < self.options.repeats:
@@ -302,7 +311,7 @@ def run(options: BenchOptions) -> dict[str, Any]:
     results: dict[str, Any] = {
         "started": stamp,
         "options": {"scale": options.scale, "repeats": options.repeats, "seed": options.seed,
-                    "smoke": options.smoke},
+                    "smoke": options.smoke, "decode_only": options.decode_only},
         "machine": {"python": platform.python_version(), "platform": platform.platform(),
                     "cpus": os.cpu_count(), "loadavg_at_start": os.getloadavg()},
         "units": {"seconds": "Python component peers: connect to end of stream; every other "
@@ -325,6 +334,8 @@ def run(options: BenchOptions) -> dict[str, Any]:
         workloads: dict[str, Any] = {}
         firsts: dict[str, str] = {}
         for workload in standard_workloads(options.scale, options.seed):
+            if options.decode_only and workload.name != "a_bulk_insert":
+                continue
             server.sql("FLUSH BINARY LOGS")
             first = firsts[workload.name] = bench.current_file()
             load_seconds = bench.load(workload)
@@ -335,7 +346,8 @@ def run(options: BenchOptions) -> dict[str, Any]:
                 results["profile"] = bench.profile_decode(first, options.results_dir, stamp)
                 bench.log(f"profile written to {results['profile']}")
         results["workloads"] = workloads
-        results["startup"] = bench.startup()
+        if not options.decode_only:
+            results["startup"] = bench.startup()
 
         if options.memory:
             memory: dict[str, Any] = {}

@@ -66,7 +66,7 @@ from typing import Any, TextIO
 
 import trio
 
-from protocol.binlog import ddl
+from protocol.binlog import ddl, native_format
 from protocol.binlog.coltypes import CHARACTER_TYPES, ENUM_SET_TYPES, NUMERIC_TYPES, FieldType
 from protocol.binlog.events import (
     AnnotateRowsEvent,
@@ -107,6 +107,7 @@ __all__ = [
     "selected_events",
     "format_event",
     "format_rows",
+    "rows_text",
     "format_value",
     "metadata_gaps",
     "write_text",
@@ -431,12 +432,10 @@ def write_text(events: Iterable[tuple[Event, bool]], out: TextIO,
             continue
         if accepts is not None and not _accepted_event(event, accepts):
             continue
-        write(format_event(event))
-        write("\n")
         if isinstance(event, RowsEvent):
-            for line in format_rows(event):
-                write(line)
-                write("\n")
+            write(f"{format_event(event)}\n{rows_text(event)}")
+        else:
+            write(f"{format_event(event)}\n")
 
 
 def _accepted_event(event: Event, accepts: _Matcher) -> bool:
@@ -463,7 +462,7 @@ def _is_transaction_control(query: str) -> bool:
 def write_open_protocol(events: Iterable[tuple[Event, bool]], out: TextIO,
                         accepts: _Matcher | None = None) -> None:
     """TiCDC Open Protocol JSON lines, through the transaction assembler and the encoder."""
-    from sinks.openprotocol import OpenProtocolEncoder, dumps
+    from sinks.openprotocol import OpenProtocolEncoder
 
     assembler = TransactionAssembler()
     encoder = OpenProtocolEncoder()
@@ -479,9 +478,7 @@ def write_open_protocol(events: Iterable[tuple[Event, bool]], out: TextIO,
                 elif isinstance(item, Statement) and not accepts(
                         *_statement_target(item.schema, item.query)):
                     continue
-            for obj in encoder.encode(item):
-                write(dumps(obj))
-                write("\n")
+            write(encoder.encode_lines(item))
 
 
 # --- formatting ---------------------------------------------------------------------------------
@@ -720,6 +717,60 @@ def format_rows(event: RowsEvent) -> Iterator[str]:
                    f"SET {_image(after_names, event.after, row)}")
 
 
+def rows_text(event: RowsEvent) -> str:
+    """Every ``###`` line of the event (each ending in a newline), as :func:`format_rows` writes
+    them: built by the native formatter in one go when it is there (the reference
+    :func:`format_value` still prints every value it has no fast path for), else by
+    :func:`format_rows`."""
+    if native_format.text_lines is not None and event.kind is not RowsKind.READ and all(
+            image is None or type(image) is tuple for image in (event.before, event.after)):
+        parts, before, after = _text_plan(event)
+        if event.kind is RowsKind.INSERT:
+            images: tuple[Any, ...] = ((after, event.after),)
+        elif event.kind is RowsKind.DELETE:
+            images = ((before, event.before),)
+        else:
+            images = ((before, event.before), (after, event.after))
+        text = native_format.text_lines(parts, images, event.row_count, format_value)
+        if text is not None:
+            return text
+    return "".join(f"{line}\n" for line in format_rows(event))
+
+
+_TextPlan = tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...]]
+_text_plans: dict[tuple[RowsKind, tuple[int, ...], tuple[int, ...]],
+                  tuple[TableMapEvent, _TextPlan]] = {}
+
+
+def _text_plan(event: RowsEvent) -> _TextPlan:
+    """(the parts around the images, the before and the after image's prefixes) of a rows
+    event for ``native_format.text_lines``, kept while the same table map's events repeat (a
+    table map, hence its plan, changes with every transaction of a table at most)."""
+    key = (event.kind, event.before_columns, event.after_columns)
+    cached = _text_plans.get(key)
+    if cached is not None and cached[0] is event.table:
+        return cached[1]
+    table = event.table
+    target = _table_name(table)
+    if event.kind is RowsKind.INSERT:
+        parts: tuple[str, ...] = (f"### INSERT INTO {target} SET ", "\n")
+    elif event.kind is RowsKind.DELETE:
+        parts = (f"### DELETE FROM {target} WHERE ", "\n")
+    else:
+        parts = (f"### UPDATE {target} WHERE ", " SET ", "\n")
+    plan = (parts, _prefixes(table, event.before_columns), _prefixes(table, event.after_columns))
+    if len(_text_plans) > 64:
+        _text_plans.clear()
+    _text_plans[key] = (table, plan)
+    return plan
+
+
+def _prefixes(table: TableMapEvent, indexes: tuple[int, ...]) -> tuple[str, ...]:
+    """What precedes each value of an image in a ``###`` line: ``name=``, then ``, name=``."""
+    return tuple(f"{', ' if pos else ''}{_column_name(table, index)}="
+                 for pos, index in enumerate(indexes))
+
+
 def _image(names: list[str], values: tuple[list[Any], ...], row: int) -> str:
     return ", ".join(f"{name}={format_value(column[row])}"
                      for name, column in zip(names, values, strict=True))
@@ -739,7 +790,12 @@ def _quote(text: str) -> str:
 
 
 def _statement(query: str) -> str:
-    """A statement as the text format prints it: passwords redacted, on one line."""
+    """A statement as the text format prints it: passwords redacted, on one line. (Row events'
+    statements are as long as their rows: the native helpers scan them without copying.)"""
+    if native_format.one_line is not None and native_format.maybe_secret is not None:
+        if native_format.maybe_secret(query):
+            query = ddl.redact_secrets(query)
+        return native_format.one_line(query)
     return _one_line(ddl.redact_secrets(query))
 
 

@@ -1,0 +1,46 @@
+"""The switch to the native line formatter of ``binlake decode`` (``_native_format.c``).
+
+``binlake decode`` prints one line per changed row, in text or as Open Protocol JSON. The
+per-value Python formatters (``replica.commands.decode.format_value``,
+``sinks.openprotocol.encode_value`` + ``json.dumps``) are the reference and define the output;
+the extension repeats them for the plain value types (int, float, str, bytes, Decimal, naive
+datetime, date, NULL) and a whole event at a time, and calls the reference for every other
+value, so both give the same bytes (``tests/unit/test_native_format.py``) at about ten times the
+speed. Built with the native row decoder (setup.py); when it is not built, or with
+``BINLAKE_NATIVE=0`` (which also switches the row decoder off), :data:`text_lines` and
+:data:`json_lines` are None and the callers use the reference.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+from collections.abc import Callable
+from typing import Any
+
+__all__ = ["text_lines", "json_lines", "maybe_secret", "one_line"]
+
+_module: Any = None
+if os.environ.get("BINLAKE_NATIVE", "1") != "0":
+    try:
+        _module = importlib.import_module(f"{__package__}._native_format")
+    except ImportError:  # not built: protocol.binlog.native.warn_once says so for both
+        _module = None
+
+#: ``text_lines(parts, images, rows, fallback) -> str | None``: per row, ``parts[0]``,
+#: image 0, ``parts[1]``, … ``parts[-1]``; an image ``(prefixes, columns)`` is each column's
+#: prefix then its value at the row, as ``fallback(value) -> str`` would print it. None: a str
+#: has no UTF-8 form (format that event with the reference).
+text_lines: Callable[[tuple[str, ...], tuple[Any, ...], int, Callable[[Any], str]],
+                     str | None] | None = getattr(_module, "text_lines", None)
+
+#: ``json_lines(head, before, after, keys, rows) -> str | None``: Open Protocol lines of a rows
+#: event (``sinks.openprotocol.OpenProtocolEncoder.encode_lines`` builds the arguments).
+json_lines: Callable[[str, Any, Any, tuple[Any, ...], int], str | None] | None = getattr(
+    _module, "json_lines", None)
+
+#: ``maybe_secret(text) -> bool``: False only when ``ddl.redact_secrets`` would return the text
+#: unchanged (ASCII without its markers); ``one_line(text) -> str``: statement text escaped onto
+#: one line, as ``replica.commands.decode._one_line``.
+maybe_secret: Callable[[str], bool] | None = getattr(_module, "maybe_secret", None)
+one_line: Callable[[str], str] | None = getattr(_module, "one_line", None)
