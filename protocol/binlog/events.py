@@ -799,6 +799,9 @@ def decode_execute_load_query(header: EventHeader, body: memoryview,
 
 def decode_xid(header: EventHeader, body: memoryview,
                fde: FormatDescriptionEvent | None = None) -> XidEvent:
+    if len(body) >= 8:  # one per transaction: the 8 bytes at once
+        xid: int = _U64.unpack_from(body)[0]
+        return XidEvent(header, xid)
     return XidEvent(header, Cursor(body).u64("xid"))
 
 
@@ -902,6 +905,7 @@ def _xa_xid(cur: Cursor, gtrid_len: int, bqual_len: int, format_id: int) -> XaXi
 
 
 _GTID_HEAD = struct.Struct("<QIB")  # seq_no, domain_id, flags
+_U64 = struct.Struct("<Q")
 _GTID_PLAIN_MAX = 19  # the zero-padded fixed part: no commit id, XA id or flags_extra
 _GTID_HAS_MORE = (MariadbGtidEvent.FL_GROUP_COMMIT_ID | MariadbGtidEvent.FL_PREPARED_XA
                   | MariadbGtidEvent.FL_COMPLETED_XA)

@@ -143,6 +143,7 @@ class EventStream:
         self._checksum = checksum
         self._max_decompressed = max_decompressed_size
         self._fde: FormatDescriptionEvent | None = None
+        self._mariadb = False  # the FDE names a MariaDB server
         self._fde_crc: bool | None = None  # the FDE's checksum_alg is CRC32; None: no FDE
         self._post_header: dict[int, int] = {}  # post-header length by type, for this FDE
         self._table_maps: dict[int, TableMapEvent] = {}
@@ -221,13 +222,14 @@ class EventStream:
 
     def _is_mariadb(self) -> bool:
         """The stream's server is MariaDB, by its FDE (TABLE_MAPs differ in a detail)."""
-        return self._fde is not None and self._fde.is_mariadb
+        return self._mariadb
 
     def start_file(self, file: str, position: int = 4) -> None:
         """Continue in another binlog file (offline reading of several files in order)."""
         self._file = file
         self._position = position
         self._fde = None
+        self._mariadb = False
         self._fde_crc = None
         self._post_header.clear()
         self._table_maps.clear()
@@ -251,7 +253,19 @@ class EventStream:
             raise EventDecodeError(f"event header needs {HEADER_LEN} bytes, got {size}",
                                    file=self._file, position=self._position)
         timestamp, type_code, server_id, event_size, log_pos, flags = _HEADER.unpack_from(data)
-        header = self._place(timestamp, type_code, server_id, event_size, log_pos, flags)
+        # The event's file, start and end. Artificial events (flag, heartbeats, a log_pos of 0
+        # on the kinds a dump makes up) do not move; log_pos is the end when the server filled
+        # it (else 0 inside a MariaDB 11.4+ transaction, or wrapped past 4 GiB: our own count).
+        if (flags & LOG_EVENT_ARTIFICIAL_F or type_code in _NEVER_MOVE
+                or (not log_pos and type_code in _ARTIFICIAL_WHEN_LOG_POS_0)):
+            start = following = self._position
+        elif log_pos >= event_size:
+            start, following = log_pos - event_size, log_pos
+        else:
+            start = self._position
+            following = start + event_size
+        header = EventHeader(timestamp, type_code, server_id, event_size, log_pos, flags,
+                             self._file, start, following)
         if event_size != size:
             raise EventDecodeError(
                 f"event_size says {event_size} bytes, the event has {size}",
@@ -273,11 +287,17 @@ class EventStream:
         else:
             body = data[HEADER_LEN:]
         if type_code in _ROW_LAYER:
-            decoded = self._decode_row_layer(header, body)
-            self._position = header.next_position
+            try:
+                decoded = self._decode_row_event(header, body)
+            except EventDecodeError:
+                raise
+            except MalformedPacket as exc:
+                raise EventDecodeError(str(exc), type_code=type_code, file=header.file,
+                                       position=start) from exc
+            self._position = following
             return [decoded]
         decoded = decode_event(header, body, self._fde, self._max_decompressed)
-        self._position = header.next_position
+        self._position = following
         if type_code == _ROTATE and isinstance(decoded, RotateEvent):
             self._file, self._position = decoded.next_file, decoded.position
             if decoded.is_fake:
@@ -287,20 +307,6 @@ class EventStream:
         elif type_code == _TRANSACTION_PAYLOAD and isinstance(decoded, TransactionPayloadEvent):
             return [decoded, *self._unwrap(decoded)]
         return [decoded]
-
-    def _place(self, timestamp: int, type_code: int, server_id: int, event_size: int,
-               log_pos: int, flags: int) -> EventHeader:
-        """The event's header with its file, start and end positions filled in."""
-        if (flags & LOG_EVENT_ARTIFICIAL_F or type_code in _NEVER_MOVE
-                or (not log_pos and type_code in _ARTIFICIAL_WHEN_LOG_POS_0)):
-            start = end = self._position
-        elif log_pos >= event_size:
-            start, end = log_pos - event_size, log_pos
-        else:  # 0 inside a MariaDB 11.4+ transaction, or wrapped past 4 GiB: our own count
-            start = self._position
-            end = start + event_size
-        return EventHeader(timestamp, type_code, server_id, event_size, log_pos, flags,
-                           self._file, start, end)
 
     def _has_checksum(self, data: memoryview) -> bool:
         if self._fde is not None:
@@ -323,6 +329,7 @@ class EventStream:
         if fde.checksum_alg == ChecksumAlg.CRC32 and self._verify:
             verify_crc32(data, file=header.file, position=header.position)
         self._fde = fde
+        self._mariadb = fde.is_mariadb  # asked for every TABLE_MAP
         self._checksum = self._fde_crc = fde.checksum_alg == ChecksumAlg.CRC32
         self._post_header.clear()
         self._table_maps.clear()
@@ -363,7 +370,7 @@ class EventStream:
         type_code = header.type_code
         post_header_len = self._post_header_len(type_code)
         if type_code == _TABLE_MAP:
-            table = decode_table_map(header, body, post_header_len, mariadb=self._is_mariadb())
+            table = decode_table_map(header, body, post_header_len, mariadb=self._mariadb)
             if self._table_map_hook is not None:
                 table = self._table_map_hook(table)
             self._table_maps[table.table_id] = table

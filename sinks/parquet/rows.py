@@ -39,6 +39,7 @@ from protocol.binlog import native as _native
 from protocol.binlog.events import EventType
 from protocol.binlog.model import RowsEvent, RowsKind
 from protocol.binlog.values import JsonDiff
+from protocol.frozen import fast_init
 
 from .schema import COMMIT_TS_FIELD, TableVersion
 
@@ -57,6 +58,7 @@ _READ = RowsKind.READ
 _PARTIAL_UPDATE_ROWS = EventType.PARTIAL_UPDATE_ROWS
 
 
+@fast_init  # one per transaction
 @dataclass(frozen=True, slots=True)
 class TransactionTags:
     """The metadata columns every row of one transaction shares (known at its begin).

@@ -37,7 +37,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from protocol.binlog.events import EventType
-from protocol.binlog.model import BinlogPosition, RowsEvent, TableMapEvent
+from protocol.binlog.model import BinlogPosition, Column, RowsEvent, TableMapEvent
 from protocol.binlog.transactions import (
     Statement,
     TransactionBegin,
@@ -198,7 +198,9 @@ class ParquetSink:
         self._last_commit_us: int | None = None
         self._last_server_id: int | None = None
         self._versions: dict[tuple[str, str], TableVersion | None] = {}
-        self._table_maps: dict[int, tuple[TableMapEvent, TableVersion]] = {}
+        # id(columns) -> (columns, (database, table), primary key, full metadata, version)
+        self._table_maps: dict[int, tuple[tuple[Column, ...], tuple[str, str], tuple[int, ...],
+                                          bool, TableVersion]] = {}
         # id(columns) → (columns, primary key, full metadata, signature): see _signature_of
         self._signatures: dict[int, tuple[Any, tuple[int, ...], bool, tuple[Any, ...]]] = {}
         self._new_versions: list[TableVersion] = []
@@ -822,10 +824,17 @@ class ParquetSink:
     # --- schema versions -----------------------------------------------------------------------
 
     def _version_for(self, table_map: TableMapEvent, txn: _Transaction) -> TableVersion:
-        cached = self._table_maps.get(id(table_map))
-        if cached is not None and cached[0] is table_map:
-            return cached[1]
+        # Every transaction brings a new TABLE_MAP, but the decoder gives those of an unchanged
+        # table the very same ``columns``: by that tuple, the version found last time, if it is
+        # still the table's current one (the same answer as the signature comparison below).
+        columns = table_map.columns
         key = (table_map.schema, table_map.table)
+        cached = self._table_maps.get(id(columns))
+        if (cached is not None and cached[0] is columns and cached[1] == key
+                and cached[2] == table_map.primary_key
+                and cached[3] == table_map.has_full_metadata
+                and self._versions.get(key) is cached[4]):
+            return cached[4]
         if key not in self._versions:
             self._versions[key] = self._load_latest_version(*key)
         current = self._versions[key]
@@ -846,7 +855,8 @@ class ParquetSink:
                             len(table_map.columns))
         if len(self._table_maps) > 4096:
             self._table_maps.clear()
-        self._table_maps[id(table_map)] = (table_map, current)
+        self._table_maps[id(columns)] = (columns, key, table_map.primary_key,
+                                         table_map.has_full_metadata, current)
         return current
 
     def _signature_of(self, table_map: TableMapEvent) -> tuple[Any, ...]:
