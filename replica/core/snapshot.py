@@ -311,6 +311,7 @@ class Chunk:
     keyless_changes: int = 0  # the key log's change count before the read (keyless tables)
     one_time: bool = False
     staged: StagedChunk | None = None  # the rows, staged in pieces (keyless tables; see pieces.py)
+    landing_seconds: float = 0.0  # how long the stream waited while the staged pieces landed
     landed: trio.Event = field(default_factory=trio.Event)
     outcome: str = ""  # "landed", or why it was discarded
     landed_rows: int = 0
@@ -487,7 +488,9 @@ class SnapshotCoordinator:
             state = self.state
             store_entry(state, chunk.progress)
             chunk.landed_rows = chunk.staged.rows
+            started = time.monotonic()
             self.sink.land_staged_snapshot(chunk.staged, position, chunk.read_time_us, state)
+            chunk.landing_seconds = time.monotonic() - started
             self._finish(chunk, "landed")
             return
         if key_log is not None and key_log.touched and count:
@@ -891,7 +894,7 @@ class SnapshotReader:
             pieces = len(staged.pieces) if staged is not None else 0
             progress = dict(entry)
             progress["chunks"] = entry.get("chunks", 0) + max(1, pieces)
-            progress["exact_chunks"] = entry.get("exact_chunks", 0) + exact
+            progress["exact_chunks"] = entry.get("exact_chunks", 0) + max(1, pieces) * exact
             progress["status"] = "done"
             # an empty table stages nothing: an empty chunk carries the progress alone
             empty: tuple[list[Any], ...] = (
@@ -905,9 +908,12 @@ class SnapshotReader:
                          database, name, chunk.outcome)
                 return False
             entry.update(progress)
-            log.info("snapshot of %s.%s: read by one SELECT, its %d rows landed in one commit "
-                     "of %d pieces (at most %d rows a piece, snapshot.chunk_rows)", database,
-                     name, chunk.landed_rows, pieces, staged.peak_rows if staged else 0)
+            if staged is not None:
+                log.info("snapshot of %s.%s: read by one SELECT, its %d rows landed in one "
+                         "commit of %d pieces (at most %d rows a piece, snapshot.chunk_rows; "
+                         "the stream waited %.1f s while they were written as Parquet)",
+                         database, name, chunk.landed_rows, pieces, staged.peak_rows,
+                         chunk.landing_seconds)
             self._finish(entry, "done", None)
             return True
         finally:

@@ -3,7 +3,8 @@
 * with a writer on another table throughout, and one change to the keyless table while its
   first read is staged: that read is discarded (its staged pieces removed), the next one lands
   its N rows as ceil(N / chunk_rows) Parquet files of one transaction; changes after it stream
-  on; the lake replayed as a multiset (R and I add a row, D removes one) equals SELECT;
+  on; the lake replayed as a multiset from the R rows on (R and I add a row, D removes one)
+  equals SELECT;
 * ``binlake snapshot`` killed -9 while pieces are staged: nothing of the table is visible, and
   the run that resumes removes the leftovers and lands exactly N R rows, no ``(_seq, _row)``
   twice;
@@ -17,6 +18,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 import subprocess
 import sys
 import threading
@@ -143,6 +145,8 @@ def test_keyless_table_lands_in_pieces_of_one_commit(flavor: str, request: pytes
     assert code == 0, daemon.stderr()
     stderr = daemon.stderr()
     assert "chunk discarded (the table changed while it was read)" in stderr
+    print(next(line for line in stderr.splitlines() if "rows landed in one commit" in line))
+    assert "empty: read by one SELECT" not in stderr  # nothing staged, nothing to say
     landed = ROWS + 1
     pieces = math.ceil(landed / CHUNK_ROWS)
     assert (f"its {landed} rows landed in one commit of {pieces} pieces (at most {CHUNK_ROWS} "
@@ -247,5 +251,8 @@ def test_memory_is_bounded_by_the_piece_not_the_table(mariadb_10_11: ServerHandl
                                                                  math.ceil(BIG_ROWS / 500))
     table_mb = BIG_ROWS * BIG_ROW_BYTES / 1e6
     peak_mb = usage.ru_maxrss / 1024  # kilobytes on Linux
-    print(f"peak RSS {peak_mb:.0f} MB for a {table_mb:.0f} MB keyless table")
+    waited = re.search(r"the stream waited ([0-9.]+) s while they were written", stderr)
+    assert waited is not None, stderr
+    print(f"peak RSS {peak_mb:.0f} MB for a {table_mb:.0f} MB keyless table; the landing "
+          f"took {waited[1]} s")
     assert peak_mb < table_mb, f"peak RSS {peak_mb:.0f} MB for a {table_mb:.0f} MB table"
