@@ -336,7 +336,8 @@ class Daemon:
         while True:
             await trio.sleep(self.config.log.progress_interval)
             if self.snapshots is not None:
-                for snapshot_line in snapshots.sample(time.monotonic(), self.snapshots.state):
+                for snapshot_line in snapshots.sample(time.monotonic(), self.snapshots.state,
+                                                      self.snapshots.staged_rows):
                     log.info("%s", snapshot_line)
             if not self.lag.connected:
                 continue  # the reconnect lines say what is going on

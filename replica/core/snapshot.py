@@ -333,6 +333,8 @@ class SnapshotCoordinator:
         #: XA id → its prepared rows of watched tables, and the tables watched when it began
         #: (memory only: see :meth:`end` for a prepared part this process did not see whole)
         self._xa_events: dict[str, tuple[list[RowsEvent], frozenset[tuple[str, str]]]] = {}
+        #: Rows of a keyless table read and staged, not landed yet (for the progress line).
+        self.staged_rows: dict[str, int] = {}
         self.position: BinlogPosition | None = None  # stream position at the last boundary
         #: False while the stream is inside a transaction (set by the pipeline).
         self.between_transactions = False
@@ -855,6 +857,7 @@ class SnapshotReader:
         chunk lands as one commit of all its pieces, or none."""
         coordinator, sink = self.coordinator, self.coordinator.sink
         database, name = table.database, table.name
+        progress_key = table_key(database, name)
         staged: StagedChunk | None = None
         landed = False
 
@@ -869,6 +872,7 @@ class SnapshotReader:
         async def take(values: tuple[list[Any], ...], converted: bool) -> None:
             nonlocal staged
             staged = sink.stage_snapshot(staged, event(table.decode_columns(values, converted)))
+            coordinator.staged_rows[progress_key] = staged.rows
             if self.chunk_pause:
                 await trio.sleep(self.chunk_pause)
 
@@ -917,6 +921,7 @@ class SnapshotReader:
             self._finish(entry, "done", None)
             return True
         finally:
+            coordinator.staged_rows.pop(progress_key, None)
             if staged is not None and not landed:
                 sink.discard_staged_snapshot(staged)
 

@@ -127,20 +127,27 @@ def format_snapshot_entry(entry: dict[str, Any]) -> str:
 
 class SnapshotProgress:
     """A line per table being snapshotted, each time :meth:`sample` is called (the progress
-    interval): what its checkpoint entry says landed, and the rate since the last sample."""
+    interval): what its checkpoint entry says landed, the rows read and staged but not landed
+    yet (a table without a key lands at the end of its one read: without them its line would
+    say 0 rows for as long as it is read), and the rate since the last sample."""
 
     def __init__(self) -> None:
         self._last: dict[str, tuple[float, int]] = {}
 
-    def sample(self, now: float, state: dict[str, Any]) -> list[str]:
+    def sample(self, now: float, state: dict[str, Any],
+               staged: dict[str, int] | None = None) -> list[str]:
         lines = []
         seen = {}
         for name, entry in sorted(state.get("tables", {}).items()):
-            if entry.get("status") != "running":
+            waiting = (staged or {}).get(name, 0)
+            if entry.get("status") != "running" and not waiting:  # pending until it lands
                 continue
-            rows = int(entry.get("rows", 0))
+            rows = int(entry.get("rows", 0)) + waiting
             seen[name] = (now, rows)
             line = f"snapshot of {name}: {format_snapshot_entry(entry)} landed"
+            if waiting:
+                line += (f", {waiting} more read and staged (a table without a key lands "
+                         "when its one read ends)")
             previous = self._last.get(name)
             if previous is not None and now > previous[0]:
                 line += f" ({(rows - previous[1]) / (now - previous[0]):.0f} rows/s)"

@@ -190,16 +190,23 @@ def test_killed_while_pieces_are_staged_resumes_from_scratch(mariadb_10_11: Serv
     lake = tmp_path / "lake"
     _fill(server, database, ROWS)
     daemon = _config(server, tmp_path, database, "latest", chunk_pause=0.3)
+    daemon.settings["log"]["progress_interval"] = 0.5
+    daemon.config_path.write_text(daemon._toml())
     name = f"{database}.log"
     argv = [sys.executable, "-m", "replica.cli", "snapshot", "--config",
             str(daemon.config_path), "--table", name]
-    process = subprocess.Popen(argv, env=daemon._env(), cwd=REPO, stdout=subprocess.DEVNULL,
-                               stderr=subprocess.DEVNULL)
+    log_path = tmp_path / "snapshot.stderr"
+    with open(log_path, "wb") as log_file:
+        process = subprocess.Popen(argv, env=daemon._env(), cwd=REPO,
+                                   stdout=subprocess.DEVNULL, stderr=log_file)
+    # kill it once pieces are staged and its progress line says so (read, not landed)
+    said = re.compile(rf"snapshot of {name}: 0 rows in 0 chunks landed, [1-9][0-9]* more read "
+                      r"and staged \(a table without a key lands when its one read ends\)")
     try:
         deadline = time.monotonic() + 60
-        while len(_staged(lake)) < 2:
+        while len(_staged(lake)) < 2 or not said.search(log_path.read_text()):
             assert process.poll() is None, "the command ended before it was killed"
-            assert time.monotonic() < deadline, "no pieces staged"
+            assert time.monotonic() < deadline, ("no pieces staged", log_path.read_text())
             time.sleep(0.01)
     finally:
         process.kill()

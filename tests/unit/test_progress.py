@@ -194,3 +194,20 @@ def test_a_line_per_table_being_snapshotted_with_its_rate() -> None:
     state["tables"]["shop.b"]["status"] = "done"
     state["tables"]["shop.c"]["status"] = "done"
     assert progress.sample(120.0, state) == []
+
+
+def test_a_keyless_table_being_read_shows_its_staged_rows() -> None:
+    """A table without a key lands only when its one read ends: meanwhile its line counts the
+    rows read and staged, and the rate follows them."""
+    from replica.observe.progress import SnapshotProgress
+
+    progress = SnapshotProgress()
+    state = {"tables": {"shop.log": {"status": "pending", "rows": 0, "chunks": 0,
+                                     "last_key": None}}}
+    assert progress.sample(90.0, state, {}) == []
+    assert progress.sample(100.0, state, {"shop.log": 3000}) == [
+        "snapshot of shop.log: 0 rows in 0 chunks landed, 3000 more read and staged (a table "
+        "without a key lands when its one read ends)"]
+    assert progress.sample(110.0, state, {"shop.log": 8000}) == [
+        "snapshot of shop.log: 0 rows in 0 chunks landed, 8000 more read and staged (a table "
+        "without a key lands when its one read ends) (500 rows/s)"]
