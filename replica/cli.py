@@ -27,9 +27,16 @@ from replica.core import early_stop
 
 early_stop.install_when_launched(__name__)
 
+# Then no cyclic GC while binlake's modules and libraries are imported: tens of thousands of
+# objects that live as long as the process, scanned again by every pass for nothing (~30 ms of
+# start-up CPU). run() turns it back on.
+import gc
+
+if early_stop.launched(__name__):
+    gc.disable()
+
 import argparse
 import datetime as _dt
-import gc
 import importlib
 import inspect
 import json
@@ -47,6 +54,7 @@ from replica.config import ConfigError, load_config
 from replica.core.backoff import is_permanent
 from sinks.errors import LakeError, LakeLocked
 from sinks.parquet import prefer_jemalloc
+from sinks.parquet.lean_import import import_pyarrow_lean
 
 __all__ = ["main", "build_parser", "EXIT_OK", "EXIT_FAILURE", "EXIT_USAGE", "EXIT_PERMANENT",
            "EXIT_LAKE", "hint_for"]
@@ -133,6 +141,10 @@ COMMAND_SECTIONS = {
 
 #: Commands that write Parquet: their start-up chooses Arrow's allocator (prefer_jemalloc).
 LANDING_COMMANDS = frozenset({"run", "snapshot", "demo", "compact"})
+
+#: Landing commands that never hand Arrow data to pandas or Spark: pyarrow is imported without
+#: numpy for them (sinks/parquet/lean_import.py).
+LEAN_ARROW_COMMANDS = frozenset({"run", "snapshot"})
 
 
 def _verbose_flag(parser: argparse.ArgumentParser, default: Any) -> None:
@@ -413,15 +425,19 @@ def _tune_gc() -> None:
 def run(argv: Sequence[str] | None = None) -> int:
     """Parse ``argv``, run the command, return the exit code (never raises except SystemExit)."""
     arguments = list(sys.argv[1:] if argv is None else argv)
-    landing = early_stop.chosen_command(arguments) in LANDING_COMMANDS
+    command = early_stop.chosen_command(arguments)
+    landing = command in LANDING_COMMANDS
     if landing:
         # before the command's module, and with it pyarrow, is imported: Arrow reads its
         # allocator once, at its first import
         prefer_jemalloc()
+        if command in LEAN_ARROW_COMMANDS:
+            import_pyarrow_lean()
     parser = build_parser(arguments)
     args = parser.parse_args(arguments)  # exits 2 with usage on bad arguments
     if landing:
         _tune_gc()
+    gc.enable()  # off during a launched binlake's imports (see the top of this module)
     if args.command in early_stop.STOPPABLE:
         early_stop.install()  # a SIGTERM before the daemon listens still stops it cleanly
     try:

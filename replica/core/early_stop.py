@@ -21,7 +21,7 @@ import signal
 import sys
 from collections.abc import Sequence
 
-__all__ = ["install", "install_when_launched", "requested", "chosen_command", "STOPPABLE"]
+__all__ = ["install", "install_when_launched", "launched", "requested", "chosen_command", "STOPPABLE"]
 
 #: Commands for which an early SIGTERM means "stop cleanly, exit 0".
 STOPPABLE = frozenset({"run"})
@@ -47,11 +47,16 @@ def chosen_command(argv: Sequence[str]) -> str | None:
     return next((a for a in argv if not a.startswith("-")), None)
 
 
-def install_when_launched(module_name: str) -> None:
-    """Install the handler if this process is ``binlake run`` itself (the console script, or
-    ``python -m replica.cli run``) — never in a program that merely imports the CLI module."""
+def launched(module_name: str) -> bool:
+    """Whether this process is the ``binlake`` command itself (the console script, or
+    ``python -m replica.cli``), not a program that merely imports the CLI module."""
     main = sys.modules.get("__main__")
     script = os.path.basename(getattr(main, "__file__", None) or "")
-    if (module_name == "__main__" or script == "binlake") \
-            and chosen_command(sys.argv[1:]) in STOPPABLE:
+    return module_name == "__main__" or script == "binlake"
+
+
+def install_when_launched(module_name: str) -> None:
+    """Install the handler if this process is ``binlake run`` itself — never in a program that
+    merely imports the CLI module."""
+    if launched(module_name) and chosen_command(sys.argv[1:]) in STOPPABLE:
         install()

@@ -55,6 +55,7 @@ from . import ddl as D
 from . import layout as L
 from . import pieces as P
 from . import xa as X
+from .encoder import RowGroupEncoder
 from .lock import LakeLock
 from .rows import PendingRows, TransactionTags, key_changed_rows, rows_batch
 from .schema import COMMIT_TS_FIELD, TableVersion, VersionOrigin, signature
@@ -79,9 +80,42 @@ GROUP_ROWS = 4096
 MAX_OPEN_FILES = 256
 
 
-def _estimate(version: TableVersion, rows: int) -> int:
-    """Rough Arrow bytes of not yet converted rows, for the memory budget."""
-    return rows * (len(version.names) + 14) * 12
+#: Arrow bytes per row of the metadata columns (``_op`` … ``_commit_ts``, ``_missing``,
+#: ``_json_diff``, ``_before`` when absent): 8 per integer, 4 per string offset, ~1 per op
+#: letter and validity bit, rounded up; the GTID's and binlog file's text come on top.
+METADATA_ROW_BYTES = 112
+
+#: Arrow bytes per value, metadata columns included (14 of them), assumed for an event decoded
+#: into Python values (no Arrow chunks: a type the native decoder leaves to Python, or
+#: BINLAKE_NATIVE_ARROW=0).
+VALUE_BYTES = 12
+
+
+def _estimate(version: TableVersion, event: RowsEvent, tags: TransactionTags) -> int:
+    """Arrow bytes that the rows of ``event`` will take once converted, for the memory budget.
+
+    Events decoded into Arrow chunks (the native decoder's, ``RowsEvent.arrow``) count their
+    chunks' buffers — validity, data and offsets, the very bytes gathered into the batch, so
+    text and binary columns count at their real size — plus the metadata columns. Events
+    without chunks count :data:`VALUE_BYTES` per value, metadata included.
+    """
+    rows = event.row_count
+    images = event.arrow
+    if images is None:
+        return rows * (len(version.names) + 14) * VALUE_BYTES
+    size = rows * (METADATA_ROW_BYTES + len(tags.gtid or "") + len(tags.file or ""))
+    for chunks in images:
+        if chunks is None:
+            continue
+        for chunk in chunks:
+            if chunk is not None:
+                _tag, _nulls, validity, data, offsets = chunk
+                size += len(data)
+                if validity is not None:
+                    size += len(validity)
+                if offsets is not None:
+                    size += len(offsets)
+    return size
 
 
 @dataclass(frozen=True, slots=True)
@@ -97,6 +131,9 @@ class SinkOptions:
     compression: str = "zstd"
     compression_level: int = 1  # level 3 costs ~25% more CPU per row for ~2% smaller files
     spill_compression: str | None = "lz4"
+    #: Encode row groups on a background thread (encoder.py), overlapping the caller's work;
+    #: False writes them in the caller's thread (the same files).
+    background_encoding: bool = True
 
 
 @dataclass(slots=True)
@@ -108,6 +145,7 @@ class _TxnTable:
     nbytes: int = 0  # of batches and pending (estimated)
     pending: list[PendingRows] = field(default_factory=list)  # newer than batches
     pending_rows: int = 0
+    pending_bytes: int = 0  # estimated (_estimate)
     spill_path: str | None = None
     spill_file: Any = None
     spill_writer: Any = None
@@ -134,7 +172,9 @@ class _Part:
     nbytes: int = 0  # of batches and pending (estimated)
     pending: list[PendingRows] = field(default_factory=list)  # newer than batches
     pending_rows: int = 0
+    pending_bytes: int = 0  # estimated (_estimate)
     writer: pq.ParquetWriter | None = None
+    file_bytes: int = 0  # of the open file, as of its last row group written
     staged: str = ""  # relative to the lake
     final: str = ""
 
@@ -210,7 +250,8 @@ class ParquetSink:
         self._parts: dict[tuple[str, str, int, str], _Part] = {}
         self._closed_files: list[tuple[str, str]] = []
         self._name_index: dict[tuple[str, int], int] = {}
-        self._buffered = 0  # Arrow bytes held in _Part and _TxnTable buffers
+        self._buffered = 0  # Arrow bytes held in _Part and _TxnTable buffers, and being written
+        self._encoder = RowGroupEncoder()
         self._unflushed_commits = 0
         self._unflushed_rows = 0
         self._dirty_since: float | None = None
@@ -307,6 +348,7 @@ class ParquetSink:
         finally:
             if self._broken is not None:
                 self._abandon_files()
+            self._encoder.shutdown()
             self._opened = False
             self._lock.release()
 
@@ -324,6 +366,7 @@ class ParquetSink:
 
     def _abandon_files(self) -> None:
         """Close what a broken sink holds open, quietly (its files are discarded at recovery)."""
+        self._encoder.shutdown()  # a row group in flight ends first; its outcome no longer matters
         for part in self._parts.values():
             if part.writer is not None:
                 try:
@@ -417,7 +460,8 @@ class ParquetSink:
         txn.next_row += entry.landed_rows
         table.pending.append(entry)
         table.pending_rows += event.row_count
-        size = _estimate(version, event.row_count)
+        size = _estimate(version, event, txn.tags)
+        table.pending_bytes += size
         table.nbytes += size
         self._buffered += size
         if table.pending_rows >= GROUP_ROWS:
@@ -445,9 +489,10 @@ class ParquetSink:
 
     def _convert_txn_pending(self, table: _TxnTable) -> None:
         batch = rows_batch(table.version, table.pending, with_commit_time=False)
-        estimate = _estimate(table.version, table.pending_rows)
+        estimate = table.pending_bytes
         table.pending = []
         table.pending_rows = 0
+        table.pending_bytes = 0
         table.batches.append(batch)
         table.nbytes += batch.nbytes - estimate
         self._buffered += batch.nbytes - estimate
@@ -594,6 +639,9 @@ class ParquetSink:
         self._unflushed_rows += rows
         self.stats["transactions"] += 1
         self.stats["rows"] += rows
+        job = self._encoder.job
+        if job is not None and self._may_fill(job.owner, job.nbytes):
+            self._finish_row_group()  # a file it fills closes, and flushes, at this commit
         if self._flush_wanted or self._unflushed_rows >= self.options.flush_rows:
             self.flush()
 
@@ -619,11 +667,13 @@ class ParquetSink:
                     rows += entry.landed_rows
                 part.pending += table.pending
                 part.pending_rows += table.pending_rows
-                estimate = _estimate(version, table.pending_rows)
+                estimate = table.pending_bytes
+                part.pending_bytes += estimate
                 part.nbytes += estimate
                 table.nbytes -= estimate
                 table.pending = []
                 table.pending_rows = 0
+                table.pending_bytes = 0
                 if part.pending_rows >= GROUP_ROWS:
                     self._convert_part_pending(part)
                 if part.nbytes >= self.options.row_group_bytes:
@@ -941,9 +991,10 @@ class ParquetSink:
 
     def _convert_part_pending(self, part: _Part) -> None:
         batch = rows_batch(part.version, part.pending, with_commit_time=True)
-        estimate = _estimate(part.version, part.pending_rows)
+        estimate = part.pending_bytes
         part.pending = []
         part.pending_rows = 0
+        part.pending_bytes = 0
         part.batches.append(batch)
         part.nbytes += batch.nbytes - estimate
         self._buffered += batch.nbytes - estimate
@@ -977,7 +1028,9 @@ class ParquetSink:
             return
         parts = sorted(self._parts.values(), key=lambda p: p.nbytes, reverse=True)
         for part in parts:
-            if self._buffered <= limit // 2 or not (part.batches or part.pending):
+            # the row group being written is on its way out: not a reason to write another
+            if (self._buffered - self._encoder.busy_bytes <= limit // 2
+                    or not (part.batches or part.pending)):
                 break
             self._write_row_group(part)
 
@@ -1031,16 +1084,56 @@ class ParquetSink:
         version = part.version
         if part.pending:
             self._convert_part_pending(part)
+        if not self._encoder.idle:  # one at a time: a file's row groups stay in order
+            self._finish_row_group()  # (it may close this part's file: it filled it)
         if part.writer is None:
             part.writer = self._open_part_file(part)
-        self._io_path = os.path.join(self.lake, part.staged)
+            part.file_bytes = 0
+        path = self._io_path = os.path.join(self.lake, part.staged)
         table = pa.Table.from_batches(part.batches, schema=version.schema)
-        part.writer.write_table(table, row_group_size=max(1, table.num_rows))
-        del table
         part.batches.clear()
-        self._buffered -= part.nbytes
-        part.nbytes = 0
-        if os.path.getsize(os.path.join(self.lake, part.staged)) >= self.options.file_size_bytes:
+        nbytes, part.nbytes = part.nbytes, 0  # in self._buffered until written
+        writer = part.writer
+
+        def write() -> int:
+            writer.write_table(table, row_group_size=max(1, table.num_rows))
+            return os.path.getsize(path)
+
+        if self.options.background_encoding:
+            self._encoder.start(write, part, path, nbytes)
+        else:
+            self._written(part, nbytes, write())
+
+    def _may_fill(self, part: _Part, nbytes: int) -> bool:
+        """Whether a row group of ``nbytes`` Arrow bytes might take ``part``'s file to
+        ``file_size_bytes``: twice the Arrow bytes plus 64 KiB per column (a dictionary page
+        beside plain ones, page headers, statistics) bound what Parquet writes for them.
+
+        A commit waits for a background row group only then, so the flush that a full file
+        calls for comes at the same commit as if it were written in the foreground, and every
+        decision about files, flushes and memory is the same whatever the thread's speed."""
+        bound = 2 * nbytes + 65_536 * len(part.version.schema)
+        return part.file_bytes + bound >= self.options.file_size_bytes
+
+    def _finish_row_group(self) -> None:
+        """Wait for the row group being written in the background (see encoder.py) and
+        account for it; its error, if any, is raised here, naming its file."""
+        job = self._encoder.finish()
+        if job is None:
+            return
+        self._io_path = job.path
+        try:
+            size = job.future.result()
+        except BaseException:
+            self._buffered -= job.nbytes
+            raise
+        self._written(job.owner, job.nbytes, size)
+
+    def _written(self, part: _Part, nbytes: int, size: int) -> None:
+        """A row group of ``nbytes`` Arrow bytes is in ``part``'s file, now ``size`` bytes."""
+        self._buffered -= nbytes
+        part.file_bytes = size
+        if size >= self.options.file_size_bytes and part.writer is not None:
             self._close_file(part)
             self._flush_wanted = True
 
@@ -1120,6 +1213,8 @@ class ParquetSink:
         for part in self._parts.values():
             if part.batches or part.pending:
                 self._write_row_group(part)
+        self._finish_row_group()
+        for part in self._parts.values():
             if part.writer is not None:
                 self._close_file(part)
         renames = list(self._closed_files)

@@ -252,3 +252,40 @@ def test_the_early_handler_comes_before_the_heavy_imports() -> None:
     first_code = cli_source.index("\nfrom replica.core import early_stop\n")
     assert first_code < cli_source.index("\nimport argparse")
     assert first_code < cli_source.index("\nimport trio")
+
+
+def test_run_imports_pyarrow_without_numpy(service: type[FakeService],
+                                           tmp_path: Path) -> None:
+    """`binlake run` never converts to numpy, so pyarrow is loaded without it (~0.12 s of
+    start-up CPU, sinks/parquet/lean_import.py): seen in the libraries the daemon has mapped
+    while it waits for a (silent) server's greeting, Arrow's Parquet library among them."""
+    fake = service(b"", hold=20.0)
+    config = write_config(tmp_path, fake.port, server={"connect_timeout": 20},
+                          reconnect={"max_attempts": 1})
+    process = subprocess.Popen([binlake(), "run"], env=environment(config),
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 30
+        while fake.connections == 0:
+            assert process.poll() is None and time.monotonic() < deadline
+            time.sleep(0.01)
+        maps = Path(f"/proc/{process.pid}/maps").read_text()
+    finally:
+        process.kill()
+        process.wait()
+    libraries = {os.path.basename(line.split()[-1]) for line in maps.splitlines()
+                 if line.endswith(".so") or ".so." in line}
+    assert any(name.startswith("libparquet.so") for name in libraries), sorted(libraries)
+    assert any(name.startswith("_parquet.") for name in libraries), sorted(libraries)
+    assert not [name for name in libraries if name.startswith("_multiarray_umath")]
+
+
+def test_import_pyarrow_lean_leaves_numpy_importable() -> None:
+    code = ("import sys; from sinks.parquet.lean_import import import_pyarrow_lean as lean; "
+            "assert lean() is True; import pyarrow.parquet, pyarrow.compute; "
+            "assert 'numpy' not in sys.modules; import numpy; "
+            "assert lean() is False; print('ok')")
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    result = subprocess.run([sys.executable, "-P", "-c", code], env=env, capture_output=True,
+                            text=True, timeout=60)
+    assert result.stdout == "ok\n", result.stderr
