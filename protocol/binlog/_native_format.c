@@ -14,7 +14,6 @@
  * Either function returns None instead of a str when a str (a value or a fallback's result)
  * has no UTF-8 form (a lone surrogate): the caller then formats that event with the reference.
  */
-#define _GNU_SOURCE /* memmem */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <datetime.h>
@@ -122,18 +121,161 @@ static int put_int(Buf *b, PyObject *v) {
         Py_DECREF(s);
         return ok;
     }
-    char tmp[24];
-    int n = snprintf(tmp, sizeof tmp, "%lld", x);
-    return buf_put(b, tmp, (size_t)n) < 0 ? -1 : 1;
+    char tmp[24], *end = tmp + sizeof tmp, *o = end;
+    unsigned long long u = x < 0 ? 0ull - (unsigned long long)x : (unsigned long long)x;
+    do {
+        *--o = (char)('0' + u % 10);
+        u /= 10;
+    } while (u);
+    if (x < 0)
+        *--o = '-';
+    return buf_put(b, o, (size_t)(end - o)) < 0 ? -1 : 1;
 }
 
 /* repr(float); json=1: json.dumps' NaN/Infinity/-Infinity for the non-finite ones. */
+/* --- repr(float), fast for the common magnitudes ------------------------------------------ *
+ *
+ * repr() prints the shortest digits that read back as the same double (the closest such when
+ * there are several), in fixed notation for decimal exponents -4 < decpt <= 16. CPython gets
+ * them with arbitrary-precision arithmetic (dtoa), which costs more than the rest of a row.
+ * For a normal double x = m * 2^-s (m < 2^53, so 1e-5 <= |x| < 1e14 keeps s <= 69) the
+ * correctly rounded p-digit decimal of x is exact in 128-bit integers: N = round(m * 10^k / 2^s)
+ * with k = p - 1 - E, E the decimal exponent; and N reads back as x exactly when
+ * |N * 2^s - m * 10^k| < 10^k / 2 (at equality, when m is even: round half to even).
+ *   - If the shortest repr has <= 15 digits, it is N for p = 15 without its trailing zeros:
+ *     x is within half an ulp (<= 2^-53 |x|) of it, nearer than half a unit of the 15th digit
+ *     (>= 5e-16 |x|), so rounding x to 15 digits lands on it.
+ *   - Else the closest 16-digit decimal, if it reads back, else the closest 17-digit one (17
+ *     always do). A closer candidate reads back whenever any does, because x's rounding
+ *     interval is symmetric -- except at a power of two (m == 2^52), left to dtoa, as are
+ *     subnormals, other magnitudes, inf and nan.
+ * tests/unit/test_native_format.py compares this with repr() over millions of doubles. */
+
+typedef unsigned __int128 u128;
+
+/* The shortest digits of x (0 < x, see above) into d, their count; *decpt: x = 0.d * 10^decpt.
+ * 0: not in the fast path's domain. */
+static int shortest_digits(double x, char *d, int *decpt) {
+    if (!(x >= 1e-5 && x < 1e14))
+        return 0;
+    int exp2;
+    double frac = frexp(x, &exp2); /* x = frac * 2^exp2, 0.5 <= frac < 1 */
+    uint64_t m = (uint64_t)ldexp(frac, 53);
+    int s = 53 - exp2; /* 6..69 in the domain */
+    if (m == (uint64_t)1 << 52 || s < 1 || s > 69)
+        return 0;
+    static const uint64_t P10[] = {
+        1ull, 10ull, 100ull, 1000ull, 10000ull, 100000ull, 1000000ull, 10000000ull,
+        100000000ull, 1000000000ull, 10000000000ull, 100000000000ull, 1000000000000ull,
+        10000000000000ull, 100000000000000ull, 1000000000000000ull, 10000000000000000ull,
+        100000000000000000ull, 1000000000000000000ull, 10000000000000000000ull};
+    int E0 = (int)floor(log10(x)), E = E0;
+    for (int p = 15; p <= 17; p++) {
+        E = E0; /* a carry at one precision says nothing about the next */
+        uint64_t n = 0;
+        int settled = 0;
+        for (int tries = 0; tries < 3 && !settled; tries++) {
+            int k = p - 1 - E;
+            if (k < 0 || k > 21)
+                return 0;
+            u128 pow10 = k <= 19 ? (u128)P10[k] : (u128)P10[19] * P10[k - 19];
+            u128 t = (u128)m * pow10;
+            u128 q = t >> s, rem = t - (q << s), half = (u128)1 << (s - 1);
+            /* E is x's decimal exponent iff floor(x * 10^k) has p digits */
+            if (q >= (u128)P10[p]) {
+                E++;
+                continue;
+            }
+            if (q < (u128)P10[p - 1]) {
+                E--;
+                continue;
+            }
+            settled = 1;
+            if (rem > half || (rem == half && (q & 1)))
+                q++;
+            /* does q * 10^-k read back as x? 2 |q 2^s - t| against 10^k */
+            u128 back = q << s, twice = (back > t ? back - t : t - back) * 2;
+            if (twice < pow10 || (twice == pow10 && !(m & 1)))
+                n = (uint64_t)q;
+        }
+        if (!settled)
+            return 0;
+        int carried = n == P10[p]; /* 99..9.5 rounded up: 10^p, one more decimal digit */
+        if (carried)
+            n = P10[p - 1];
+        if (n == 0)
+            continue;
+        char tmp[20];
+        int len = p;
+        for (int i = p - 1; i >= 0; i--) {
+            tmp[i] = (char)('0' + n % 10);
+            n /= 10;
+        }
+        while (len > 1 && tmp[len - 1] == '0')
+            len--;
+        memcpy(d, tmp, (size_t)len);
+        *decpt = E + 1 + carried;
+        return len;
+    }
+    return 0;
+}
+
+/* repr(x) for x in the fast path's domain, else 0 (nothing written). */
+static int put_repr_fast(Buf *b, double x) {
+    char d[20], out[40];
+    int decpt, n = shortest_digits(fabs(x), d, &decpt), o = 0;
+    if (n == 0)
+        return 0;
+    if (x < 0)
+        out[o++] = '-';
+    if (decpt <= -4 || decpt > 16) {
+        out[o++] = d[0];
+        if (n > 1) {
+            out[o++] = '.';
+            memcpy(out + o, d + 1, (size_t)n - 1);
+            o += n - 1;
+        }
+        int e = decpt - 1;
+        out[o++] = 'e';
+        out[o++] = e < 0 ? '-' : '+';
+        e = e < 0 ? -e : e;
+        if (e >= 100)
+            out[o++] = (char)('0' + e / 100);
+        out[o++] = (char)('0' + e / 10 % 10);
+        out[o++] = (char)('0' + e % 10);
+    } else if (decpt <= 0) {
+        out[o++] = '0';
+        out[o++] = '.';
+        for (int i = 0; i < -decpt; i++)
+            out[o++] = '0';
+        memcpy(out + o, d, (size_t)n);
+        o += n;
+    } else if (decpt >= n) {
+        memcpy(out + o, d, (size_t)n);
+        o += n;
+        for (int i = n; i < decpt; i++)
+            out[o++] = '0';
+        out[o++] = '.';
+        out[o++] = '0';
+    } else {
+        memcpy(out + o, d, (size_t)decpt);
+        o += decpt;
+        out[o++] = '.';
+        memcpy(out + o, d + decpt, (size_t)(n - decpt));
+        o += n - decpt;
+    }
+    return buf_put(b, out, (size_t)o) < 0 ? -1 : 1;
+}
+
 static int put_float(Buf *b, PyObject *v, int json) {
     double x = PyFloat_AS_DOUBLE(v);
     if (json && !isfinite(x)) {
         const char *s = isnan(x) ? "NaN" : (x > 0 ? "Infinity" : "-Infinity");
         return buf_put(b, s, strlen(s)) < 0 ? -1 : 1;
     }
+    int fast = put_repr_fast(b, x);
+    if (fast != 0)
+        return fast;
     char *s = PyOS_double_to_string(x, 'r', 0, Py_DTSF_ADD_DOT_0, NULL);
     if (s == NULL)
         return -1;
@@ -151,30 +293,51 @@ static int put_decimal(Buf *b, PyObject *v) {
     return ok;
 }
 
+/* v as exactly `width` decimal digits, zero-padded (v < 10^width). */
+static void fixed(char *o, unsigned v, int width) {
+    for (int k = width - 1; k >= 0; k--) {
+        o[k] = (char)('0' + v % 10);
+        v /= 10;
+    }
+}
+
 /* "YYYY-MM-DD" (isoformat: the year zero-padded to 4 digits). */
 static int put_date(Buf *b, PyObject *v) {
-    char tmp[32];
-    int n = snprintf(tmp, sizeof tmp, "%04d-%02d-%02d", PyDateTime_GET_YEAR(v),
-                     PyDateTime_GET_MONTH(v), PyDateTime_GET_DAY(v));
-    return buf_put(b, tmp, (size_t)n) < 0 ? -1 : 1;
+    char tmp[10];
+    fixed(tmp, PyDateTime_GET_YEAR(v), 4); /* 1..9999: always four digits */
+    tmp[4] = '-';
+    fixed(tmp + 5, PyDateTime_GET_MONTH(v), 2);
+    tmp[7] = '-';
+    fixed(tmp + 8, PyDateTime_GET_DAY(v), 2);
+    return buf_put(b, tmp, sizeof tmp) < 0 ? -1 : 1;
 }
 
 /* A naive datetime as isoformat(" "): the fraction when non-zero, all six digits
  * (strip=0) or without its trailing zeros (strip=1, the Open Protocol's form). */
 static int put_datetime(Buf *b, PyObject *v, int strip) {
-    char tmp[48];
-    int n = snprintf(tmp, sizeof tmp, "%04d-%02d-%02d %02d:%02d:%02d",
-                     PyDateTime_GET_YEAR(v), PyDateTime_GET_MONTH(v), PyDateTime_GET_DAY(v),
-                     PyDateTime_DATE_GET_HOUR(v), PyDateTime_DATE_GET_MINUTE(v),
-                     PyDateTime_DATE_GET_SECOND(v));
+    char tmp[26];
+    fixed(tmp, PyDateTime_GET_YEAR(v), 4);
+    tmp[4] = '-';
+    fixed(tmp + 5, PyDateTime_GET_MONTH(v), 2);
+    tmp[7] = '-';
+    fixed(tmp + 8, PyDateTime_GET_DAY(v), 2);
+    tmp[10] = ' ';
+    fixed(tmp + 11, PyDateTime_DATE_GET_HOUR(v), 2);
+    tmp[13] = ':';
+    fixed(tmp + 14, PyDateTime_DATE_GET_MINUTE(v), 2);
+    tmp[16] = ':';
+    fixed(tmp + 17, PyDateTime_DATE_GET_SECOND(v), 2);
+    size_t n = 19;
     int micro = PyDateTime_DATE_GET_MICROSECOND(v);
     if (micro) {
-        n += snprintf(tmp + n, sizeof tmp - (size_t)n, ".%06d", micro);
+        tmp[19] = '.';
+        fixed(tmp + 20, (unsigned)micro, 6);
+        n = 26;
         if (strip)
             while (tmp[n - 1] == '0')
                 n--;
     }
-    return buf_put(b, tmp, (size_t)n) < 0 ? -1 : 1;
+    return buf_put(b, tmp, n) < 0 ? -1 : 1;
 }
 
 static int is_naive_datetime(PyObject *v) {
@@ -279,9 +442,20 @@ static int check_columns(PyObject *columns, Py_ssize_t want, Py_ssize_t rows) {
     return 0;
 }
 
-static PyObject *finish(Buf *b, int ok) {
+/* The last result's size: the next event of a table is likely as big, and starting there
+ * saves the copies of growing the buffer from nothing (capped: a huge event is no guide). */
+static size_t size_hint = 0;
+
+static int buf_start(Buf *b) {
+    return buf_reserve(b, size_hint < ((size_t)1 << 26) ? size_hint + 64 : (size_t)1 << 26);
+}
+
+static PyObject *finish(Buf *b, int ok, int as_bytes) {
+    size_hint = b->len;
     PyObject *result = NULL;
-    if (ok > 0)
+    if (ok > 0 && as_bytes)
+        result = PyBytes_FromStringAndSize(b->data ? b->data : "", (Py_ssize_t)b->len);
+    else if (ok > 0)
         result = PyUnicode_DecodeUTF8(b->data ? b->data : "", (Py_ssize_t)b->len, "strict");
     else if (ok == NO_UTF8)
         result = Py_NewRef(Py_None);
@@ -289,16 +463,17 @@ static PyObject *finish(Buf *b, int ok) {
     return result;
 }
 
-/* text_lines(parts, images, rows, fallback) -> str | None
+/* text_lines(parts, images, rows, fallback, head="", as_bytes=False) -> str | bytes | None
  *
- * Per row: parts[0] image[0] parts[1] image[1] ... parts[k], where image i is its columns'
- * prefixes[j] followed by the value of columns[j] at the row, and images is a tuple of
- * (prefixes: tuple[str], columns: tuple[list]). */
+ * head, then per row: parts[0] image[0] parts[1] image[1] ... parts[k], where image i is its
+ * columns' prefixes[j] followed by the value of columns[j] at the row, and images is a tuple
+ * of (prefixes: tuple[str], columns: tuple[list]). as_bytes: the UTF-8 bytes, not a str. */
 static PyObject *text_lines(PyObject *self, PyObject *args) {
-    PyObject *parts, *images, *fallback;
+    PyObject *parts, *images, *fallback, *head = NULL;
     Py_ssize_t rows;
-    if (!PyArg_ParseTuple(args, "O!O!nO:text_lines", &PyTuple_Type, &parts, &PyTuple_Type,
-                          &images, &rows, &fallback))
+    int as_bytes = 0;
+    if (!PyArg_ParseTuple(args, "O!O!nO|Up:text_lines", &PyTuple_Type, &parts, &PyTuple_Type,
+                          &images, &rows, &fallback, &head, &as_bytes))
         return NULL;
     if (rows < 0) {
         PyErr_SetString(PyExc_ValueError, "rows must be >= 0");
@@ -331,7 +506,9 @@ static PyObject *text_lines(PyObject *self, PyObject *args) {
             return NULL;
     }
     Buf b = {NULL, 0, 0};
-    int ok = 1;
+    int ok = buf_start(&b) < 0 ? -1 : 1;
+    if (ok > 0 && head != NULL)
+        ok = put_str(&b, head);
     for (Py_ssize_t r = 0; r < rows && ok > 0; r++) {
         for (Py_ssize_t i = 0; i <= nimages && ok > 0; i++) {
             ok = put_str(&b, PyTuple_GET_ITEM(parts, i));
@@ -358,7 +535,7 @@ static PyObject *text_lines(PyObject *self, PyObject *args) {
             }
         }
     }
-    return finish(&b, ok);
+    return finish(&b, ok, as_bytes);
 }
 
 /* --- Open Protocol JSON (sinks/openprotocol.py encode_value + json.dumps) ------------------ */
@@ -697,7 +874,7 @@ static PyObject *json_lines(PyObject *self, PyObject *args) {
         return NULL;
     }
     Buf b = {NULL, 0, 0};
-    int ok = 1;
+    int ok = buf_start(&b) < 0 ? -1 : 1;
     if (before.n < 0 && after.n < 0) {
         PyErr_SetString(PyExc_ValueError, "no image");
         ok = -1;
@@ -736,16 +913,29 @@ static PyObject *json_lines(PyObject *self, PyObject *args) {
     }
     PyMem_Free(before.modes);
     PyMem_Free(after.modes);
-    return finish(&b, ok);
+    return finish(&b, ok, 0);
 }
 
 /* --- statement text (replica/commands/decode.py _statement) -------------------------------- */
 
+/* Whether `word` is in p[0:n]: memchr (vectorized) for its rarest letter, at word[at], then a
+ * compare around each hit: long text full of the common letters is scanned at memchr's speed. */
+static int has_word(const unsigned char *p, size_t n, const char *word, size_t len,
+                    size_t at) {
+    const unsigned char *q = p + at, *end = p + n;
+    while (q < end && (q = memchr(q, word[at], (size_t)(end - q))) != NULL) {
+        if ((size_t)(end - q) >= len - at && memcmp(q - at, word, len) == 0)
+            return 1;
+        q++;
+    }
+    return 0;
+}
+
 /* maybe_secret(text) -> bool: False when text is ASCII and holds none of "PASSWORD",
  * "IDENTIFIED", "://" in any letter case (then ddl.redact_secrets would return it unchanged);
  * True otherwise -- also for any non-ASCII text, where str.upper()'s Unicode mappings (a long
- * s, a ligature) can make a marker, so ddl.redact_secrets must decide. A lower-cased copy and
- * memmem: a row event's statement is as long as its rows. */
+ * s, a ligature) can make a marker, so ddl.redact_secrets must decide. A lower-cased copy,
+ * searched: a row event's statement is as long as its rows. */
 static PyObject *maybe_secret(PyObject *self, PyObject *text) {
     if (!PyUnicode_Check(text)) {
         PyErr_SetString(PyExc_TypeError, "text must be str");
@@ -757,7 +947,7 @@ static PyObject *maybe_secret(PyObject *self, PyObject *text) {
         Py_RETURN_TRUE;
     const unsigned char *p = PyUnicode_1BYTE_DATA(text);
     size_t n = (size_t)PyUnicode_GET_LENGTH(text);
-    if (memmem(p, n, "://", 3) != NULL)
+    if (has_word(p, n, "://", 3, 0))
         Py_RETURN_TRUE;
     unsigned char *lower = PyMem_Malloc(n ? n : 1);
     if (lower == NULL)
@@ -773,8 +963,7 @@ static PyObject *maybe_secret(PyObject *self, PyObject *text) {
     }
     for (; i < n; i++)
         lower[i] = (unsigned char)(p[i] | ((unsigned char)(p[i] - 'A') < 26u) << 5);
-    int found = memmem(lower, n, "password", 8) != NULL
-                || memmem(lower, n, "identified", 10) != NULL;
+    int found = has_word(lower, n, "password", 8, 4) || has_word(lower, n, "identified", 10, 6);
     PyMem_Free(lower);
     return PyBool_FromLong(found);
 }
@@ -796,12 +985,25 @@ static PyObject *one_line(PyObject *self, PyObject *text) {
         extra += 1; \
     else if ((c) < 0x20 || (c) == 0x7f) \
         extra += 3;
-    if (kind == PyUnicode_1BYTE_KIND) { /* the common case, in a tight loop */
+    if (kind == PyUnicode_1BYTE_KIND) { /* the common case: eight bytes at a time */
         const Py_UCS1 *p = data;
-        for (Py_ssize_t i = 0; i < n; i++)
-            if (p[i] < 0x20 || p[i] == 0x7f || p[i] == '\\') {
-                COUNT(p[i])
-            }
+        const uint64_t ones = 0x0101010101010101u, highs = ones * 0x80;
+        Py_ssize_t i = 0;
+        for (; i + 8 <= n; i += 8) {
+            uint64_t x, del, bsl;
+            memcpy(&x, p + i, 8);
+            del = x ^ ones * 0x7f;
+            bsl = x ^ ones * '\\';
+            /* any byte < 0x20, == 0x7f or == '\\' (exact as a whole, see "hasless") */
+            if ((((x - ones * 0x20) & ~x) | ((del - ones) & ~del) | ((bsl - ones) & ~bsl))
+                    & highs)
+                for (int k = 0; k < 8; k++) {
+                    COUNT(p[i + k])
+                }
+        }
+        for (; i < n; i++) {
+            COUNT(p[i])
+        }
     } else {
         for (Py_ssize_t i = 0; i < n; i++) {
             Py_UCS4 c = PyUnicode_READ(kind, data, i);
@@ -845,7 +1047,8 @@ static PyMethodDef methods[] = {
     {"one_line", one_line, METH_O,
      "one_line(text) -> str: statement text on one line (escapes as decode._one_line)"},
     {"text_lines", text_lines, METH_VARARGS,
-     "text_lines(parts, images, rows, fallback) -> str | None: binlake decode's text lines"},
+     "text_lines(parts, images, rows, fallback, head='', as_bytes=False) -> str | bytes | None: "
+     "binlake decode's text lines"},
     {"json_lines", json_lines, METH_VARARGS,
      "json_lines(head, before, after, keys, rows) -> str | None: Open Protocol lines"},
     {NULL, NULL, 0, NULL},

@@ -27,12 +27,12 @@ if os.environ.get("BINLAKE_NATIVE", "1") != "0":
     except ImportError:  # not built: protocol.binlog.native.warn_once says so for both
         _module = None
 
-#: ``text_lines(parts, images, rows, fallback) -> str | None``: per row, ``parts[0]``,
-#: image 0, ``parts[1]``, … ``parts[-1]``; an image ``(prefixes, columns)`` is each column's
-#: prefix then its value at the row, as ``fallback(value) -> str`` would print it. None: a str
-#: has no UTF-8 form (format that event with the reference).
-text_lines: Callable[[tuple[str, ...], tuple[Any, ...], int, Callable[[Any], str]],
-                     str | None] | None = getattr(_module, "text_lines", None)
+#: ``text_lines(parts, images, rows, fallback, head="", as_bytes=False) -> str | bytes |
+#: None``: ``head``, then per row ``parts[0]``, image 0, ``parts[1]``, … ``parts[-1]``; an
+#: image ``(prefixes, columns)`` is each column's prefix then its value at the row, as
+#: ``fallback(value) -> str`` would print it; ``as_bytes``: UTF-8 bytes instead of a str.
+#: None: a str has no UTF-8 form (format that event with the reference).
+text_lines: Callable[..., str | bytes | None] | None = getattr(_module, "text_lines", None)
 
 #: ``json_lines(head, before, after, keys, rows) -> str | None``: Open Protocol lines of a rows
 #: event (``sinks.openprotocol.OpenProtocolEncoder.encode_lines`` builds the arguments).

@@ -53,16 +53,18 @@ the position (exit 1), after everything before it has been printed.
 from __future__ import annotations
 
 import argparse
+import codecs
 import datetime as _dt
 import decimal
 import fnmatch
+import functools
 import os
 import re
 import sys
 import traceback
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, fields
-from typing import Any, TextIO
+from typing import Any, BinaryIO, TextIO, cast
 
 import trio
 
@@ -426,16 +428,56 @@ def _statement_target(schema: str, query: str) -> tuple[str, str | None]:
 def write_text(events: Iterable[tuple[Event, bool]], out: TextIO,
                accepts: _Matcher | None = None) -> None:
     """The text format (see the module docstring), one line per event and per row."""
+    raw = _utf8_bytes(out)
+    if raw is not None:
+        out.flush()
+        _write_text_bytes(_printed(events, accepts), raw)
+        return
     write = out.write
-    for event, selected in events:
-        if not selected:
-            continue
-        if accepts is not None and not _accepted_event(event, accepts):
-            continue
+    for event in _printed(events, accepts):
         if isinstance(event, RowsEvent):
             write(f"{format_event(event)}\n{rows_text(event)}")
         else:
             write(f"{format_event(event)}\n")
+
+
+def _utf8_bytes(out: TextIO) -> BinaryIO | None:
+    """``out``'s byte stream when what is written to ``out`` becomes UTF-8 there, strictly
+    (a str without a UTF-8 form raises either way), and no line buffering is asked for: then
+    the native formatter's bytes go there as they are, saving a decode and an encode of every
+    row's text. None otherwise (and without the native formatter)."""
+    buffer = getattr(out, "buffer", None)
+    if (buffer is None or native_format.text_lines is None
+            or getattr(out, "line_buffering", True) or getattr(out, "errors", "") != "strict"):
+        return None
+    try:
+        if codecs.lookup(out.encoding).name != "utf-8":
+            return None
+    except (LookupError, TypeError, AttributeError):
+        return None
+    return cast(BinaryIO, buffer)
+
+
+def _printed(events: Iterable[tuple[Event, bool]], accepts: _Matcher | None
+             ) -> Iterator[Event]:
+    """The events the text format prints: selected, and accepted by the filters."""
+    for event, selected in events:
+        if selected and (accepts is None or _accepted_event(event, accepts)):
+            yield event
+
+
+def _write_text_bytes(events: Iterable[Event], out: BinaryIO) -> None:
+    """:func:`write_text` into a UTF-8 byte stream: the same lines, as bytes."""
+    write = out.write
+    for event in events:
+        head = f"{format_event(event)}\n"
+        if isinstance(event, RowsEvent):
+            lines = _native_rows_text(event, head, as_bytes=True)
+            if isinstance(lines, bytes):
+                write(lines)
+                continue
+            head += rows_text(event)
+        write(head.encode("utf-8"))
 
 
 def _accepted_event(event: Event, accepts: _Matcher) -> bool:
@@ -484,6 +526,7 @@ def write_open_protocol(events: Iterable[tuple[Event, bool]], out: TextIO,
 # --- formatting ---------------------------------------------------------------------------------
 
 
+@functools.lru_cache(maxsize=256)
 def _type_name(type_code: int) -> str:
     try:
         return EventType(type_code).name
@@ -491,6 +534,7 @@ def _type_name(type_code: int) -> str:
         return f"UNKNOWN_{type_code}"
 
 
+@functools.lru_cache(maxsize=4)  # consecutive events share their second
 def _utc(timestamp: int) -> str:
     try:
         moment = _dt.datetime.fromtimestamp(timestamp, _dt.UTC)
@@ -683,6 +727,7 @@ _DETAILS: dict[type, Callable[[Any], str]] = {
 _PLAIN_IDENTIFIER = re.compile(r"[A-Za-z0-9_$]+\Z")
 
 
+@functools.lru_cache(maxsize=4096)  # every rows event names its table and columns again
 def _identifier(name: str) -> str:
     if _PLAIN_IDENTIFIER.match(name) and not name.isdigit():
         return name
@@ -722,19 +767,28 @@ def rows_text(event: RowsEvent) -> str:
     them: built by the native formatter in one go when it is there (the reference
     :func:`format_value` still prints every value it has no fast path for), else by
     :func:`format_rows`."""
-    if native_format.text_lines is not None and event.kind is not RowsKind.READ and all(
-            image is None or type(image) is tuple for image in (event.before, event.after)):
-        parts, before, after = _text_plan(event)
-        if event.kind is RowsKind.INSERT:
-            images: tuple[Any, ...] = ((after, event.after),)
-        elif event.kind is RowsKind.DELETE:
-            images = ((before, event.before),)
-        else:
-            images = ((before, event.before), (after, event.after))
-        text = native_format.text_lines(parts, images, event.row_count, format_value)
-        if text is not None:
-            return text
+    text = _native_rows_text(event)
+    if isinstance(text, str):
+        return text
     return "".join(f"{line}\n" for line in format_rows(event))
+
+
+def _native_rows_text(event: RowsEvent, head: str = "",
+                      as_bytes: bool = False) -> str | bytes | None:
+    """``head`` and the event's ``###`` lines from the native formatter, or None where it
+    cannot make them (not built, a str with no UTF-8 form, a snapshot's READ rows)."""
+    if native_format.text_lines is None or event.kind is RowsKind.READ or not all(
+            image is None or type(image) is tuple for image in (event.before, event.after)):
+        return None
+    parts, before, after = _text_plan(event)
+    if event.kind is RowsKind.INSERT:
+        images: tuple[Any, ...] = ((after, event.after),)
+    elif event.kind is RowsKind.DELETE:
+        images = ((before, event.before),)
+    else:
+        images = ((before, event.before), (after, event.after))
+    return native_format.text_lines(parts, images, event.row_count, format_value, head,
+                                    as_bytes)
 
 
 _TextPlan = tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...]]

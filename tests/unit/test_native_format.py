@@ -17,8 +17,10 @@ import datetime as dt
 import enum
 import functools
 import itertools
+import math
 import os
 import random
+import struct
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
@@ -231,6 +233,47 @@ def test_random_events() -> None:
         _assert_same(_event(rng, table, kind, rng.randrange(0, 6)))
 
 
+def _doubles(rng: random.Random, count: int) -> list[float]:
+    """Doubles of every kind the fast repr must get right: any bit pattern, the magnitudes it
+    handles (1e-5..1e14) densely, short decimals, integers, neighbours of powers of ten and
+    two, and carries (…99.5 rounding up)."""
+    out = []
+    for _ in range(count):
+        r = rng.random()
+        if r < 0.15:
+            v = struct.unpack("<d", struct.pack("<Q", rng.getrandbits(64)))[0]
+        elif r < 0.45:
+            v = rng.uniform(0, 1) * 10 ** rng.uniform(-6, 15)
+        elif r < 0.6:
+            v = round(rng.uniform(-1e6, 1e6), rng.randrange(0, 9))
+        elif r < 0.7:
+            v = float(rng.randrange(-10**15, 10**15))
+        elif r < 0.8:
+            v = float(f"{rng.randrange(1, 10 ** rng.randrange(1, 18))}e{rng.randrange(-9, 16)}")
+        elif r < 0.9:
+            base = rng.choice([10.0 ** rng.randrange(-6, 15), 2.0 ** rng.randrange(-20, 48),
+                               float(f"9.5e{rng.randrange(-6, 14)}")])
+            v = base
+            for _ in range(rng.randrange(4)):
+                v = math.nextafter(v, rng.choice([0.0, math.inf]))
+        else:
+            v = float(f"0.{'9' * rng.randrange(1, 18)}e{rng.randrange(-4, 15)}")
+        out.append(-v if rng.random() < 0.3 else v)
+    return out
+
+
+def test_floats_print_as_repr() -> None:
+    assert native_format.text_lines is not None and native_format.json_lines is not None
+    rng = random.Random(11)
+    for _ in range(max(1, ROUNDS // 30)):
+        column = _doubles(rng, 1000)
+        text = native_format.text_lines(("", "\n"), ((("",), (column,)),), 1000, repr)
+        assert text == "".join(f"{v!r}\n" for v in column)
+        plan = (("",), (0,), (None,), (dumps,), (column,))
+        lines = native_format.json_lines("", plan, None, (), 1000)
+        assert lines == "".join(f'{{"d":{{{dumps(v)}}}}}}}}}\n' for v in column)
+
+
 def test_key_changing_updates() -> None:
     """TiCDC's delete + insert for a new key in a full after image, u/p otherwise; composite
     keys, NULL keys, values equal once encoded (a SET's member order) or not (NaN)."""
@@ -296,6 +339,17 @@ def test_statements_are_redacted_and_escaped_as_the_reference_does() -> None:
     rng = random.Random(5)
     for _ in range(ROUNDS * 10):
         query = "".join(rng.choice(pieces) for _ in range(rng.randrange(12)))
+        assert decode._statement(query) == decode._one_line(ddl.redact_secrets(query)), query
+
+
+def test_long_statements_are_escaped_as_the_reference_does() -> None:
+    """Every byte class at every offset of the eight-byte scan (latin-1, BMP and astral text
+    too), and markers cut across those words."""
+    alphabet = ["a", "Z", "\\", "\x00", "\x1f", " ", "\x7f", "\x80", "\xff", "\n", "\t", "\r",
+                "[", "]", "é", "😀", "Ā", "pass", "word", "PASS", "WORD", "iden", "tified", ":", "/"]
+    rng = random.Random(6)
+    for _ in range(ROUNDS * 10):
+        query = "".join(rng.choice(alphabet) for _ in range(rng.randrange(60)))
         assert decode._statement(query) == decode._one_line(ddl.redact_secrets(query)), query
 
 
