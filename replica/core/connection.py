@@ -438,6 +438,11 @@ class Connection:
         packet = self._codec.next_packet()
         return None if packet is None else packet[1]
 
+    def buffered_packets(self) -> list[bytes]:
+        """Every plain packet already received whole (``PacketCodec.next_packets``: not for a
+        peer that restarts sequence ids in mid-stream); never waits."""
+        return self._codec.next_packets()
+
     async def _receive(self, deadline: float, limit: float | None) -> None:
         """Buffer the next bytes from the server in the codec."""
         try:

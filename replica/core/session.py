@@ -26,6 +26,7 @@ only sends ACKs the master is waiting for.
 
 from __future__ import annotations
 
+import collections
 import enum
 import struct
 import time
@@ -170,6 +171,7 @@ class ReplicationSession:
         #: The file/position the dump was asked for (None for GTID starts).
         self.start_position: BinlogPosition | None = None
         self._tracker = _PositionTracker("", 4, True)
+        self._received: collections.deque[bytes] = collections.deque()  # whole, not yet taken
         self._pending_acks: list[BinlogPosition] = []
         self._ended = False
         #: Statistics, for metrics and tests.
@@ -316,6 +318,8 @@ class ReplicationSession:
         """
         if self._ended:
             return None
+        if self._received:  # split off by next_buffered_event already
+            return self._take(self._received.popleft())
         limit = self.stall_timeout
         try:
             payload = await self.conn.read_packet(timeout=None if limit is None else limit)
@@ -341,10 +345,15 @@ class ReplicationSession:
         if self._ended or (self.semi_sync
                            and self.options.semi_sync is SemiSyncMode.ACK_ON_RECEIVE):
             return None
-        payload = self.conn.buffered_packet()
-        if payload is None:
-            return None
-        return self._take(payload)
+        received = self._received
+        if not received:
+            if self.semi_sync:  # one at a time: an ACK request restarts the packet numbering
+                payload = self.conn.buffered_packet()
+                return None if payload is None else self._take(payload)
+            received.extend(self.conn.buffered_packets())  # all of them in one call
+            if not received:
+                return None
+        return self._take(received.popleft())
 
     def _take(self, payload: bytes) -> DumpEvent | None:
         """Account for a received packet; None for the end of the dump."""

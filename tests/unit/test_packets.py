@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import random
+
 import pytest
 
 from protocol.errors import MalformedPacket, PacketSequenceError, PacketTooLarge, TruncatedData
@@ -208,3 +210,59 @@ def test_lenenc_bytes_and_fixed_and_nul() -> None:
         read_fixed(b"ab", 0, 3)
     big = b"x" * 300
     assert read_lenenc_bytes(lenenc_bytes(big), 0) == (big, 303)
+
+
+def _drain(codec: PacketCodec, batched: bool) -> list[bytes | str]:
+    """Every packet buffered (next_packets first when ``batched``, next_packet for what it
+    leaves); an error as its class name, last."""
+    out: list[bytes | str] = []
+    while True:
+        if batched:
+            out += codec.next_packets()
+        try:
+            packet = codec.next_packet()
+        except (PacketSequenceError, PacketTooLarge) as exc:
+            out.append(type(exc).__name__)
+            return out
+        if packet is None:
+            return out
+        out.append(packet[1])
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_next_packets_takes_what_next_packet_would(seed: int) -> None:
+    """The batched split returns the same payloads and errors as one-by-one and leaves the
+    same next sequence id and buffered bytes, with split (16 MiB) packets, a wrong sequence id
+    or an oversized packet in the stream, and bytes arriving in arbitrary pieces."""
+
+    rng = random.Random(seed)
+    seq = rng.randrange(256)
+    wire = bytearray()
+    for _ in range(rng.randrange(1, 30)):
+        roll = rng.random()
+        if roll < 0.03:
+            payload = bytes(MAX_CHUNK + rng.randrange(3))  # split in two or three chunks
+        elif roll < 0.3:
+            payload = rng.randbytes(rng.randrange(4096, 9000))
+        else:
+            payload = rng.randbytes(rng.randrange(0, 300))
+        if rng.random() < 0.03:
+            seq = (seq + 5) & 0xFF  # a wrong sequence id
+        framed, seq = frame_packet(payload, seq)
+        wire += framed
+    check = rng.random() < 0.8
+    limit = rng.choice([1 << 30, 5000])
+    results = []
+    for batched in (True, False):
+        codec = PacketCodec(max_packet_size=limit, check_sequence=check)
+        codec.sequence = wire[3]
+        steps = random.Random(seed)  # the same pieces for both
+        got: list[bytes | str] = []
+        i = 0
+        while i < len(wire) and not (got and isinstance(got[-1], str)):
+            step = steps.choice([1, 7, 300, 5000, 1 << 20, len(wire)])
+            codec.receive_data(bytes(wire[i:i + step]))
+            i += step
+            got += _drain(codec, batched)
+        results.append((got, codec.sequence, codec.buffered))
+    assert results[0] == results[1]
