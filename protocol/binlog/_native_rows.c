@@ -16,6 +16,10 @@
 #include <stdint.h>
 #include <string.h>
 
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
+#error "the Arrow buffers are filled with the host's integers: a little-endian host is needed"
+#endif
+
 enum {
     K_INT = 1,     /* a = bytes (1,2,3,4,8), b = unsigned */
     K_FLOAT = 2,   /* a = 4 or 8 */
@@ -126,8 +130,6 @@ static int overrun(void) {
     return -1;
 }
 
-#define NEED(k) do { if ((Py_ssize_t)(k) > end - off) return overrun(); } while (0)
-
 static uint64_t be(const unsigned char *p, int n) {
     uint64_t v = 0;
     for (int i = 0; i < n; i++) v = v << 8 | p[i];
@@ -165,22 +167,103 @@ static uint32_t read_frac(const unsigned char *p, int fsp) {
     return (uint32_t)(p[0] << 16 | p[1] << 8 | p[2]);
 }
 
-/* DATETIME2 at p (its 5 + frac_bytes(fsp) bytes checked by the caller): the packed value less
- * its 2^39 bias and the microseconds; -1 with ValueError when either is out of range. */
-static int read_dt2(const unsigned char *p, int fsp, int64_t *packed, uint32_t *us) {
-    *packed = (int64_t)be(p, 5) - ((int64_t)1 << 39);
-    *us = read_frac(p + 5, fsp);
-    if (*packed < 0 || *us > 999999) {
-        PyErr_SetString(PyExc_ValueError, "negative or out-of-range DATETIME2");
-        return -1;
+/* ---- One reader per column kind, shared by decode (Python values) and decode_arrow ----------
+ * Each read_*(cp, buf, &off, end, out...) checks that its bytes lie before end, reads them,
+ * validates them the way the Python decoder does (ValueError, which becomes its RowDecodeError)
+ * and moves off past them; it returns the value's primitive parts and -1 on an error. The two
+ * decoders differ only in what they make of those parts, so a fix to a read is made once. */
+
+/* The next n bytes at *offp, with *offp moved past them; NULL (ValueError) when fewer are left. */
+static inline const unsigned char *take(const unsigned char *buf, Py_ssize_t *offp,
+                                        Py_ssize_t end, Py_ssize_t n) {
+    if (n > end - *offp) {
+        overrun();
+        return NULL;
+    }
+    const unsigned char *p = buf + *offp;
+    *offp += n;
+    return p;
+}
+
+#define TAKE(p, n) \
+    const unsigned char *p = take(buf, offp, end, (n)); \
+    if (p == NULL) return -1
+
+/* A DATE or DATETIME2 as read: its fields, unchecked (a DATE's time is 0; year int64_t for the
+ * range checks), the microseconds, and the packed value the Python fallbacks take (DATE's 3
+ * bytes, DATETIME2's 5 less their 2^39 bias). */
+typedef struct {
+    int64_t year;
+    int month, day, hour, minute, second;
+    uint32_t us;
+    int64_t packed;
+} Civil;
+
+/* cp->a bytes as an unsigned integer: big-endian (BIT) or little-endian (FLOAT/DOUBLE's IEEE
+ * bits; what INT, ENUM and SET start from). */
+static inline int read_uint(const ColPlan *cp, const unsigned char *buf, Py_ssize_t *offp,
+                            Py_ssize_t end, int big_endian, uint64_t *u) {
+    TAKE(p, cp->a);
+    *u = big_endian ? be(p, cp->a) : le(p, cp->a);
+    return 0;
+}
+
+/* INT: cp->a little-endian bytes, sign-extended unless unsigned (cp->b: then its bits). */
+static inline int read_int(const ColPlan *cp, const unsigned char *buf, Py_ssize_t *offp,
+                           Py_ssize_t end, int64_t *v) {
+    uint64_t u;
+    if (read_uint(cp, buf, offp, end, 0, &u) < 0) return -1;
+    if (cp->b || cp->a == 8) {
+        *v = (int64_t)u;
+    } else {
+        uint64_t sign = (uint64_t)1 << (cp->a * 8 - 1);
+        *v = (int64_t)(u ^ sign) - (int64_t)sign;
     }
     return 0;
 }
 
-/* TIMESTAMP2 at p: seconds and microseconds; -1 with ValueError for a fraction over 999999. */
-static int read_ts2(const unsigned char *p, int fsp, uint32_t *secs, uint32_t *us) {
+/* A length-prefixed value (cp->a length bytes, then the bytes): its start and size. */
+static inline int read_prefixed(const ColPlan *cp, const unsigned char *buf, Py_ssize_t *offp,
+                                Py_ssize_t end, const unsigned char **s, uint64_t *n) {
+    if (read_uint(cp, buf, offp, end, 0, n) < 0) return -1;
+    if (*n > (uint64_t)(end - *offp)) return overrun();
+    *s = buf + *offp;
+    *offp += (Py_ssize_t)*n;
+    return 0;
+}
+
+/* DATE: 3 little-endian bytes. */
+static inline int read_date(const unsigned char *buf, Py_ssize_t *offp, Py_ssize_t end,
+                            Civil *t) {
+    TAKE(p, 3);
+    uint32_t x = (uint32_t)le(p, 3);
+    *t = (Civil){x >> 9, (int)(x >> 5 & 15), (int)(x & 31), 0, 0, 0, 0, x};
+    return 0;
+}
+
+/* DATETIME2: 5 big-endian bytes and the fraction; ValueError when the value less its bias is
+ * negative or the fraction over 999999. */
+static inline int read_dt2(const ColPlan *cp, const unsigned char *buf, Py_ssize_t *offp,
+                           Py_ssize_t end, Civil *t) {
+    TAKE(p, 5 + frac_bytes(cp->a));
+    int64_t packed = (int64_t)be(p, 5) - ((int64_t)1 << 39);
+    uint32_t us = read_frac(p + 5, cp->a);
+    if (packed < 0 || us > 999999) {
+        PyErr_SetString(PyExc_ValueError, "negative or out-of-range DATETIME2");
+        return -1;
+    }
+    int64_t ymd = packed >> 17, ym = ymd >> 5;
+    *t = (Civil){ym / 13, (int)(ym % 13), (int)(ymd & 31), (int)(packed >> 12 & 31),
+                 (int)(packed >> 6 & 63), (int)(packed & 63), us, packed};
+    return 0;
+}
+
+/* TIMESTAMP2: seconds and microseconds; ValueError for a fraction over 999999. */
+static inline int read_ts2(const ColPlan *cp, const unsigned char *buf, Py_ssize_t *offp,
+                           Py_ssize_t end, uint32_t *secs, uint32_t *us) {
+    TAKE(p, 4 + frac_bytes(cp->a));
     *secs = (uint32_t)be(p, 4);
-    *us = read_frac(p + 4, fsp);
+    *us = read_frac(p + 4, cp->a);
     if (*us > 999999) {
         PyErr_SetString(PyExc_ValueError, "TIMESTAMP2 fraction out of range");
         return -1;
@@ -188,9 +271,11 @@ static int read_ts2(const unsigned char *p, int fsp, uint32_t *secs, uint32_t *u
     return 0;
 }
 
-/* DECIMAL at p (cp->size bytes): the sign and each digit group's value; -1 with ValueError
- * when a group holds more digits than it may. */
-static int read_dec(const ColPlan *cp, const unsigned char *p, int *neg, uint32_t *groups) {
+/* DECIMAL (cp->size bytes): the sign and each digit group's value; ValueError when a group
+ * holds more digits than it may. */
+static inline int read_dec(const ColPlan *cp, const unsigned char *buf, Py_ssize_t *offp,
+                           Py_ssize_t end, int *neg, uint32_t *groups) {
+    TAKE(p, cp->size);
     unsigned char raw[40];
     memcpy(raw, p, (size_t)cp->size);
     *neg = !(raw[0] & 0x80);
@@ -210,10 +295,33 @@ static int read_dec(const ColPlan *cp, const unsigned char *p, int *neg, uint32_
     return 0;
 }
 
-/* TIME2 at p (3 + frac_bytes(fsp) bytes, checked by the caller) as signed microseconds, the
- * way values.decode_time2 reads it (a negative value's fraction borrows from its seconds);
- * -1 with ValueError for an impossible minute, second or fraction. */
-static int read_time2(const unsigned char *p, int fsp, int64_t *micros) {
+/* ENUM (cp->a bytes): the index; ValueError when the column has labels and none for it. */
+static inline int read_enum(const ColPlan *cp, const unsigned char *buf, Py_ssize_t *offp,
+                            Py_ssize_t end, uint32_t *x) {
+    uint64_t u;
+    if (read_uint(cp, buf, offp, end, 0, &u) < 0) return -1;
+    *x = (uint32_t)u;
+    if (cp->obj1 != Py_None && (Py_ssize_t)*x >= PyTuple_GET_SIZE(cp->obj1)) {
+        PyErr_SetString(PyExc_ValueError, "ENUM index has no label");
+        return -1;
+    }
+    return 0;
+}
+
+/* YEAR: one byte, 0 or 1900 + it. */
+static inline int read_year(const unsigned char *buf, Py_ssize_t *offp, Py_ssize_t end,
+                            int *year) {
+    TAKE(p, 1);
+    *year = p[0] ? 1900 + p[0] : 0;
+    return 0;
+}
+
+/* TIME2 as signed microseconds, the way values.decode_time2 reads it (a negative value's
+ * fraction borrows from its seconds); ValueError for an impossible minute, second or fraction. */
+static inline int read_time2(const ColPlan *cp, const unsigned char *buf, Py_ssize_t *offp,
+                             Py_ssize_t end, int64_t *micros) {
+    int fsp = cp->a;
+    TAKE(p, 3 + frac_bytes(fsp));
     int64_t intpart = (int64_t)be(p, 3) - 0x800000, packed;
     if (fsp == 0) {
         packed = intpart * 16777216;
@@ -241,10 +349,11 @@ static int read_time2(const unsigned char *p, int fsp, int64_t *micros) {
     return 0;
 }
 
-/* SET at p (width bytes): the mask, checked against the number of labels (as
- * rows.set_labels does); -1 with ValueError for a bit beyond them. */
-static int read_set(const ColPlan *cp, const unsigned char *p, uint64_t *mask) {
-    *mask = le(p, cp->a);
+/* SET (cp->a bytes): the mask, checked against the number of labels (as rows.set_labels
+ * does); ValueError for a bit beyond them. */
+static inline int read_set(const ColPlan *cp, const unsigned char *buf, Py_ssize_t *offp,
+                           Py_ssize_t end, uint64_t *mask) {
+    if (read_uint(cp, buf, offp, end, 0, mask) < 0) return -1;
     if (cp->obj2 != Py_None && PyTuple_GET_SIZE(cp->obj2) < 64
         && *mask >> PyTuple_GET_SIZE(cp->obj2)) {
         PyErr_SetString(PyExc_ValueError, "SET value has bits beyond its members");
@@ -253,67 +362,59 @@ static int read_set(const ColPlan *cp, const unsigned char *p, uint64_t *mask) {
     return 0;
 }
 
+#undef TAKE
+
+/* UTF-8 text as str, or the bytes when they are not well-formed (strict): what the lists decoder
+ * makes of a utf8mb4 string and the text-row parser of a T_UTF8 value. */
+static PyObject *utf8_or_bytes(const char *s, Py_ssize_t n) {
+    PyObject *v = PyUnicode_DecodeUTF8(s, n, NULL);
+    if (v != NULL || !PyErr_ExceptionMatches(PyExc_UnicodeDecodeError)) return v;
+    PyErr_Clear();
+    return PyBytes_FromStringAndSize(s, n);
+}
+
+/* fn(arg), arg's reference consumed (NULL arg: the error it came with). */
+static PyObject *call_consuming(PyObject *fn, PyObject *arg) {
+    if (arg == NULL) return NULL;
+    PyObject *result = PyObject_CallOneArg(fn, arg);
+    Py_DECREF(arg);
+    return result;
+}
+
 /* Decode one value of column cp at *offp into a new reference in *out. */
-/* An integer column's value: its n little-endian bytes, sign-extended unless unsigned. */
-static int64_t int_value(uint64_t u, int n, int is_unsigned) {
-    if (is_unsigned || n == 8) return (int64_t)u;
-    uint64_t sign = (uint64_t)1 << (n * 8 - 1);
-    return (int64_t)(u ^ sign) - (int64_t)sign;
-}
-
-/* A length-prefixed value (cp->a length bytes, then the bytes): its start and size. */
-static int read_prefixed(const ColPlan *cp, const unsigned char *buf, Py_ssize_t *offp,
-                         Py_ssize_t end, const unsigned char **s, uint64_t *n) {
-    Py_ssize_t off = *offp;
-    NEED(cp->a);
-    *n = le(buf + off, cp->a);
-    off += cp->a;
-    if (*n > (uint64_t)(end - off)) return overrun();
-    *s = buf + off;
-    *offp = off + (Py_ssize_t)*n;
-    return 0;
-}
-
 static int value(const ColPlan *cp, const unsigned char *buf, Py_ssize_t *offp, Py_ssize_t end,
                  PyObject **out) {
-    Py_ssize_t off = *offp;
-    const unsigned char *p = buf + off;
+    Py_ssize_t off = *offp;  /* a local the readers' inlined code keeps in a register */
     PyObject *v = NULL;
     switch (cp->kind) {
     case K_INT: {
-        int n = cp->a;
-        NEED(n);
-        uint64_t u = le(p, n);
-        v = cp->b ? PyLong_FromUnsignedLongLong(u) : PyLong_FromLongLong(int_value(u, n, 0));
-        off += n;
+        int64_t i;
+        if (read_int(cp, buf, &off, end, &i) < 0) return -1;
+        v = cp->b ? PyLong_FromUnsignedLongLong((uint64_t)i) : PyLong_FromLongLong(i);
         break;
     }
-    case K_FLOAT:
-        NEED(cp->a);
+    case K_FLOAT: {
+        uint64_t bits;
+        if (read_uint(cp, buf, &off, end, 0, &bits) < 0) return -1;
+        double d;
         if (cp->a == 4) {
-            uint32_t bits = (uint32_t)le(p, 4);
+            uint32_t b4 = (uint32_t)bits;
             float f;
-            memcpy(&f, &bits, 4);
-            v = PyFloat_FromDouble((double)f);
+            memcpy(&f, &b4, 4);
+            d = f;
         } else {
-            uint64_t bits = le(p, 8);
-            double f;
-            memcpy(&f, &bits, 8);
-            v = PyFloat_FromDouble(f);
+            memcpy(&d, &bits, 8);
         }
-        off += cp->a;
+        v = PyFloat_FromDouble(d);
         break;
+    }
     case K_STR: {
         const unsigned char *str;
         uint64_t n;
         if (read_prefixed(cp, buf, &off, end, &str, &n) < 0) return -1;
         const char *s = (const char *)str;
         if (cp->b == 1) {
-            v = PyUnicode_DecodeUTF8(s, (Py_ssize_t)n, NULL);
-            if (v == NULL && PyErr_ExceptionMatches(PyExc_UnicodeDecodeError)) {
-                PyErr_Clear();
-                v = PyBytes_FromStringAndSize(s, (Py_ssize_t)n);
-            }
+            v = utf8_or_bytes(s, (Py_ssize_t)n);
         } else if (cp->c > 0 && n < (uint64_t)cp->c) {
             v = PyBytes_FromStringAndSize(NULL, cp->c);
             if (v != NULL) {
@@ -322,52 +423,35 @@ static int value(const ColPlan *cp, const unsigned char *buf, Py_ssize_t *offp, 
             }
         } else {
             v = PyBytes_FromStringAndSize(s, (Py_ssize_t)n);
-            if (v != NULL && cp->b == 2) {
-                PyObject *t = PyObject_CallOneArg(cp->obj1, v);
-                Py_DECREF(v);
-                v = t;
-            }
+            if (cp->b == 2) v = call_consuming(cp->obj1, v);
         }
         break;
     }
     case K_DATE: {
-        NEED(3);
-        uint32_t x = (uint32_t)le(p, 3);
-        off += 3;
-        v = PyDate_FromDate((int)(x >> 9), (int)(x >> 5 & 15), (int)(x & 31));
+        Civil t;
+        if (read_date(buf, &off, end, &t) < 0) return -1;
+        v = PyDate_FromDate((int)t.year, t.month, t.day);
         if (v == NULL && PyErr_ExceptionMatches(PyExc_ValueError)) {
             PyErr_Clear();
-            PyObject *arg = PyLong_FromUnsignedLong(x);
-            if (arg == NULL) return -1;
-            v = PyObject_CallOneArg(cp->obj1, arg);
-            Py_DECREF(arg);
+            v = call_consuming(cp->obj1, PyLong_FromUnsignedLong((unsigned long)t.packed));
         }
         break;
     }
     case K_DT2: {
-        int fsp = cp->a;
-        NEED(5 + frac_bytes(fsp));
-        int64_t packed;
-        uint32_t us;
-        if (read_dt2(p, fsp, &packed, &us) < 0) return -1;
-        off += 5 + frac_bytes(fsp);
-        int64_t ymd = packed >> 17, ym = ymd >> 5;
-        int year = (int)(ym / 13), month = (int)(ym % 13);
-        v = PyDateTime_FromDateAndTime(year, month, (int)(ymd & 31), (int)(packed >> 12 & 31),
-                                       (int)(packed >> 6 & 63), (int)(packed & 63), (int)us);
+        Civil t;
+        if (read_dt2(cp, buf, &off, end, &t) < 0) return -1;
+        v = PyDateTime_FromDateAndTime((int)t.year, t.month, t.day, t.hour, t.minute, t.second,
+                                       (int)t.us);
         if (v == NULL && PyErr_ExceptionMatches(PyExc_ValueError)) {
             PyErr_Clear();
-            v = PyObject_CallFunction(cp->obj1, "LIi", (long long)packed, (unsigned int)us,
-                                      fsp);
+            v = PyObject_CallFunction(cp->obj1, "LIi", (long long)t.packed, (unsigned int)t.us,
+                                      cp->a);
         }
         break;
     }
     case K_TS2: {
-        int fsp = cp->a;
-        NEED(4 + frac_bytes(fsp));
         uint32_t secs, us;
-        if (read_ts2(p, fsp, &secs, &us) < 0) return -1;
-        off += 4 + frac_bytes(fsp);
+        if (read_ts2(cp, buf, &off, end, &secs, &us) < 0) return -1;
         if (secs == 0 && us == 0) {
             v = Py_NewRef(cp->obj1);
             break;
@@ -382,11 +466,9 @@ static int value(const ColPlan *cp, const unsigned char *buf, Py_ssize_t *offp, 
         break;
     }
     case K_DEC: {
-        NEED(cp->size);
         int neg;
         uint32_t groups[16];
-        if (read_dec(cp, p, &neg, groups) < 0) return -1;
-        off += cp->size;
+        if (read_dec(cp, buf, &off, end, &neg, groups) < 0) return -1;
         char text[96];
         int len = 0;
         if (neg) text[len++] = '-';
@@ -395,59 +477,41 @@ static int value(const ColPlan *cp, const unsigned char *buf, Py_ssize_t *offp, 
                             groups[k]);
         if (cp->a)
             len += snprintf(text + len, sizeof(text) - (size_t)len, "E-%d", cp->a);
-        PyObject *s = PyUnicode_FromStringAndSize(text, len);
-        if (s == NULL) return -1;
-        v = PyObject_CallOneArg(cp->obj2, s);
-        Py_DECREF(s);
+        v = call_consuming(cp->obj2, PyUnicode_FromStringAndSize(text, len));
         break;
     }
     case K_ENUM: {
-        NEED(cp->a);
-        uint32_t x = (uint32_t)le(p, cp->a);
-        off += cp->a;
-        if (cp->obj1 == Py_None) {
-            v = PyLong_FromUnsignedLong(x);
-        } else if ((Py_ssize_t)x >= PyTuple_GET_SIZE(cp->obj1)) {
-            PyErr_SetString(PyExc_ValueError, "ENUM index has no label");
-            return -1;
-        } else {
-            v = Py_NewRef(PyTuple_GET_ITEM(cp->obj1, x));
-        }
+        uint32_t x;
+        if (read_enum(cp, buf, &off, end, &x) < 0) return -1;
+        v = cp->obj1 == Py_None ? PyLong_FromUnsignedLong(x)
+                                : Py_NewRef(PyTuple_GET_ITEM(cp->obj1, x));
         break;
     }
-    case K_YEAR:
-        NEED(1);
-        v = PyLong_FromLong(p[0] ? 1900 + p[0] : 0);
-        off += 1;
+    case K_YEAR: {
+        int year;
+        if (read_year(buf, &off, end, &year) < 0) return -1;
+        v = PyLong_FromLong(year);
         break;
-    case K_BIT:
-        NEED(cp->a);
-        v = PyLong_FromUnsignedLongLong(be(p, cp->a));
-        off += cp->a;
+    }
+    case K_BIT: {
+        uint64_t bits;
+        if (read_uint(cp, buf, &off, end, 1, &bits) < 0) return -1;
+        v = PyLong_FromUnsignedLongLong(bits);
         break;
+    }
     case K_TIME2: {
-        NEED(3 + frac_bytes(cp->a));
         int64_t micros;
-        if (read_time2(p, cp->a, &micros) < 0) return -1;
-        off += 3 + frac_bytes(cp->a);
+        if (read_time2(cp, buf, &off, end, &micros) < 0) return -1;
         int sign = micros < 0 ? -1 : 1;
         int64_t m = micros * sign;
         v = PyDelta_FromDSU(0, sign * (int)(m / 1000000), sign * (int)(m % 1000000));
         break;
     }
     case K_SET: {
-        NEED(cp->a);
         uint64_t mask;
-        if (read_set(cp, p, &mask) < 0) return -1;
-        off += cp->a;
-        PyObject *arg = PyLong_FromUnsignedLongLong(mask);
-        if (arg == NULL) return -1;
-        if (cp->obj1 == Py_None) {
-            v = arg;
-        } else {
-            v = PyObject_CallOneArg(cp->obj1, arg);
-            Py_DECREF(arg);
-        }
+        if (read_set(cp, buf, &off, end, &mask) < 0) return -1;
+        v = PyLong_FromUnsignedLongLong(mask);
+        if (cp->obj1 != Py_None) v = call_consuming(cp->obj1, v);
         break;
     }
     default:
@@ -463,10 +527,8 @@ static int value(const ColPlan *cp, const unsigned char *buf, Py_ssize_t *offp, 
 static int image(const Plan *plan, PyObject *lists, const unsigned char *buf, Py_ssize_t *offp,
                  Py_ssize_t end) {
     Py_ssize_t off = *offp;
-    Py_ssize_t nbytes = (plan->n + 7) / 8;
-    NEED(nbytes);
-    const unsigned char *nulls = buf + off;
-    off += nbytes;
+    const unsigned char *nulls = take(buf, &off, end, (plan->n + 7) / 8);
+    if (nulls == NULL) return -1;
     for (Py_ssize_t k = 0; k < plan->n; k++) {
         PyObject *list = PyTuple_GET_ITEM(lists, k);
         PyObject *v;
@@ -544,7 +606,7 @@ static PyObject *decode(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 }
 
 /* ---- Arrow columns: decode_arrow and concat ------------------------------------------------
- * decode_arrow runs the same plan over the same bytes with the same checks as decode, but
+ * decode_arrow runs the same plan over the same bytes through the same readers as decode, but
  * appends each value to its column's Arrow buffers (validity bitmap, data, and for strings
  * int32 offsets) instead of a Python object. A column whose value Arrow cannot carry the way
  * the landing path would land it (a string that is not well-formed in its charset, a zero or
@@ -641,6 +703,11 @@ static int put_valid(ACol *c, int valid) {
 static int is_utf8(const unsigned char *s, Py_ssize_t n) {
     Py_ssize_t i = 0;
     while (i < n) {
+        uint64_t word;  /* ASCII eight bytes at a time: most text is */
+        if (n - i >= 8 && (memcpy(&word, s + i, 8), !(word & 0x8080808080808080ULL))) {
+            i += 8;
+            continue;
+        }
         unsigned char c = s[i];
         if (c < 0x80) { i++; continue; }
         int len;
@@ -680,247 +747,192 @@ static int valid_date(int64_t y, int m, int d) {
     return d <= mdays[m] + (m == 2 && leap);
 }
 
-static int put_str(ACol *c, const void *s, Py_ssize_t n) {
-    if (c->data.len + n > INT32_MAX) { c->layout = L_NONE; return 0; }
-    if (buf_put(&c->data, s, n) < 0) return -1;
+static int put_offset(ACol *c) {
     int32_t end = (int32_t)c->data.len;
     return buf_put(&c->offsets, &end, 4);
 }
 
-/* Read one value of cp at *offp (the same reads and checks as value()) into column c. */
+static int put_zeros(Buf *b, Py_ssize_t n) {
+    if (buf_grow(b, n) < 0) return -1;
+    memset(b->p + b->len, 0, (size_t)n);
+    b->len += n;
+    return 0;
+}
+
+static int put_str(ACol *c, const void *s, Py_ssize_t n) {
+    if (c->data.len + n > INT32_MAX) { c->layout = L_NONE; return 0; }
+    if (buf_put(&c->data, s, n) < 0) return -1;
+    return put_offset(c);
+}
+
+/* A Python str's UTF-8 as the column's next string; the column falls back when it has none. */
+static int put_pystr(ACol *c, PyObject *text) {
+    Py_ssize_t n;
+    const char *s = PyUnicode_Check(text) ? PyUnicode_AsUTF8AndSize(text, &n) : NULL;
+    if (s != NULL) return put_str(c, s, n);
+    PyErr_Clear();
+    c->layout = L_NONE;
+    return 0;
+}
+
+/* A string column's value (K_STR) into c: UTF-8 text, bytes, or what cp->obj1 makes of them. */
+static int astr(const ColPlan *cp, ACol *c, const unsigned char *s, uint64_t n) {
+    if (cp->b == 2) {
+        /* Python's own decoder, called even for a column that fell back: it is what may
+         * raise on bad bytes (JSON), and the reference raises there too. Its str lands as
+         * UTF-8; bytes (not well-formed in the charset) leave the column to Python. */
+        PyObject *text = call_consuming(
+            cp->obj1, PyBytes_FromStringAndSize((const char *)s, (Py_ssize_t)n));
+        if (text == NULL) return -1;
+        int rc = c->layout == L_STR ? put_pystr(c, text) : 0;
+        Py_DECREF(text);
+        return rc;
+    }
+    if (c->layout == L_STR) {
+        if (!is_utf8(s, (Py_ssize_t)n)) c->layout = L_NONE;
+        else return put_str(c, s, (Py_ssize_t)n);
+    } else if (c->layout == L_BIN) {
+        if (put_str(c, s, (Py_ssize_t)n) < 0) return -1;
+        if (c->layout == L_BIN && cp->c > 0 && n < (uint64_t)cp->c) {  /* BINARY(n) pad */
+            Py_ssize_t pad = cp->c - (Py_ssize_t)n;
+            if (c->data.len + pad > INT32_MAX) {
+                c->layout = L_NONE;
+            } else {
+                if (put_zeros(&c->data, pad) < 0) return -1;
+                int32_t e = (int32_t)c->data.len;
+                memcpy(c->offsets.p + c->offsets.len - 4, &e, 4);
+            }
+        }
+    }
+    return 0;
+}
+
+/* A SET's members, comma-separated, as the column's next string. */
+static int aset(const ColPlan *cp, ACol *c, uint64_t mask) {
+    int members = 0;
+    for (Py_ssize_t bit = 0; bit < PyTuple_GET_SIZE(cp->obj2) && bit < 64; bit++) {
+        if (!(mask >> bit & 1)) continue;
+        Py_ssize_t n;
+        const char *label = PyUnicode_AsUTF8AndSize(PyTuple_GET_ITEM(cp->obj2, bit), &n);
+        if (label == NULL) {
+            PyErr_Clear();
+            c->layout = L_NONE;
+            return 0;
+        }
+        if ((members++ && buf_put(&c->data, ",", 1) < 0) || buf_put(&c->data, label, n) < 0)
+            return -1;
+    }
+    if (c->data.len > INT32_MAX) {
+        c->layout = L_NONE;
+        return 0;
+    }
+    return put_offset(c);
+}
+
+/* Read one value of cp at *offp (the readers decode() uses) into column c. */
 static int avalue(const ColPlan *cp, ACol *c, const unsigned char *buf, Py_ssize_t *offp,
                   Py_ssize_t end) {
-    Py_ssize_t off = *offp;
-    const unsigned char *p = buf + off;
-    unsigned char out[16];
-    int width = 0;  /* bytes of out to append to data (fixed-width layouts) */
+    Py_ssize_t off = *offp;  /* a local the readers' inlined code keeps in a register */
+    /* A fixed-width value, appended as its first `width` bytes: Arrow's little-endian integer
+     * (a narrower one is the low bytes of i64; BIGINT UNSIGNED's decimal(20,0) is i64 with the
+     * high half 0), a FLOAT's/DOUBLE's IEEE bits, DECIMAL's 128-bit integer. */
+    union {
+        int64_t i64;
+        __int128 i128;
+    } out = {.i128 = 0};
+    int width = 0;
     switch (cp->kind) {
-    case K_INT: {
-        int n = cp->a;
-        NEED(n);
-        uint64_t u = le(p, n);
-        off += n;
-        if (c->layout == L_DEC) {  /* BIGINT UNSIGNED: decimal(20,0) */
-            memset(out, 0, 16);
-            memcpy(out, &u, 8);
-            width = 16;
-        } else {
-            int64_t s = int_value(u, n, cp->b);
-            width = WIDTH[c->layout];
-            if (width == 1) { int8_t v = (int8_t)s; memcpy(out, &v, 1); }
-            else if (width == 2) { int16_t v = (int16_t)s; memcpy(out, &v, 2); }
-            else if (width == 4) { int32_t v = (int32_t)s; memcpy(out, &v, 4); }
-            else { memcpy(out, &s, 8); }
-        }
+    case K_INT:
+        if (read_int(cp, buf, &off, end, &out.i64) < 0) return -1;
+        width = WIDTH[c->layout];
         break;
-    }
     case K_FLOAT:
-        NEED(cp->a);
-        if (cp->a == 4) {
-            uint32_t bits = (uint32_t)le(p, 4);
-            memcpy(out, &bits, 4);
-            width = 4;
-        } else {
-            uint64_t bits = le(p, 8);
-            memcpy(out, &bits, 8);
-            width = 8;
-        }
-        off += cp->a;
+        if (read_uint(cp, buf, &off, end, 0, (uint64_t *)&out.i64) < 0) return -1;
+        width = cp->a;
         break;
     case K_STR: {
         const unsigned char *s;
         uint64_t n;
-        if (read_prefixed(cp, buf, &off, end, &s, &n) < 0) return -1;
-        if (cp->b == 2) {
-            /* Python's own decoder, called even for a column that fell back: it is what may
-             * raise on bad bytes (JSON), and the reference raises there too. Its str lands as
-             * UTF-8; bytes (not well-formed in the charset) leave the column to Python. */
-            PyObject *raw = PyBytes_FromStringAndSize((const char *)s, (Py_ssize_t)n);
-            if (raw == NULL) return -1;
-            PyObject *text = PyObject_CallOneArg(cp->obj1, raw);
-            Py_DECREF(raw);
-            if (text == NULL) return -1;
-            if (c->layout == L_STR) {
-                Py_ssize_t len;
-                const char *u = PyUnicode_Check(text) ? PyUnicode_AsUTF8AndSize(text, &len) : NULL;
-                if (u == NULL) {
-                    PyErr_Clear();
-                    c->layout = L_NONE;
-                } else if (put_str(c, u, len) < 0) {
-                    Py_DECREF(text);
-                    return -1;
-                }
-            }
-            Py_DECREF(text);
-        } else if (c->layout == L_STR) {
-            if (!is_utf8(s, (Py_ssize_t)n)) c->layout = L_NONE;
-            else if (put_str(c, s, (Py_ssize_t)n) < 0) return -1;
-        } else if (c->layout == L_BIN) {
-            if (put_str(c, s, (Py_ssize_t)n) < 0) return -1;
-            if (c->layout == L_BIN && cp->c > 0 && n < (uint64_t)cp->c) {  /* BINARY(n) pad */
-                Py_ssize_t pad = cp->c - (Py_ssize_t)n;
-                if (c->data.len + pad > INT32_MAX) {
-                    c->layout = L_NONE;
-                } else {
-                    if (buf_grow(&c->data, pad) < 0) return -1;
-                    memset(c->data.p + c->data.len, 0, (size_t)pad);
-                    c->data.len += pad;
-                    int32_t e = (int32_t)c->data.len;
-                    memcpy(c->offsets.p + c->offsets.len - 4, &e, 4);
-                }
-            }
-        }
+        if (read_prefixed(cp, buf, &off, end, &s, &n) < 0 || astr(cp, c, s, n) < 0) return -1;
         break;
     }
     case K_DATE: {
-        NEED(3);
-        uint32_t x = (uint32_t)le(p, 3);
-        off += 3;
-        int y = (int)(x >> 9), m = (int)(x >> 5 & 15), d = (int)(x & 31);
-        if (!valid_date(y, m, d)) {
+        Civil t;
+        if (read_date(buf, &off, end, &t) < 0) return -1;
+        if (!valid_date(t.year, t.month, t.day)) {
             c->layout = L_NONE;
-        } else {
-            int32_t days = (int32_t)days_from_civil(y, m, d);
-            memcpy(out, &days, 4);
-            width = 4;
+            break;
         }
+        out.i64 = (int32_t)days_from_civil(t.year, t.month, t.day);
+        width = 4;
         break;
     }
     case K_DT2: {
-        int fsp = cp->a;
-        NEED(5 + frac_bytes(fsp));
-        int64_t packed;
-        uint32_t us;
-        if (read_dt2(p, fsp, &packed, &us) < 0) return -1;
-        off += 5 + frac_bytes(fsp);
-        int64_t ymd = packed >> 17, ym = ymd >> 5;
-        int64_t year = ym / 13;
-        int month = (int)(ym % 13), day = (int)(ymd & 31);
-        int hour = (int)(packed >> 12 & 31), minute = (int)(packed >> 6 & 63);
-        int second = (int)(packed & 63);
-        if (!valid_date(year, month, day) || hour > 23 || minute > 59 || second > 59) {
+        Civil t;
+        if (read_dt2(cp, buf, &off, end, &t) < 0) return -1;
+        if (!valid_date(t.year, t.month, t.day) || t.hour > 23 || t.minute > 59 || t.second > 59) {
             c->layout = L_NONE;
-        } else {
-            int64_t v = ((days_from_civil(year, month, day) * 86400 + hour * 3600
-                          + minute * 60 + second) * 1000000) + us;
-            memcpy(out, &v, 8);
-            width = 8;
+            break;
         }
+        out.i64 = ((days_from_civil(t.year, t.month, t.day) * 86400 + t.hour * 3600
+                    + t.minute * 60 + t.second) * 1000000) + t.us;
+        width = 8;
         break;
     }
     case K_TS2: {
-        int fsp = cp->a;
-        NEED(4 + frac_bytes(fsp));
         uint32_t secs, us;
-        if (read_ts2(p, fsp, &secs, &us) < 0) return -1;
-        off += 4 + frac_bytes(fsp);
+        if (read_ts2(cp, buf, &off, end, &secs, &us) < 0) return -1;
         if (secs == 0 && us == 0) {
             c->layout = L_NONE;  /* the zero TIMESTAMP: NULL, counted by the landing path */
-        } else {
-            int64_t v = (int64_t)secs * 1000000 + us;
-            memcpy(out, &v, 8);
-            width = 8;
+            break;
         }
+        out.i64 = (int64_t)secs * 1000000 + us;
+        width = 8;
         break;
     }
     case K_DEC: {
-        NEED(cp->size);
         int neg;
         uint32_t groups[16];
-        if (read_dec(cp, p, &neg, groups) < 0) return -1;
-        off += cp->size;
-        if (c->layout == L_DEC) {
-            __int128 v = 0;
-            for (int k = 0; k < cp->ngroups; k++) v = v * POW10[cp->groups[k][1]] + groups[k];
-            if (neg) v = -v;
-            memcpy(out, &v, 16);
-            width = 16;
-        }
+        if (read_dec(cp, buf, &off, end, &neg, groups) < 0) return -1;
+        if (c->layout != L_DEC) break;
+        for (int k = 0; k < cp->ngroups; k++)
+            out.i128 = out.i128 * POW10[cp->groups[k][1]] + groups[k];
+        if (neg) out.i128 = -out.i128;
+        width = 16;
         break;
     }
     case K_ENUM: {
-        NEED(cp->a);
-        uint32_t x = (uint32_t)le(p, cp->a);
-        off += cp->a;
-        if (cp->obj1 != Py_None) {
-            if ((Py_ssize_t)x >= PyTuple_GET_SIZE(cp->obj1)) {
-                PyErr_SetString(PyExc_ValueError, "ENUM index has no label");
-                return -1;
-            }
-            if (c->layout == L_STR) {
-                Py_ssize_t n;
-                const char *s = PyUnicode_AsUTF8AndSize(PyTuple_GET_ITEM(cp->obj1, x), &n);
-                if (s == NULL) {
-                    PyErr_Clear();
-                    c->layout = L_NONE;
-                } else if (put_str(c, s, n) < 0) {
-                    return -1;
-                }
-            }
-        }
+        uint32_t x;
+        if (read_enum(cp, buf, &off, end, &x) < 0) return -1;
+        if (c->layout == L_STR && put_pystr(c, PyTuple_GET_ITEM(cp->obj1, x)) < 0) return -1;
         break;
     }
     case K_YEAR: {
-        NEED(1);
-        int16_t y = (int16_t)(p[0] ? 1900 + p[0] : 0);
-        memcpy(out, &y, 2);
+        int year;
+        if (read_year(buf, &off, end, &year) < 0) return -1;
+        out.i64 = year;
         width = 2;
-        off += 1;
         break;
     }
-    case K_BIT: {  /* int64, two's complement above 2^63 (types._to_bit) */
-        NEED(cp->a);
-        uint64_t u = be(p, cp->a);
-        memcpy(out, &u, 8);
-        width = 8;
-        off += cp->a;
-        break;
-    }
-    case K_TIME2: {
-        NEED(3 + frac_bytes(cp->a));
-        int64_t micros;
-        if (read_time2(p, cp->a, &micros) < 0) return -1;
-        off += 3 + frac_bytes(cp->a);
-        memcpy(out, &micros, 8);
+    case K_BIT:  /* int64, two's complement above 2^63 (types._to_bit) */
+        if (read_uint(cp, buf, &off, end, 1, (uint64_t *)&out.i64) < 0) return -1;
         width = 8;
         break;
-    }
+    case K_TIME2:
+        if (read_time2(cp, buf, &off, end, &out.i64) < 0) return -1;
+        width = 8;
+        break;
     case K_SET: {
-        NEED(cp->a);
         uint64_t mask;
-        if (read_set(cp, p, &mask) < 0) return -1;
-        off += cp->a;
-        if (c->layout == L_STR) {
-            int members = 0;
-            for (Py_ssize_t bit = 0; bit < PyTuple_GET_SIZE(cp->obj2) && bit < 64; bit++) {
-                if (!(mask >> bit & 1)) continue;
-                Py_ssize_t n;
-                const char *label = PyUnicode_AsUTF8AndSize(PyTuple_GET_ITEM(cp->obj2, bit), &n);
-                if (label == NULL) {
-                    PyErr_Clear();
-                    c->layout = L_NONE;
-                    break;
-                }
-                if ((members++ && buf_put(&c->data, ",", 1) < 0)
-                    || buf_put(&c->data, label, n) < 0)
-                    return -1;
-            }
-            if (c->layout == L_STR) {
-                if (c->data.len > INT32_MAX) {
-                    c->layout = L_NONE;
-                } else {
-                    int32_t e = (int32_t)c->data.len;
-                    if (buf_put(&c->offsets, &e, 4) < 0) return -1;
-                }
-            }
-        }
+        if (read_set(cp, buf, &off, end, &mask) < 0) return -1;
+        if (c->layout == L_STR && aset(cp, c, mask) < 0) return -1;
         break;
     }
     default:
         PyErr_SetString(PyExc_ValueError, "unknown column kind");
         return -1;
     }
-    if (c->layout != L_NONE && width && buf_put(&c->data, out, width) < 0) return -1;
+    if (c->layout != L_NONE && width && buf_put(&c->data, &out, width) < 0) return -1;
     *offp = off;
     return 0;
 }
@@ -928,24 +940,15 @@ static int avalue(const ColPlan *cp, ACol *c, const unsigned char *buf, Py_ssize
 static int aimage(const Plan *plan, ACol *cols, const unsigned char *buf, Py_ssize_t *offp,
                   Py_ssize_t end) {
     Py_ssize_t off = *offp;
-    Py_ssize_t nbytes = (plan->n + 7) / 8;
-    NEED(nbytes);
-    const unsigned char *nulls = buf + off;
-    off += nbytes;
+    const unsigned char *nulls = take(buf, &off, end, (plan->n + 7) / 8);
+    if (nulls == NULL) return -1;
     for (Py_ssize_t k = 0; k < plan->n; k++) {
         ACol *c = &cols[k];
         int null = nulls[k >> 3] >> (k & 7) & 1;
         if (null) {
             if (c->layout == L_NONE) continue;
             int w = WIDTH[c->layout];
-            if (w) {
-                if (buf_grow(&c->data, w) < 0) return -1;
-                memset(c->data.p + c->data.len, 0, (size_t)w);
-                c->data.len += w;
-            } else {
-                int32_t e = (int32_t)c->data.len;
-                if (buf_put(&c->offsets, &e, 4) < 0) return -1;
-            }
+            if ((w ? put_zeros(&c->data, w) : put_offset(c)) < 0) return -1;
         } else if (avalue(&plan->cols[k], c, buf, &off, end) < 0) {
             return -1;
         }
@@ -1282,12 +1285,8 @@ static PyObject *text_value(int kind, const unsigned char *p, Py_ssize_t n,
         }
         return PyFloat_FromDouble(v);
     }
-    case T_UTF8: {
-        PyObject *s = PyUnicode_DecodeUTF8((const char *)p, n, NULL);
-        if (s != NULL || !PyErr_ExceptionMatches(PyExc_UnicodeDecodeError)) return s;
-        PyErr_Clear();
-        return PyBytes_FromStringAndSize((const char *)p, n);
-    }
+    case T_UTF8:
+        return utf8_or_bytes((const char *)p, n);
     default:
         return PyUnicode_DecodeUTF8((const char *)p, n, "surrogateescape");
     }
@@ -1313,8 +1312,7 @@ static int text_values(const unsigned char *p, Py_ssize_t size, const char *kind
         } else {
             int width = first == 0xFC ? 2 : first == 0xFD ? 3 : first == 0xFE ? 8 : 0;
             if (width == 0 || size - off - 1 < width) goto malformed;
-            length = 0;
-            for (int b = width - 1; b >= 0; b--) length = (length << 8) | p[off + 1 + b];
+            length = le(p + off + 1, width);
             start = off + 1 + width;
         }
         if (length > (unsigned long long)(size - start)) goto malformed;
