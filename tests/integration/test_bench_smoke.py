@@ -82,3 +82,35 @@ def test_bench_smoke(tmp_path: Path) -> None:
                             cwd=ROOT, capture_output=True, text=True, check=True).stdout
     for workload in results["workloads"].values():
         assert f"| {workload['description']} |" in readme
+
+
+def test_bench_decode_only(tmp_path: Path) -> None:
+    """``--decode-only``: the four ``binlake decode`` runs on workload (a), nothing else."""
+    if not os.path.exists("/usr/sbin/mariadbd"):
+        pytest.skip("MariaDB is not installed on this machine")
+    if not (ROOT / ".git").exists():
+        pytest.skip("no git checkout to take a baseline commit from")
+    result = subprocess.run(
+        [sys.executable, "-m", "bench", "--smoke", "--decode-only", "--baseline-rev", "HEAD",
+         "--results-dir", os.fspath(tmp_path)],
+        cwd=ROOT, capture_output=True, text=True, timeout=300,
+    )
+    assert result.returncode == 0, result.stderr[-4000:]
+    (path,) = tmp_path.glob("*.json")
+    results = json.loads(path.read_text())
+    assert {name: w["rows"] for name, w in results["workloads"].items()} == {
+        "a_bulk_insert": 1200}
+    peers = results["workloads"]["a_bulk_insert"]["peers"]
+    measured = {"binlake-decode-text", "binlake-decode-open-protocol", "baseline-decode-text",
+                "baseline-decode-open-protocol"}
+    for peer, summary in peers.items():
+        if peer in measured:
+            assert len(summary["runs"]) == 1 and "error" not in summary, (peer, summary)
+        else:
+            assert summary == {"skipped": "--decode-only"}, peer
+    assert set(peers) >= measured
+    assert not {"startup", "memory", "snapshot", "semisync"} & set(results)
+    verdicts = {t["name"]: t["verdict"] for t in results["targets"]}
+    decode_targets = {"decode_text_vs_baseline", "decode_open_protocol_vs_baseline"}
+    assert {verdicts[name] for name in decode_targets} <= {"PASS", "MISS"}
+    assert {v for name, v in verdicts.items() if name not in decode_targets} == {"not measured"}
