@@ -21,6 +21,7 @@ from __future__ import annotations
 import struct
 from typing import Any
 
+from .binlog.native import text_collect as _native_text_collect
 from .binlog.native import text_rows as _native_text_rows
 from .errors import MalformedPacket, PacketSequenceError, PacketTooLarge, TruncatedData
 
@@ -221,6 +222,20 @@ class PacketCodec:
         self._start = start
         self.sequence = seq
         return rows, fallbacks
+
+    def text_collect(self, out: bytearray) -> tuple[int, int]:
+        """Take every complete plain text-protocol row packet buffered, in order, appending
+        each payload to ``out`` unparsed (a 4-byte little-endian length, then the payload:
+        ``protocol.binlog.native.text_collect``); returns ``(rows, last)``, ``last`` where the
+        last one starts in ``out`` (-1: none). Stops as :meth:`text_rows` does; without the
+        native extension it takes nothing."""
+        if _native_text_collect is None or self._scan_chunks or not self.check_sequence:
+            return 0, -1
+        start, seq, rows, last = _native_text_collect(
+            self._buf, self._start, len(self._buf), self.sequence, self.max_packet_size, out)
+        self._start = start
+        self.sequence = seq
+        return rows, last
 
     def _scan_split_message(self, end: int) -> tuple[int, bytes] | None:
         buf = self._buf

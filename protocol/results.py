@@ -47,6 +47,9 @@ __all__ = [
     "TEXT_FLOAT",
     "TEXT_UTF8",
     "TEXT_DEFAULT",
+    "kept_payloads",
+    "kept_row",
+    "check_kept",
 ]
 
 #: What a columnar read (``TextResultReader(kinds=...)``) makes of a column's non-NULL values:
@@ -133,6 +136,11 @@ class ResultSet:
     #: A columnar read applied every column's requested kind; False: the values are
     #: ``str``/``bytes`` as :func:`parse_text_row` gives them, or a mix with the kinds' values.
     converted: bool = False
+    #: A kept read's rows, unparsed (``rows`` is then empty): each a 4-byte little-endian
+    #: length and the row payload (:func:`kept_payloads`); how many, and where the last starts.
+    kept: bytearray | None = None
+    kept_rows: int = 0
+    kept_last: int = -1
 
     @property
     def column_names(self) -> list[str]:
@@ -308,6 +316,49 @@ def parse_text_row(payload: bytes | memoryview,
     return tuple(values)
 
 
+_U32 = struct.Struct("<I")
+
+
+def kept_payloads(kept: bytes | bytearray) -> list[bytes]:
+    """The row payloads of a kept read (:attr:`ResultSet.kept`), one by one (the slow path:
+    for errors and tests).
+
+    Raises:
+        TruncatedData: the framing runs past the end.
+    """
+    payloads = []
+    offset = 0
+    while offset < len(kept):
+        if offset + 4 > len(kept):
+            raise TruncatedData(f"kept rows truncated at offset {offset}")
+        (length,) = _U32.unpack_from(kept, offset)
+        if offset + 4 + length > len(kept):
+            raise TruncatedData(f"kept row of {length} bytes truncated at offset {offset}")
+        payloads.append(bytes(kept[offset + 4:offset + 4 + length]))
+        offset += 4 + length
+    return payloads
+
+
+def kept_row(kept: bytes | bytearray, at: int,
+             binary: tuple[bool, ...]) -> tuple[str | bytes | None, ...]:
+    """The kept row starting at ``at`` (e.g. :attr:`ResultSet.kept_last`), parsed as
+    :func:`parse_text_row` parses a row."""
+    if at < 0 or at + 4 > len(kept):
+        raise TruncatedData(f"no kept row at offset {at}")
+    (length,) = _U32.unpack_from(kept, at)
+    if at + 4 + length > len(kept):
+        raise TruncatedData(f"kept row of {length} bytes truncated at offset {at}")
+    return parse_text_row(bytes(kept[at + 4:at + 4 + length]), binary)
+
+
+def check_kept(kept: bytes | bytearray, binary: tuple[bool, ...]) -> None:
+    """Parse every kept row as :func:`parse_text_row` would when the rows were read: raises
+    the same typed error (a malformed row), else returns. For a native conversion of kept
+    rows that refused them, so the error is the one a parsed read raises."""
+    for payload in kept_payloads(kept):
+        parse_text_row(payload, binary)
+
+
 # --- the response to one COM_QUERY -----------------------------------------------------------------
 
 
@@ -321,12 +372,16 @@ class TextResultReader:
 
     With ``kinds`` (``TEXT_*`` of the first columns; the others by their binary flag), the rows
     are gathered column-wise in :attr:`ResultSet.values`, and :meth:`take_rows` lets the packet
-    codec parse the buffered row packets in bulk.
+    codec parse the buffered row packets in bulk. With ``keep``, the rows are kept unparsed in
+    :attr:`ResultSet.kept` (the codec copies the buffered row packets in bulk), for a
+    conversion of the whole result at once (a snapshot chunk straight into Arrow).
     """
 
-    def __init__(self, capabilities: int, kinds: bytes | None = None) -> None:
+    def __init__(self, capabilities: int, kinds: bytes | None = None, *,
+                 keep: bool = False) -> None:
         self.capabilities = capabilities
         self._requested = kinds
+        self._keep = keep
         self.done = False
         self.result: ResultSet | None = None
         self.more: list[ResultSet] = []
@@ -342,6 +397,9 @@ class TextResultReader:
         self._values: list[list[Any]] | None = None
         self._parsed_here = 0  # columnar rows parsed by feed, not by take_rows
         self._fallbacks = 0
+        self._kept: bytearray | None = None
+        self._kept_rows = 0
+        self._kept_last = -1
 
     @property
     def reading_rows(self) -> bool:
@@ -381,7 +439,15 @@ class TextResultReader:
     def take_rows(self, codec: PacketCodec) -> int:
         """Take the complete row packets ``codec`` holds in bulk (a columnar read with the
         native extension; else nothing); how many."""
-        if self._values is None or self._state != "rows":
+        if self._state != "rows":
+            return 0
+        if self._kept is not None:
+            rows, last = codec.text_collect(self._kept)
+            if rows:
+                self._kept_rows += rows
+                self._kept_last = last
+            return rows
+        if self._values is None:
             return 0
         rows, fallbacks = codec.text_rows(self._kinds, self._values)
         self._fallbacks += fallbacks
@@ -397,6 +463,11 @@ class TextResultReader:
         if state == "rows":
             if is_eof(payload, self.capabilities):
                 self._finish_rows(payload)
+            elif self._kept is not None:
+                self._kept_last = len(self._kept)
+                self._kept += _U32.pack(len(payload))
+                self._kept += payload
+                self._kept_rows += 1
             elif self._values is None:
                 self._rows.append(parse_text_row(payload, self._binary))
             else:
@@ -421,7 +492,9 @@ class TextResultReader:
             self._columns.append(column)
             if len(self._columns) == self._column_count:
                 self._binary = tuple(is_binary_column(c) for c in self._columns)
-                if self._requested is not None:
+                if self._keep:
+                    self._kept = bytearray()
+                elif self._requested is not None:
                     requested = self._requested
                     self._kinds = bytes(
                         requested[i] if i < len(requested) and requested[i] != TEXT_DEFAULT
@@ -443,7 +516,7 @@ class TextResultReader:
         converted = values is not None and not self._fallbacks and (
             not self._parsed_here or max(self._kinds) <= TEXT_BYTES)
         self._emit(ResultSet(tuple(self._columns), self._rows, status, warnings, None, values,
-                             converted), status)
+                             converted, self._kept, self._kept_rows, self._kept_last), status)
 
     def _emit(self, result: ResultSet, status: int) -> None:
         if self.result is None:

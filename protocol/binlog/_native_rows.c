@@ -13,6 +13,8 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <datetime.h>
+#include <math.h>
+#include <stdlib.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -1292,36 +1294,93 @@ static PyObject *text_value(int kind, const unsigned char *p, Py_ssize_t n,
     }
 }
 
+/* One length-encoded value of a text row at *offp: 1 value (*s, *n), 0 NULL, -1 malformed
+ * (no exception set: the caller says what it makes of it). */
+static int text_field(const unsigned char *p, Py_ssize_t size, Py_ssize_t *offp,
+                      const unsigned char **s, Py_ssize_t *n) {
+    Py_ssize_t off = *offp;
+    if (off >= size) goto bad;
+    unsigned int first = p[off];
+    unsigned long long length;
+    Py_ssize_t start;
+    if (first < 0xFB) {
+        length = first;
+        start = off + 1;
+    } else if (first == 0xFB) {
+        *offp = off + 1;
+        return 0;
+    } else {
+        int width = first == 0xFC ? 2 : first == 0xFD ? 3 : first == 0xFE ? 8 : 0;
+        if (width == 0 || size - off - 1 < width) goto bad;
+        length = le(p + off + 1, width);
+        start = off + 1 + width;
+    }
+    if (length > (unsigned long long)(size - start)) goto bad;
+    *s = p + start;
+    *n = (Py_ssize_t)length;
+    *offp = start + (Py_ssize_t)length;
+    return 1;
+bad:
+    return -1;
+}
+
+/* The length of the plain text-row packet at b[pos, end) with sequence id seq, or -1 where the
+ * bulk readers stop (see text_rows). */
+static Py_ssize_t plain_row(const unsigned char *b, Py_ssize_t pos, Py_ssize_t end, long seq,
+                            long long limit) {
+    if (end - pos < 4) return -1;
+    Py_ssize_t length = b[pos] | (b[pos + 1] << 8) | (b[pos + 2] << 16);
+    if (b[pos + 3] != seq || length >= 0xFFFFFF || length > limit || end - pos - 4 < length
+        || length == 0 || b[pos + 4] >= 0xFE)
+        return -1;
+    return length;
+}
+
+/* The (buf, start, end, seq, limit) arguments of the bulk readers, the buffer's view held. */
+static int wire_args(PyObject *const *args, Py_buffer *view, Py_ssize_t *pos, Py_ssize_t *end,
+                     long *seq, long long *limit) {
+    *pos = PyLong_AsSsize_t(args[1]);
+    *end = PyLong_AsSsize_t(args[2]);
+    *seq = PyLong_AsLong(args[3]);
+    *limit = PyLong_AsLongLong(args[4]);
+    if (PyErr_Occurred() || PyObject_GetBuffer(args[0], view, PyBUF_SIMPLE) < 0) return -1;
+    if (*pos < 0 || *end > view->len || *pos > *end) {
+        PyBuffer_Release(view);
+        PyErr_SetString(PyExc_ValueError, "start/end outside the buffer");
+        return -1;
+    }
+    return 0;
+}
+
+/* kinds (bytes) and columns (a list of as many lists) of text_rows and text_lists. */
+static int kinds_and_columns(PyObject *kinds, PyObject *columns) {
+    Py_ssize_t n = PyBytes_GET_SIZE(kinds);
+    if (PyList_GET_SIZE(columns) != n) {
+        PyErr_SetString(PyExc_ValueError, "one kind per column list");
+        return -1;
+    }
+    for (Py_ssize_t i = 0; i < n; i++)
+        if (!PyList_Check(PyList_GET_ITEM(columns, i))) {
+            PyErr_SetString(PyExc_TypeError, "columns must be lists");
+            return -1;
+        }
+    return 0;
+}
+
 /* Parse one row payload into values[0..n); 0 ok, 1 malformed (nothing kept), -1 error. */
 static int text_values(const unsigned char *p, Py_ssize_t size, const char *kinds, Py_ssize_t n,
                        PyObject **values, Py_ssize_t *fallbacks) {
     Py_ssize_t off = 0, i = 0;
     for (; i < n; i++) {
-        if (off >= size) goto malformed;
-        unsigned int first = p[off];
-        unsigned long long length;
-        Py_ssize_t start;
-        if (first < 0xFB) {
-            length = first;
-            start = off + 1;
-        } else if (first == 0xFB) {
-            Py_INCREF(Py_None);
-            values[i] = Py_None;
-            off += 1;
-            continue;
-        } else {
-            int width = first == 0xFC ? 2 : first == 0xFD ? 3 : first == 0xFE ? 8 : 0;
-            if (width == 0 || size - off - 1 < width) goto malformed;
-            length = le(p + off + 1, width);
-            start = off + 1 + width;
-        }
-        if (length > (unsigned long long)(size - start)) goto malformed;
-        values[i] = text_value(kinds[i], p + start, (Py_ssize_t)length, fallbacks);
+        const unsigned char *s = NULL;
+        Py_ssize_t length = 0;
+        int got = text_field(p, size, &off, &s, &length);
+        if (got < 0) goto malformed;
+        values[i] = got ? text_value(kinds[i], s, length, fallbacks) : Py_NewRef(Py_None);
         if (values[i] == NULL) {
             for (Py_ssize_t j = 0; j < i; j++) Py_DECREF(values[j]);
             return -1;
         }
-        off = start + (Py_ssize_t)length;
     }
     if (off == size) return 0;
 malformed:
@@ -1343,41 +1402,24 @@ static PyObject *text_rows(PyObject *self, PyObject *const *args, Py_ssize_t nar
                         "text_rows(buf, start, end, seq, limit, kinds: bytes, columns: list)");
         return NULL;
     }
-    Py_ssize_t pos = PyLong_AsSsize_t(args[1]), end = PyLong_AsSsize_t(args[2]);
-    long seq = PyLong_AsLong(args[3]);
-    long long limit = PyLong_AsLongLong(args[4]);
-    if (PyErr_Occurred()) return NULL;
     const char *kinds = PyBytes_AS_STRING(args[5]);
     PyObject *columns = args[6];
-    Py_ssize_t n = PyBytes_GET_SIZE(args[5]);
-    if (PyList_GET_SIZE(columns) != n) {
-        PyErr_SetString(PyExc_ValueError, "text_rows: one kind per column list");
-        return NULL;
-    }
-    for (Py_ssize_t i = 0; i < n; i++)
-        if (!PyList_Check(PyList_GET_ITEM(columns, i))) {
-            PyErr_SetString(PyExc_TypeError, "text_rows: columns must be lists");
-            return NULL;
-        }
+    Py_ssize_t n = PyBytes_GET_SIZE(args[5]), pos, end, length;
+    long seq;
+    long long limit;
     Py_buffer view;
-    if (PyObject_GetBuffer(args[0], &view, PyBUF_SIMPLE) < 0) return NULL;
+    if (kinds_and_columns(args[5], columns) < 0
+        || wire_args(args, &view, &pos, &end, &seq, &limit) < 0)
+        return NULL;
     PyObject **values = PyMem_Malloc(sizeof(PyObject *) * (size_t)(n ? n : 1));
     if (values == NULL) {
         PyBuffer_Release(&view);
         return PyErr_NoMemory();
     }
-    if (pos < 0 || end > view.len || pos > end) {
-        PyErr_SetString(PyExc_ValueError, "text_rows: start/end outside the buffer");
-        goto fail;
-    }
     const unsigned char *b = (const unsigned char *)view.buf;
     Py_ssize_t rows = 0, fallbacks = 0;
-    while (end - pos >= 4) {
-        Py_ssize_t length = b[pos] | (b[pos + 1] << 8) | (b[pos + 2] << 16);
-        if (b[pos + 3] != seq || length >= 0xFFFFFF || length > limit || end - pos - 4 < length)
-            break;
+    while ((length = plain_row(b, pos, end, seq, limit)) >= 0) {
         const unsigned char *p = b + pos + 4;
-        if (length == 0 || p[0] >= 0xFE) break;
         Py_ssize_t row_fallbacks = 0;
         int r = text_values(p, length, kinds, n, values, &row_fallbacks);
         if (r < 0) goto fail;
@@ -1445,6 +1487,453 @@ done:
     return row;
 }
 
+
+/* ---- Snapshot rows straight into Arrow: text_collect, text_arrow, text_lists ---------------
+ * A snapshot chunk's row packets are kept as they arrive (text_collect: one framed copy, no
+ * parsing), then converted column by column: text_arrow turns each value's text (what the
+ * snapshot's SELECT expressions print: protocol/snapshot/values.py) into the same Arrow chunks
+ * decode_arrow makes of the binlog's bytes for the column (the layout from the same plan entry,
+ * so the same tag); text_lists gives the Python text values of the columns that need them (a
+ * column text_arrow left to Python, the chunking key). Kept rows are framed as a 4-byte
+ * little-endian length and the row payload (a row of any size fits, also one the Python path
+ * joined from split packets). */
+
+/* text_collect(buf, start, end, seq, limit, out: bytearray) -> (start, seq, rows, last)
+ * text_rows' framing and stop rules (see there), but each plain row packet's payload is
+ * appended to out, framed, unparsed; last is where the last one starts in out (-1: none). A
+ * malformed row is found by text_arrow / text_lists. */
+static PyObject *text_collect(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 6 || !PyByteArray_Check(args[5])) {
+        PyErr_SetString(PyExc_TypeError, "text_collect(buf, start, end, seq, limit, out: bytearray)");
+        return NULL;
+    }
+    PyObject *out = args[5];
+    Py_ssize_t pos, end, length;
+    long seq;
+    long long limit;
+    Py_buffer view;
+    if (wire_args(args, &view, &pos, &end, &seq, &limit) < 0) return NULL;
+    const unsigned char *b = (const unsigned char *)view.buf;
+    /* First pass: how many packets and bytes, so out grows once. */
+    Py_ssize_t scan = pos, bytes = 0, rows = 0;
+    long s = seq;
+    while ((length = plain_row(b, scan, end, s, limit)) >= 0) {
+        bytes += 4 + length;
+        scan += 4 + length;
+        s = (s + 1) & 0xFF;
+        rows++;
+    }
+    Py_ssize_t at = PyByteArray_GET_SIZE(out), last = -1;
+    if (rows && PyByteArray_Resize(out, at + bytes) < 0) {
+        PyBuffer_Release(&view);
+        return NULL;
+    }
+    unsigned char *base = (unsigned char *)PyByteArray_AS_STRING(out), *o = base + at;
+    for (Py_ssize_t r = 0; r < rows; r++) {
+        length = b[pos] | (b[pos + 1] << 8) | (b[pos + 2] << 16);
+        uint32_t len32 = (uint32_t)length;
+        last = o - base;
+        o[0] = (unsigned char)len32;
+        o[1] = (unsigned char)(len32 >> 8);
+        o[2] = (unsigned char)(len32 >> 16);
+        o[3] = 0;
+        memcpy(o + 4, b + pos + 4, (size_t)length);
+        o += 4 + length;
+        pos += 4 + length;
+    }
+    PyBuffer_Release(&view);
+    return Py_BuildValue("(nlnn)", pos, s, rows, last);
+}
+
+/* The next kept row of raw[*offp, size): its payload and length; 0 at the end, -1 (ValueError)
+ * when the framing runs past the end. */
+static int next_kept(const unsigned char *raw, Py_ssize_t size, Py_ssize_t *offp,
+                     const unsigned char **p, Py_ssize_t *n) {
+    Py_ssize_t off = *offp;
+    if (off >= size) return 0;
+    if (size - off < 4) goto bad;
+    uint32_t len = (uint32_t)le(raw + off, 4);
+    if ((uint64_t)len > (uint64_t)(size - off - 4)) goto bad;
+    *p = raw + off + 4;
+    *n = (Py_ssize_t)len;
+    *offp = off + 4 + (Py_ssize_t)len;
+    return 1;
+bad:
+    PyErr_SetString(PyExc_ValueError, "kept text rows truncated");
+    return -1;
+}
+
+/* Unsigned decimal digits s[0..n) (1..20 of them) into *v; 0 when not that or over 2^64-1. */
+static int digits_u64(const unsigned char *s, Py_ssize_t n, uint64_t *v) {
+    if (n < 1 || n > 20) return 0;
+    uint64_t x = 0;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        if (s[i] < '0' || s[i] > '9') return 0;
+        unsigned d = (unsigned)(s[i] - '0');
+        if (x > (UINT64_MAX - d) / 10) return 0;
+        x = x * 10 + d;
+    }
+    *v = x;
+    return 1;
+}
+
+/* Exactly n digits at s as a number (0 when one is not a digit). */
+static int fixed_digits(const unsigned char *s, int n, int *v) {
+    int x = 0;
+    for (int i = 0; i < n; i++) {
+        if (s[i] < '0' || s[i] > '9') return 0;
+        x = x * 10 + (s[i] - '0');
+    }
+    *v = x;
+    return 1;
+}
+
+/* ".f{1,6}" or nothing at s[0..n) → microseconds; 0 when not that. */
+static int text_fraction(const unsigned char *s, Py_ssize_t n, uint32_t *us) {
+    *us = 0;
+    if (n == 0) return 1;
+    if (s[0] != '.' || n < 2 || n > 7) return 0;
+    uint32_t x = 0;
+    for (Py_ssize_t i = 1; i < n; i++) {
+        if (s[i] < '0' || s[i] > '9') return 0;
+        x = x * 10 + (uint32_t)(s[i] - '0');
+    }
+    *us = x * POW10[7 - n];
+    return 1;
+}
+
+/* Append the validity and the value text s[0..n) of cp to c as decode_arrow would append the
+ * same value from the binlog, or leave the column to Python (c->layout = L_NONE) where the
+ * text is not in the form the snapshot's SELECT prints for a value Arrow holds that way (a zero
+ * date, a value out of range, ...): the reference conversion then decides. */
+static int tvalue(const ColPlan *cp, ACol *c, const unsigned char *s, Py_ssize_t n) {
+    unsigned char out[16];
+    int width = 0;
+    switch (cp->kind) {
+    case K_INT: case K_YEAR: case K_BIT: {
+        int neg = n > 0 && s[0] == '-';
+        uint64_t u;
+        if (!digits_u64(s + neg, n - neg, &u)) goto python;
+        if (c->layout == L_DEC) {  /* BIGINT UNSIGNED: decimal(20,0) */
+            if (neg) goto python;
+            memset(out, 0, 16);
+            memcpy(out, &u, 8);
+            width = 16;
+        } else if (cp->kind == K_BIT) {  /* int64, two's complement above 2^63 */
+            if (neg) goto python;
+            memcpy(out, &u, 8);
+            width = 8;
+        } else {
+            width = WIDTH[c->layout];
+            uint64_t top = width == 1 ? 0x7F : width == 2 ? 0x7FFF : width == 4 ? 0x7FFFFFFF
+                           : 0x7FFFFFFFFFFFFFFFull;
+            if (u > top + (uint64_t)neg) goto python;
+            int64_t v = neg ? (int64_t)(0 - u) : (int64_t)u;
+            if (width == 1) { int8_t x = (int8_t)v; memcpy(out, &x, 1); }
+            else if (width == 2) { int16_t x = (int16_t)v; memcpy(out, &x, 2); }
+            else if (width == 4) { int32_t x = (int32_t)v; memcpy(out, &x, 4); }
+            else memcpy(out, &v, 8);
+        }
+        break;
+    }
+    case K_FLOAT: {  /* what float() accepts of the server's number form */
+        char tmp[64];
+        if (n < 1 || n >= (Py_ssize_t)sizeof tmp) goto python;
+        for (Py_ssize_t j = 0; j < n; j++) {
+            unsigned char ch = s[j];
+            if (!((ch >= '0' && ch <= '9') || ch == '.' || ch == 'e' || ch == 'E' || ch == '-'
+                  || ch == '+'))
+                goto python;
+        }
+        memcpy(tmp, s, (size_t)n);
+        tmp[n] = '\0';
+        /* C's strtod rounds correctly, as float() does (the same double for the same digits;
+         * the characters allowed above leave out what only one of them accepts), and costs a
+         * fraction of PyOS_string_to_double. */
+        char *stop = NULL;
+        double d = strtod(tmp, &stop);
+        if (stop != tmp + n) goto python;
+        if (cp->a == 4) {
+            float f = (float)d;
+            if (isinf(f) && !isinf(d)) goto python;  /* the reference raises OverflowError */
+            memcpy(out, &f, 4);
+            width = 4;
+        } else {
+            memcpy(out, &d, 8);
+            width = 8;
+        }
+        break;
+    }
+    case K_DEC: {  /* [-]digits[.digits], exactly scale fraction digits, <= precision digits */
+        if (c->layout != L_DEC) goto python;
+        Py_ssize_t i = n > 0 && s[0] == '-';
+        int neg = (int)i, before = 0, after = 0, dot = 0;
+        __int128 v = 0;
+        for (; i < n; i++) {
+            if (s[i] == '.' && !dot) { dot = 1; continue; }
+            if (s[i] < '0' || s[i] > '9') goto python;
+            v = v * 10 + (s[i] - '0');
+            if (dot) after++; else before++;
+            if (before + after > 38) goto python;
+        }
+        if (before == 0 || (dot && after == 0) || after != cp->a) goto python;
+        /* leading zeros do not count towards the precision */
+        __int128 limit = 1;
+        for (int k = 0; k < cp->c; k++) limit *= 10;
+        if (v >= limit) goto python;
+        if (neg) v = -v;
+        memcpy(out, &v, 16);
+        width = 16;
+        break;
+    }
+    case K_DATE: {
+        int y, m, d;
+        if (n != 10 || s[4] != '-' || s[7] != '-' || !fixed_digits(s, 4, &y)
+            || !fixed_digits(s + 5, 2, &m) || !fixed_digits(s + 8, 2, &d) || !valid_date(y, m, d))
+            goto python;
+        int32_t days = (int32_t)days_from_civil(y, m, d);
+        memcpy(out, &days, 4);
+        width = 4;
+        break;
+    }
+    case K_DT2: {
+        int y, m, d, hh, mm, ss;
+        uint32_t us;
+        if (n < 19 || s[4] != '-' || s[7] != '-' || s[10] != ' ' || s[13] != ':'
+            || s[16] != ':' || !fixed_digits(s, 4, &y) || !fixed_digits(s + 5, 2, &m)
+            || !fixed_digits(s + 8, 2, &d) || !fixed_digits(s + 11, 2, &hh)
+            || !fixed_digits(s + 14, 2, &mm) || !fixed_digits(s + 17, 2, &ss)
+            || !text_fraction(s + 19, n - 19, &us) || !valid_date(y, m, d) || hh > 23
+            || mm > 59 || ss > 59)
+            goto python;
+        int64_t v = ((days_from_civil(y, m, d) * 86400 + hh * 3600 + mm * 60 + ss) * 1000000)
+                    + us;
+        memcpy(out, &v, 8);
+        width = 8;
+        break;
+    }
+    case K_TS2: {  /* UNIX_TIMESTAMP(c): seconds[.fraction]; 0 is the zero TIMESTAMP */
+        Py_ssize_t i = 0;
+        while (i < n && s[i] != '.') i++;
+        uint64_t secs;
+        uint32_t us;
+        if (i > 12 || !digits_u64(s, i, &secs) || !text_fraction(s + i, n - i, &us)
+            || (secs == 0 && us == 0))
+            goto python;
+        int64_t v = (int64_t)secs * 1000000 + us;
+        memcpy(out, &v, 8);
+        width = 8;
+        break;
+    }
+    case K_TIME2: {  /* [-]h+:mm:ss[.fraction] */
+        Py_ssize_t i = n > 0 && s[0] == '-';
+        int neg = (int)i;
+        Py_ssize_t colon = i;
+        while (colon < n && s[colon] != ':') colon++;
+        uint64_t hours;
+        int mm, ss;
+        uint32_t us;
+        if (colon - i > 4 || !digits_u64(s + i, colon - i, &hours) || n - colon < 6
+            || s[colon + 3] != ':' || !fixed_digits(s + colon + 1, 2, &mm)
+            || !fixed_digits(s + colon + 4, 2, &ss) || mm > 59 || ss > 59
+            || !text_fraction(s + colon + 6, n - colon - 6, &us))
+            goto python;
+        int64_t v = ((int64_t)hours * 3600 + mm * 60 + ss) * 1000000 + us;
+        if (neg) v = -v;
+        memcpy(out, &v, 8);
+        width = 8;
+        break;
+    }
+    case K_STR:
+        if (c->layout == L_STR) {
+            if (cp->b != 1 || !is_utf8(s, n)) goto python;
+        } else if (c->layout != L_BIN || cp->b != 0) {
+            goto python;
+        }
+        return put_str(c, s, n);
+    case K_ENUM: {  /* CAST(c AS UNSIGNED): the index, "" at 0 */
+        uint64_t x;
+        if (c->layout != L_STR || !digits_u64(s, n, &x)
+            || x >= (uint64_t)PyTuple_GET_SIZE(cp->obj1))
+            goto python;
+        Py_ssize_t len;
+        const char *label = PyUnicode_AsUTF8AndSize(PyTuple_GET_ITEM(cp->obj1, x), &len);
+        if (label == NULL) { PyErr_Clear(); goto python; }
+        return put_str(c, label, len);
+    }
+    case K_SET: {  /* CAST(c AS UNSIGNED): the bit mask */
+        uint64_t mask;
+        Py_ssize_t members = c->layout == L_STR ? PyTuple_GET_SIZE(cp->obj2) : 0;
+        if (c->layout != L_STR || !digits_u64(s, n, &mask)
+            || (members < 64 && mask >> members))
+            goto python;
+        int count = 0;
+        for (Py_ssize_t bit = 0; bit < members && bit < 64; bit++) {
+            if (!(mask >> bit & 1)) continue;
+            Py_ssize_t len;
+            const char *label = PyUnicode_AsUTF8AndSize(PyTuple_GET_ITEM(cp->obj2, bit), &len);
+            if (label == NULL) { PyErr_Clear(); goto python; }
+            if ((count++ && buf_put(&c->data, ",", 1) < 0) || buf_put(&c->data, label, len) < 0)
+                return -1;
+        }
+        if (c->data.len > INT32_MAX) goto python;
+        int32_t e = (int32_t)c->data.len;
+        return buf_put(&c->offsets, &e, 4);
+    }
+    default:
+        goto python;
+    }
+    return buf_put(&c->data, out, width);
+python:
+    c->layout = L_NONE;
+    return 0;
+}
+
+/* Size every column's buffers for the kept rows once (a first pass over the framing and the
+ * value lengths, no conversion): growing them value by value copied and page-faulted more than
+ * the conversion itself cost. An error (a malformed row) is left to the conversion pass. */
+static int reserve_text(const Plan *plan, ACol *cols, const unsigned char *raw,
+                        Py_ssize_t size) {
+    Py_ssize_t rows = 0, off = 0, n;
+    const unsigned char *p;
+    Py_ssize_t *text = PyMem_Calloc((size_t)plan->n + 1, sizeof(Py_ssize_t));
+    if (text == NULL) { PyErr_NoMemory(); return -1; }
+    while (next_kept(raw, size, &off, &p, &n) > 0) {
+        Py_ssize_t at = 0;
+        for (Py_ssize_t k = 0; k < plan->n; k++) {
+            const unsigned char *s;
+            Py_ssize_t len = 0;
+            int got = text_field(p, n, &at, &s, &len);
+            if (got < 0) break;
+            if (got) text[k] += len;
+        }
+        rows++;
+    }
+    PyErr_Clear();  /* a malformed row: the conversion pass raises */
+    int status = 0;
+    for (Py_ssize_t k = 0; k < plan->n && status == 0; k++) {
+        ACol *c = &cols[k];
+        if (c->layout == L_NONE) continue;
+        int w = WIDTH[c->layout];
+        if (w) status = buf_grow(&c->data, rows * w);
+        else if ((status = buf_grow(&c->offsets, rows * 4)) == 0 && plan->cols[k].kind == K_STR)
+            status = buf_grow(&c->data, text[k]);
+    }
+    PyMem_Free(text);
+    return status;
+}
+
+/* text_arrow(raw, plan, values: int) -> tuple of a chunk or None per plan column
+ * Every kept row of raw (text_collect's framing) holds ``values`` values, the first
+ * len(plan) converted into Arrow chunks as decode_arrow's (None: the column is left to
+ * Python); the others only checked. A malformed row raises ValueError. */
+static PyObject *text_arrow(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 3) {
+        PyErr_SetString(PyExc_TypeError, "text_arrow(raw, plan, values: int)");
+        return NULL;
+    }
+    Plan *plan = (Plan *)PyCapsule_GetPointer(args[1], CAPSULE);
+    if (plan == NULL) return NULL;
+    Py_ssize_t values = PyLong_AsSsize_t(args[2]);
+    if (values == -1 && PyErr_Occurred()) return NULL;
+    if (values < plan->n) {
+        PyErr_SetString(PyExc_ValueError, "text_arrow: fewer values than plan columns");
+        return NULL;
+    }
+    Py_buffer view;
+    if (PyObject_GetBuffer(args[0], &view, PyBUF_SIMPLE) < 0) return NULL;
+    const unsigned char *raw = (const unsigned char *)view.buf;
+    PyObject *result = NULL;
+    ACol *cols = acols_new(plan);
+    if (cols == NULL) goto done;
+    Py_ssize_t off = 0, n;
+    const unsigned char *p;
+    int more;
+    if (reserve_text(plan, cols, raw, view.len) < 0) goto done;
+    while ((more = next_kept(raw, view.len, &off, &p, &n)) > 0) {
+        Py_ssize_t at = 0;
+        for (Py_ssize_t k = 0; k < values; k++) {
+            const unsigned char *s = NULL;
+            Py_ssize_t len = 0;
+            int got = text_field(p, n, &at, &s, &len);
+            if (got < 0) goto malformed;
+            if (k >= plan->n) continue;
+            ACol *c = &cols[k];
+            if (c->layout == L_NONE) continue;
+            if (!got) {
+                int w = WIDTH[c->layout];
+                if (w) {
+                    if (buf_grow(&c->data, w) < 0) goto done;
+                    memset(c->data.p + c->data.len, 0, (size_t)w);
+                    c->data.len += w;
+                } else {
+                    int32_t e = (int32_t)c->data.len;
+                    if (buf_put(&c->offsets, &e, 4) < 0) goto done;
+                }
+            } else if (tvalue(&plan->cols[k], c, s, len) < 0) {
+                goto done;
+            }
+            if (c->layout != L_NONE && put_valid(c, got) < 0) goto done;
+        }
+        if (at != n) goto malformed;
+    }
+    if (more < 0) goto done;
+    result = chunks_of(plan, cols);
+    goto done;
+malformed:
+    PyErr_SetString(PyExc_ValueError, "malformed text row");
+done:
+    if (cols) acols_free(plan, cols);
+    PyBuffer_Release(&view);
+    return result;
+}
+
+/* text_lists(raw, kinds: bytes, columns: list[list]) -> rows
+ * The kept rows of raw as text_rows would append them, only for the columns whose kind is not
+ * T_SKIP (the others are checked, not made); a malformed row raises ValueError. */
+enum { T_SKIP = 255 };
+static PyObject *text_lists(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 3 || !PyBytes_Check(args[1]) || !PyList_Check(args[2])) {
+        PyErr_SetString(PyExc_TypeError, "text_lists(raw, kinds: bytes, columns: list)");
+        return NULL;
+    }
+    const unsigned char *kinds = (const unsigned char *)PyBytes_AS_STRING(args[1]);
+    Py_ssize_t width = PyBytes_GET_SIZE(args[1]);
+    PyObject *columns = args[2];
+    if (kinds_and_columns(args[1], columns) < 0) return NULL;
+    Py_buffer view;
+    if (PyObject_GetBuffer(args[0], &view, PyBUF_SIMPLE) < 0) return NULL;
+    const unsigned char *raw = (const unsigned char *)view.buf;
+    Py_ssize_t off = 0, n, rows = 0, fallbacks = 0;
+    const unsigned char *p;
+    int more;
+    while ((more = next_kept(raw, view.len, &off, &p, &n)) > 0) {
+        Py_ssize_t at = 0;
+        for (Py_ssize_t k = 0; k < width; k++) {
+            const unsigned char *s = NULL;
+            Py_ssize_t len = 0;
+            int got = text_field(p, n, &at, &s, &len);
+            if (got < 0) goto malformed;
+            if (kinds[k] == T_SKIP) continue;
+            PyObject *v = got ? text_value(kinds[k], s, len, &fallbacks) : Py_NewRef(Py_None);
+            if (v == NULL) goto fail;
+            int failed = PyList_Append(PyList_GET_ITEM(columns, k), v);
+            Py_DECREF(v);
+            if (failed) goto fail;
+        }
+        if (at != n) goto malformed;
+        rows++;
+    }
+    if (more < 0) goto fail;
+    PyBuffer_Release(&view);
+    return PyLong_FromSsize_t(rows);
+malformed:
+    PyErr_SetString(PyExc_ValueError, "malformed text row");
+fail:
+    PyBuffer_Release(&view);
+    return NULL;
+}
+
 static PyMethodDef methods[] = {
     {"plan", (PyCFunction)make_plan, METH_O, "Compile a column plan (a tuple of specs)."},
     {"decode", (PyCFunction)(void (*)(void))decode, METH_FASTCALL,
@@ -1459,6 +1948,12 @@ static PyMethodDef methods[] = {
      "Parse one text-protocol row; None when malformed (the Python parser then raises)."},
     {"text_rows", (PyCFunction)(void (*)(void))text_rows, METH_FASTCALL,
      "Parse the complete row packets of a buffer into column lists."},
+    {"text_collect", (PyCFunction)(void (*)(void))text_collect, METH_FASTCALL,
+     "Keep the complete row packets of a buffer, unparsed (a snapshot chunk's rows)."},
+    {"text_arrow", (PyCFunction)(void (*)(void))text_arrow, METH_FASTCALL,
+     "Kept text rows into Arrow chunks, as decode_arrow's; None where Python must convert."},
+    {"text_lists", (PyCFunction)(void (*)(void))text_lists, METH_FASTCALL,
+     "Kept text rows into column lists (text_rows' values) for the columns asked for."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -21,6 +21,11 @@ column of that event (a string that is not well-formed in its charset, a zero or
 date, DECIMAL wider than 38 digits, ENUM/SET without labels). ``tag`` names the layout:
 ``i1``, ``i2``, ``i4``, ``i8``, ``dec``, ``f4``, ``f8``, ``str``, ``bin``, ``date``, ``ts``.
 
+A snapshot's chunks land through the same chunks: their text-protocol rows are kept unparsed
+(:data:`text_collect`) and converted column by column (:data:`text_arrow`, by the binlog's plan
+entries: the same layouts and tags), Python values made only for the columns that need them
+(:data:`text_lists`; ``protocol.snapshot.KeptImage``).
+
 ``BINLAKE_NATIVE=0`` forces the Python reference; ``BINLAKE_NATIVE_ARROW=0`` keeps the native
 decoder but lands from its Python values (no Arrow chunks). When the extension is not built (no compiler
 when binlake was installed), :func:`warn_once` says so once, and decoding is the same, slower.
@@ -33,8 +38,9 @@ import os
 from collections.abc import Callable
 from typing import Any
 
-__all__ = ["AVAILABLE", "ENABLED", "ARROW", "UNAVAILABLE_REASON", "plan", "decode", "decode_arrow",
-           "concat", "gather", "text_row", "text_rows", "warn_once"]
+__all__ = ["AVAILABLE", "ENABLED", "ARROW", "TEXT_ARROW", "UNAVAILABLE_REASON", "plan", "decode",
+           "decode_arrow", "concat", "gather", "text_row", "text_rows", "text_collect",
+           "text_arrow", "text_lists", "TEXT_SKIP", "warn_once"]
 
 _module: Any = None
 UNAVAILABLE_REASON = ""
@@ -65,6 +71,35 @@ ARROW = (ENABLED and os.environ.get("BINLAKE_NATIVE_ARROW", "1") != "0"
 #: lists (``protocol.packets.PacketCodec.text_rows`` says how); None as for ``text_row``.
 text_rows: Callable[..., tuple[int, int, int, int]] | None = (
     getattr(_module, "text_rows", None) if ENABLED else None)
+
+#: Whether a snapshot's chunks land from Arrow chunks made straight from their text rows:
+#: :data:`ARROW` and the extension has ``text_collect`` (keep a chunk's row packets unparsed),
+#: ``text_arrow`` (their values' text into :func:`decode_arrow`'s chunks, by a :func:`plan` of
+#: text specs: ``protocol.snapshot.values.text_spec``) and ``text_lists`` (the Python text values
+#: of the columns that need them). Else a snapshot parses its rows with :data:`text_rows`.
+TEXT_ARROW = ARROW and all(hasattr(_module, name)
+                           for name in ("text_collect", "text_arrow", "text_lists"))
+
+#: ``text_collect(buf, start, end, seq, limit, out) -> (start, seq, rows, last)``: every
+#: complete plain row packet buffered in ``buf[start:end]`` appended to the bytearray ``out``
+#: unparsed, each as a 4-byte little-endian length and its payload (``last``: where the last
+#: one starts in ``out``, -1 for none); the same stop rules as :data:`text_rows`.
+text_collect: Callable[..., tuple[int, int, int, int]] | None = (
+    getattr(_module, "text_collect", None) if TEXT_ARROW else None)
+
+#: ``text_arrow(raw, plan, values) -> chunks``: the rows ``raw`` keeps (``values`` values each)
+#: as one Arrow chunk per column of ``plan`` (:data:`Chunk`), or None where the column's
+#: values are left to Python. A malformed row raises ValueError.
+text_arrow: Callable[[Any, object, int], tuple[Chunk | None, ...]] | None = (
+    getattr(_module, "text_arrow", None) if TEXT_ARROW else None)
+
+#: ``text_lists(raw, kinds, columns) -> rows``: the rows ``raw`` keeps appended to the column
+#: lists as :data:`text_rows` would, for the columns whose kind is not :data:`TEXT_SKIP`.
+text_lists: Callable[[Any, bytes, list[list[Any]]], int] | None = (
+    getattr(_module, "text_lists", None) if TEXT_ARROW else None)
+
+#: The ``text_lists`` kind of a column not wanted.
+TEXT_SKIP = 255
 
 # The column kinds of a plan entry ``(kind, a, b, c, obj1, obj2)``; _native_rows.c says what
 # a, b, c and the objects mean for each, rows.native_spec builds them.

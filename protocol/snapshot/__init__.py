@@ -18,9 +18,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..binlog import native as _native
 from ..binlog.enrich import TableDescription
 from ..binlog.model import TableMapEvent
-from ..results import TEXT_DEFAULT
+from ..errors import MalformedPacket
+from ..results import TEXT_BYTES, TEXT_DEFAULT, TEXT_STR, check_kept
 from .tablemap import DescribeError, TableNotFound, UnsupportedColumn, snapshot_table_map
 from .values import (
     ColumnConverter,
@@ -29,6 +31,7 @@ from .values import (
     converter_for,
     quote_name,
     select_expression,
+    text_spec,
     wire_kind,
 )
 
@@ -62,6 +65,7 @@ class SnapshotTable:
     _columns: tuple[ColumnConverter, ...] = field(init=False, repr=False, compare=False)
     _wire: tuple[tuple[int, ColumnConverter | None], ...] = field(init=False, repr=False,
                                                                  compare=False)
+    _text_plan: object = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         types = self.data_types or ("",) * len(self.table_map.columns)
@@ -69,6 +73,44 @@ class SnapshotTable:
             converter_for(c, t) for c, t in zip(self.table_map.columns, types, strict=True)))
         object.__setattr__(self, "_columns", tuple(map(column_converter, self._converters)))
         object.__setattr__(self, "_wire", tuple(map(wire_kind, self._converters)))
+        object.__setattr__(self, "_text_plan", _native.plan(tuple(
+            text_spec(c, convert) for c, convert in zip(self.table_map.columns,
+                                                        self._converters, strict=True)))
+                           if _native.TEXT_ARROW else None)
+
+    @property
+    def reads_kept(self) -> bool:
+        """Whether chunks are read kept (``Connection.read_columns(keep=True)``) and decoded
+        by :meth:`decode_kept` into Arrow chunks; else read with :attr:`wire_kinds` and
+        decoded by :meth:`decode_columns` (``BINLAKE_NATIVE=0``, ``BINLAKE_NATIVE_ARROW=0``,
+        or an extension built without ``text_arrow``)."""
+        return self._text_plan is not None
+
+    def decode_kept(self, kept: bytes | bytearray, rows: int, binary: tuple[bool, ...]
+                    ) -> tuple[KeptImage, tuple[Any, ...]]:
+        """The rows of a kept read of ``SELECT {select_list}, …`` (``ResultSet.kept``;
+        ``binary``: each result column's binary flag, extra trailing columns ignored) as the
+        after image of a ``RowsEvent`` and its Arrow chunks (``RowsEvent.arrow[1]``): the
+        chunk of a column is what the binlog decoder makes of the same values, or None where
+        the image's Python values land instead; the image decodes a column's Python values
+        only when asked (a column without chunk, the chunking key of a chunk the stream
+        touched): the same values as :meth:`decode_rows` of the same rows.
+
+        Raises:
+            MalformedPacket: a malformed row (the error :func:`~protocol.results.parse_text_row`
+                raises for it).
+            ValueError: fewer values per row than columns.
+        """
+        width = len(self._converters)
+        if len(binary) < width:
+            raise ValueError(f"{self.database}.{self.name}: {len(binary)} values a row for "
+                             f"{width} columns")
+        try:
+            chunks = _native.text_arrow(kept, self._text_plan, len(binary))  # type: ignore[misc]
+        except ValueError as exc:
+            check_kept(kept, binary)
+            raise MalformedPacket(str(exc)) from exc
+        return KeptImage(self, kept, rows, binary), chunks
 
     @property
     def wire_kinds(self) -> bytes:
@@ -136,6 +178,69 @@ class SnapshotTable:
             else:
                 out.append(whole(column))
         return tuple(out)
+
+
+class KeptImage(Sequence[list[Any]]):
+    """The after image of a kept read (:meth:`SnapshotTable.decode_kept`): reads like the
+    tuple of per-column lists of :meth:`SnapshotTable.decode_rows` (index, iterate, ``len``),
+    making a column's Python values on first use — most columns land from Arrow chunks and
+    never need them."""
+
+    __slots__ = ("_table", "_kept", "_rows", "_binary", "_lists")
+
+    def __init__(self, table: SnapshotTable, kept: bytes | bytearray, rows: int,
+                 binary: tuple[bool, ...]) -> None:
+        self._table = table
+        self._kept = kept
+        self._rows = rows
+        self._binary = binary
+        self._lists: list[list[Any] | None] = [None] * len(table._converters)
+
+    def __len__(self) -> int:
+        return len(self._lists)
+
+    def __getitem__(self, index: Any) -> Any:
+        if isinstance(index, slice):
+            return [self[k] for k in range(len(self._lists))[index]]
+        values = self._lists[index]
+        if values is None:
+            self._decode([index % len(self._lists)])
+            values = self._lists[index]
+            assert values is not None
+        return values
+
+    def __iter__(self) -> Any:
+        self._decode([k for k, values in enumerate(self._lists) if values is None])
+        return iter(self._lists)
+
+    def decode_where(self, chunks: Sequence[Any]) -> None:
+        """Make now the Python values of every column without an Arrow chunk (so a value the
+        reference refuses raises here, where a chunk is decoded, not when it lands)."""
+        self._decode([k for k, chunk in enumerate(chunks[:len(self._lists)])
+                      if chunk is None and self._lists[k] is None])
+
+    def _decode(self, wanted: list[int]) -> None:
+        """The Python values of the ``wanted`` columns, in one pass over the kept rows."""
+        if not wanted:
+            return
+        binary = self._binary
+        kinds = bytearray([_native.TEXT_SKIP]) * len(binary)
+        for k in wanted:
+            kinds[k] = TEXT_BYTES if binary[k] else TEXT_STR
+        columns: list[list[Any]] = [[] for _ in binary]
+        try:
+            _native.text_lists(self._kept, bytes(kinds), columns)  # type: ignore[misc]
+        except ValueError as exc:
+            check_kept(self._kept, binary)
+            raise MalformedPacket(str(exc)) from exc
+        table = self._table
+        for k in wanted:
+            column = columns[k]
+            if None in column:
+                convert = table._converters[k]
+                self._lists[k] = [None if v is None else convert(v) for v in column]
+            else:
+                self._lists[k] = table._columns[k](column)
 
 
 def choose_key(description: TableDescription,

@@ -37,14 +37,15 @@ from collections.abc import Callable, Sequence
 from decimal import Decimal
 from typing import Any
 
+from ..binlog import native as _native
 from ..binlog.coltypes import FieldType
 from ..binlog.model import Column
-from ..binlog.rows import set_labels, text_decoder, text_rule
+from ..binlog.rows import native_spec, set_labels, text_decoder, text_rule
 from ..binlog.values import InvalidTemporal
 from ..results import TEXT_DEFAULT, TEXT_FLOAT, TEXT_INT, TEXT_UTF8
 
 __all__ = ["quote_name", "select_expression", "converter_for", "column_converter",
-           "wire_kind", "Converter", "ColumnConverter"]
+           "wire_kind", "text_spec", "PYTHON_SPEC", "Converter", "ColumnConverter"]
 
 Converter = Callable[[Any], Any]
 """One non-NULL value as the text protocol returns it → the row decoder's value. The value is
@@ -314,3 +315,43 @@ def wire_kind(convert: Converter) -> tuple[int, ColumnConverter | None]:
     if isinstance(convert, _Characters) and convert.utf8:
         return TEXT_UTF8, None
     return TEXT_DEFAULT, None
+
+
+#: A native plan entry with no Arrow layout: the column's values are converted in Python.
+PYTHON_SPEC: tuple[Any, ...] = (_native.K_ENUM, 1, 0, 0, None, None)
+
+_TEXT_KINDS = frozenset({_native.K_INT, _native.K_FLOAT, _native.K_DATE, _native.K_DT2,
+                         _native.K_TS2, _native.K_DEC, _native.K_ENUM, _native.K_YEAR,
+                         _native.K_BIT, _native.K_TIME2, _native.K_SET})
+
+
+def text_spec(column: Column, convert: Converter) -> tuple[Any, ...]:
+    """The native plan entry (``protocol.binlog.native.plan``) for ``native.text_arrow`` to
+    turn the text of :func:`select_expression` of ``column`` straight into the Arrow chunk the
+    binlog decoder makes of the same value (the binlog's own entry, ``rows.native_spec``, so
+    the layout and its tag are the same), or :data:`PYTHON_SPEC` where ``convert`` (the
+    reference) must: a charset with no native check, VECTOR's hex, MariaDB's UUID/INET.
+
+    The text is what the expression prints (an integer, ``CAST(… AS UNSIGNED)``'s ENUM index /
+    SET mask / BIT number, a double, ``UNIX_TIMESTAMP``'s seconds, a date, …); ``text_arrow``
+    leaves a whole column to ``convert`` at the first value not in that form or with no Arrow
+    value of that layout (a zero date, the zero TIMESTAMP, a string not valid UTF-8), so the
+    values are the reference's either way (``tests/unit/test_snapshot_arrow.py``)."""
+    if convert in _BY_DATA_TYPE.values():
+        return PYTHON_SPEC
+    spec = native_spec(column)
+    if spec is None:
+        return PYTHON_SPEC
+    kind = spec[0]
+    if kind in _TEXT_KINDS:
+        return spec
+    if kind != _native.K_STR:
+        return PYTHON_SPEC
+    width = spec[1]
+    if convert is _json:  # MySQL JSON: its text, strict UTF-8
+        return (_native.K_STR, width, 1, 0, None, None)
+    if convert is _bytes:  # GEOMETRY: the bytes as stored
+        return (_native.K_STR, width, 0, 0, None, None)
+    if isinstance(convert, _Characters) and spec[2] in (0, 1):
+        return (_native.K_STR, width, spec[2], 0, None, None)  # SELECT gives BINARY(n) padded
+    return PYTHON_SPEC

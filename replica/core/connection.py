@@ -485,9 +485,10 @@ class Connection:
         self.reset_sequence()
         await self.send_packet(com_query(sql))
 
-    async def read_columns(self, kinds: bytes = b"") -> ResultSet:
-        """The response to :meth:`send_query`, as :meth:`query_columns` returns it."""
-        reader = TextResultReader(self.capabilities, kinds)
+    async def read_columns(self, kinds: bytes = b"", *, keep: bool = False) -> ResultSet:
+        """The response to :meth:`send_query`, as :meth:`query_columns` returns it; with
+        ``keep``, its rows kept unparsed in ``ResultSet.kept`` instead (copied in bulk)."""
+        reader = TextResultReader(self.capabilities, kinds, keep=keep)
         limit = self.options.read_timeout
         while not reader.pump(self._codec):  # each wait for bytes has the whole read timeout
             await self._receive(

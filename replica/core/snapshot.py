@@ -61,7 +61,7 @@ import uuid
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from itertools import compress, islice
-from typing import Any
+from typing import Any, cast
 
 import trio
 
@@ -73,7 +73,7 @@ from protocol.binlog.transactions import (
     TransactionRollback,
 )
 from protocol.errors import ServerError
-from protocol.results import ResultSet
+from protocol.results import ResultSet, is_binary_column, kept_row
 from protocol.snapshot import DescribeError, SnapshotTable, TableNotFound, quote_name
 from replica.core.connection import Connection, ConnectOptions
 from replica.core.snapshot_describe import describe_table
@@ -303,7 +303,7 @@ class Chunk:
 
     table: SnapshotTable
     generation: int
-    columns: tuple[list[Any], ...]
+    columns: Sequence[list[Any]]  # a tuple of lists, or a KeptImage that reads like one
     count: int
     high: BinlogPosition
     read_time_us: int
@@ -312,6 +312,8 @@ class Chunk:
     one_time: bool = False
     staged: StagedChunk | None = None  # the rows, staged in pieces (keyless tables; see pieces.py)
     landing_seconds: float = 0.0  # how long the stream waited while the staged pieces landed
+    #: The after image's Arrow chunks (``SnapshotTable.decode_kept``), None: Python values.
+    arrow: tuple[Any, ...] | None = None
     landed: trio.Event = field(default_factory=trio.Event)
     outcome: str = ""  # "landed", or why it was discarded
     landed_rows: int = 0
@@ -480,7 +482,7 @@ class SnapshotCoordinator:
             self._finish(chunk, self._changed_why.get(name, "the table changed"))
             return
         key_log = self._logs.get(name)
-        columns, count = chunk.columns, chunk.count
+        columns, count, arrow = chunk.columns, chunk.count, chunk.arrow
         if key_log is not None and not table.key_columns:
             if key_log.changes != chunk.keyless_changes:
                 self._finish(chunk, "the table changed while it was read")
@@ -496,13 +498,16 @@ class SnapshotCoordinator:
             self._finish(chunk, "landed")
             return
         if key_log is not None and key_log.touched and count:
-            columns, count = _reconcile(table, columns, count, key_log, chunk.one_time)
+            reconciled = _reconcile(table, columns, count, key_log, chunk.one_time)
+            if reconciled[0] is not columns:  # rows dropped or replaced: land the lists
+                columns, count, arrow = *reconciled, None
         event = RowsEvent(
             header=EventHeader(timestamp=chunk.read_time_us // 1_000_000, type_code=0,
                                server_id=0, event_size=0, log_pos=0, flags=0),
             kind=RowsKind.READ, table=table.table_map, flags=0, row_count=count,
             before_columns=(), after_columns=tuple(range(len(columns))), before=None,
-            after=columns)
+            after=cast(tuple[list[Any], ...], columns),
+            arrow=None if arrow is None else (None, arrow))
         chunk.progress["rows"] = chunk.progress.get("rows", 0) + count
         state = self.state
         store_entry(state, chunk.progress)
@@ -511,8 +516,8 @@ class SnapshotCoordinator:
         self._finish(chunk, "landed")
 
 
-def _reconcile(table: SnapshotTable, columns: tuple[list[Any], ...], count: int,
-               key_log: _KeyLog, one_time: bool) -> tuple[tuple[list[Any], ...], int]:
+def _reconcile(table: SnapshotTable, columns: Sequence[list[Any]], count: int,
+               key_log: _KeyLog, one_time: bool) -> tuple[Sequence[list[Any]], int]:
     """Drop (or, for a one-time copy, replace by their latest image) the rows the stream
     touched since the key log started.
 
@@ -552,6 +557,8 @@ class _Read:
 
     values: tuple[list[Any], ...]  # columnar, the key's literal columns after the table's
     converted: bool  # ResultSet.converted
+    kept: bytearray | None  # a kept read's rows (ResultSet.kept; values is then empty)
+    binary: tuple[bool, ...]  # each result column's binary flag (for kept rows)
     count: int
     high: BinlogPosition
     read_time_us: int
@@ -752,8 +759,15 @@ class SnapshotReader:
                          read: _Read) -> bool:
         """Decode a chunk, land it and record the table's progress; False if discarded."""
         coordinator = self.coordinator
+        arrow = None
+        columns: Sequence[list[Any]]
         try:
-            columns = table.decode_columns(read.values, read.converted)
+            if read.kept is not None:
+                image, arrow = table.decode_kept(read.kept, read.count, read.binary)
+                image.decode_where(arrow)  # a value only Python converts: its error here
+                columns = image
+            else:
+                columns = table.decode_columns(read.values, read.converted)
         except ValueError as exc:
             if coordinator.generation(table.database, table.name) != generation:
                 log.info("snapshot of %s.%s: re-reading after a definition change (%s)",
@@ -769,7 +783,7 @@ class SnapshotReader:
             progress["status"] = "done"
         chunk = Chunk(table, generation, columns, read.count, read.high, read.read_time_us,
                       progress, keyless_changes=read.keyless_changes,
-                      one_time=bool(entry.get("one_time")))
+                      one_time=bool(entry.get("one_time")), arrow=arrow)
         if not await coordinator.land(chunk):
             log.info("snapshot of %s.%s: chunk discarded (%s); reading it again",
                      table.database, table.name, chunk.outcome)
@@ -815,14 +829,24 @@ class SnapshotReader:
                 before = coordinator.changes(table.database, table.name)
                 read_time_us = time.time_ns() // 1000 + self._clock_offset_us
                 try:
+                    kept: bytearray | None = None
+                    binary: tuple[bool, ...] = ()
+                    last_row: tuple[str | bytes | None, ...] | None = None
                     if top_key == []:  # the table was empty
                         values: tuple[list[Any], ...] = tuple([] for _ in range(width))
                         converted, high, exact = True, await binlog_end(conn), False
+                        count = 0
                     else:
                         result, high, exact = await self._read(conn, table, sql, since, None,
                                                                hand_over)
                         assert result is not None  # read by conn.read_columns
                         values, converted = result.values or (), result.converted
+                        count = len(values[0]) if values else 0
+                        if result.kept is not None:
+                            kept, count = result.kept, result.kept_rows
+                            binary = tuple(map(is_binary_column, result.columns))
+                            if count and key is not None:
+                                last_row = kept_row(kept, result.kept_last, binary)[width:]
                 except ServerError as exc:
                     if coordinator.generation(table.database, table.name) != generation or (
                             exc.code in (1054, 1146)):
@@ -831,16 +855,17 @@ class SnapshotReader:
                         await send.send(None)
                         return
                     raise
-                count = len(values[0]) if values else 0
                 done = count < self.chunk_rows
                 last_key = None
                 if count:
-                    last_key = last = [lit(_text(column[-1])) for lit, column in zip(
-                        key.literal, values[width:], strict=True)]
+                    if last_row is None:
+                        last_row = tuple(column[-1] for column in values[width:])
+                    last_key = last = [lit(_text(v)) for lit, v in zip(
+                        key.literal, last_row, strict=True)]
                 if stopped:
                     return
-                pending = _Read(values, converted, count, high, read_time_us, before, last_key,
-                                done, exact)
+                pending = _Read(values, converted, kept, binary, count, high, read_time_us,
+                                before, last_key, done, exact)
                 if done or self.chunk_pause:
                     await hand_over()
                 if done or stopped:
@@ -940,7 +965,7 @@ class SnapshotReader:
         grace: after GRACE since the key log started (see the module docstring), the server's
         binlog end after the SELECT (``binlog_end``). The flag says which (True: exact).
         ``sent`` is awaited once the SELECT is sent, before its rows are read."""
-        kinds = table.wire_kinds
+        kinds, keep = table.wire_kinds, table.reads_kept
         if self._exact:
             while True:
                 await conn.execute("START TRANSACTION WITH CONSISTENT SNAPSHOT")
@@ -950,7 +975,7 @@ class SnapshotReader:
                         counted is None or point >= counted):
                     await conn.send_query(sql)
                     await sent()
-                    result = await (receive() if receive else conn.read_columns(kinds))
+                    result = await (receive() if receive else conn.read_columns(kinds, keep=keep))
                     await conn.execute("COMMIT")
                     return result, point, True
                 await conn.execute("COMMIT")
@@ -960,7 +985,7 @@ class SnapshotReader:
         await trio.sleep(max(0.0, since + self.grace - time.monotonic()))
         await conn.send_query(sql)
         await sent()
-        result = await (receive() if receive else conn.read_columns(kinds))
+        result = await (receive() if receive else conn.read_columns(kinds, keep=keep))
         return result, await binlog_end(conn), False
 
     def _finish(self, entry: dict[str, Any], status: str, message: str | None) -> None:

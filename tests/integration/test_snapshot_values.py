@@ -7,8 +7,10 @@ CHAR(255) utf8mb4, BINARY, BLOBs, ENUM/SET, JSON, GEOMETRY, NULLs) plus a family
 matrix leaves out (spatial subtypes, MariaDB's UUID/INET4/INET6, MySQL's VECTOR, utf16/ucs2/
 cp1251, sjis, the server's default collation, padded CHAR/BINARY, FLOAT(M,D)/DOUBLE(M,D), -0e0) gets
 two identical tables. ``<family>_before`` is filled first and read like a snapshot does —
-``describe_table`` + ``SELECT select_list`` + ``decode_rows`` — and landed as R rows through
-``ParquetSink.land_snapshot``; ``<family>_twin`` is filled afterwards with the same statements and landed by
+``describe_table`` + ``SELECT select_list``, kept unparsed and made Arrow chunks by
+``decode_kept`` (the engine's path with the native extension) — and landed as R rows through
+``ParquetSink.land_snapshot``; the same rows parsed and converted by the reference
+(``decode_rows``) land in a lake of their own, which must be equal, row for row; ``<family>_twin`` is filled afterwards with the same statements and landed by
 the daemon from the binlog. Then, cell for cell: the two lakes' Arrow schemas are equal, their
 current states are equal, and both equal ``SELECT`` (test_type_matrix's text comparison); the
 TABLE_MAP ``describe_table`` gives for the twin has the signature of the schema version the
@@ -34,6 +36,7 @@ import pytest
 import trio
 
 from protocol.binlog.model import BinlogPosition, EventHeader, RowsEvent, RowsKind
+from protocol.results import is_binary_column
 from protocol.snapshot import SnapshotTable
 from replica.core.connection import Connection, ConnectOptions
 from replica.core.snapshot_describe import describe_table
@@ -123,28 +126,37 @@ async def _snapshot(server: ServerHandle, db: str, tables: list[str]
     return out
 
 
-async def _read(server: ServerHandle, snap: SnapshotTable) -> tuple[list[Any], ...]:
+async def _read(server: ServerHandle, snap: SnapshotTable) -> tuple[Any, Any, Any]:
+    """The reference's columns, and the engine's (kept rows: its image and Arrow chunks; the
+    reference's again without the native extension)."""
     user = server.users["repl"]
     options = ConnectOptions(unix_socket=server.socket, user=user.name, password=user.password)
+    sql = f"SELECT {snap.select_list} FROM `{snap.database}`.`{snap.name}` ORDER BY id"
     async with await Connection.open(options) as conn:
-        rows = await conn.query(f"SELECT {snap.select_list} FROM `{snap.database}`."
-                                f"`{snap.name}` ORDER BY id")
-    return snap.decode_rows(rows)
+        reference = snap.decode_rows(await conn.query(sql))
+        if not snap.reads_kept:
+            return reference, reference, None
+        await conn.send_query(sql)
+        result = await conn.read_columns(keep=True)
+    assert result.kept is not None and result.kept_rows == len(reference[0])
+    image, chunks = snap.decode_kept(result.kept, result.kept_rows,
+                                     tuple(map(is_binary_column, result.columns)))
+    return reference, image, chunks
 
 
-def _land(lake: Path, snaps: list[tuple[SnapshotTable, tuple[list[Any], ...]]]) -> None:
+def _land(lake: Path, snaps: list[tuple[SnapshotTable, Any, Any]]) -> None:
     """Snapshot rows landed as the snapshot engine lands a chunk: a READ rows event through
     ``ParquetSink.land_snapshot`` (``_op`` = R)."""
     sink = ParquetSink(os.fspath(lake))
     sink.open()
     position = BinlogPosition("binlog.000001", 4)
-    for snap, columns in snaps:
+    for snap, columns, chunks in snaps:
         event = RowsEvent(
             header=EventHeader(timestamp=0, type_code=0, server_id=0, event_size=0, log_pos=0,
                                flags=0),
             kind=RowsKind.READ, table=snap.table_map, flags=0, row_count=len(columns[0]),
             before_columns=(), after_columns=tuple(range(len(columns))), before=None,
-            after=columns)
+            after=columns, arrow=None if chunks is None else (None, chunks))
         sink.land_snapshot(event, position, 1_767_225_600_000_000, {})
     sink.flush()
     sink.close()
@@ -232,7 +244,13 @@ def test_snapshot_rows_land_like_binlog_rows(server: ServerHandle, tmp_path: Pat
         _fill(server, db, f"{name}_twin", cols, statements, create=False)
 
     snap_lake, binlog_lake = tmp_path / "snapshot", tmp_path / "binlog"
-    _land(snap_lake, [(snaps[t], read[t]) for t in snaps])
+    _land(snap_lake, [(snaps[t], read[t][1], read[t][2]) for t in snaps])
+    reference_lake = tmp_path / "reference"
+    _land(reference_lake, [(snaps[t], read[t][0], None) for t in snaps])
+    straight, reference = read_lake(snap_lake, db).rows, read_lake(reference_lake, db).rows
+    for table in snaps:  # the engine's Arrow chunks land what the reference lands
+        assert straight[table] == reference[table], table
+        assert _data_schema(snap_lake, db, table) == _data_schema(reference_lake, db, table)
     trio.run(catch_up, catch_up_config(server, binlog_lake, start, include=(db,)))
     twins = trio.run(_snapshot, server, db, [f"{n}_twin" for n in fams])
 
