@@ -40,11 +40,9 @@ import os
 from dataclasses import dataclass, field
 from typing import ClassVar
 
-import nacl.bindings as sodium
-from cryptography.exceptions import UnsupportedAlgorithm
-from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import ed25519, padding, rsa
-
+# libsodium (PyNaCl) and cryptography are imported by the plugins that use them, on first use:
+# most connections authenticate with a hash alone, and the two took ~15 ms of every `binlake`
+# start-up.
 from .errors import AuthError, InsecureTransport, MalformedPacket, UnsupportedAuthPlugin
 
 __all__ = [
@@ -178,6 +176,10 @@ class ClearPassword(AuthPlugin):
 
 def _rsa_encrypt_password(password: bytes, scramble: bytes, pem: bytes, plugin: str) -> bytes:
     """RSA-OAEP(SHA1, MGF1-SHA1) of ``(password || NUL) XOR scramble`` (scramble repeated)."""
+    from cryptography.exceptions import UnsupportedAlgorithm
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import padding, rsa
+
     try:
         key = serialization.load_pem_public_key(pem)
     except (ValueError, UnsupportedAlgorithm):
@@ -301,6 +303,8 @@ class Sha256Password(AuthPlugin):
 
 
 def _ed25519_secret(password: bytes) -> tuple[bytes, bytes]:
+    import nacl.bindings as sodium
+
     az = bytearray(hashlib.sha512(password).digest())
     az[0] &= 248
     az[31] &= 63
@@ -311,12 +315,16 @@ def _ed25519_secret(password: bytes) -> tuple[bytes, bytes]:
 
 def ed25519_public_key(password: bytes) -> bytes:
     """The public key MariaDB stores for ``password`` (base64 of it is the auth string)."""
+    import nacl.bindings as sodium
+
     scalar, _ = _ed25519_secret(password)
     return sodium.crypto_scalarmult_ed25519_base_noclamp(scalar)
 
 
 def ed25519_sign(password: bytes, message: bytes) -> bytes:
     """MariaDB client_ed25519 signature ``R || S`` of ``message`` (64 bytes)."""
+    import nacl.bindings as sodium
+
     scalar, prefix = _ed25519_secret(password)
     public = sodium.crypto_scalarmult_ed25519_base_noclamp(scalar)
     r = sodium.crypto_core_ed25519_scalar_reduce(hashlib.sha512(prefix + message).digest())
@@ -385,6 +393,8 @@ class ParsecPassword(AuthPlugin):
         self._ext_salt = bytes(data)
         key = self._derived_key()
         nonce = self._client_nonce if self._client_nonce is not None else os.urandom(32)
+        from cryptography.hazmat.primitives.asymmetric import ed25519
+
         signature = ed25519.Ed25519PrivateKey.from_private_bytes(key).sign(self.scramble + nonce)
         return nonce + signature
 
@@ -395,6 +405,9 @@ class ParsecPassword(AuthPlugin):
     def password_hash(self) -> bytes | None:
         if not self._password or self._ext_salt is None:
             return None
+        from cryptography.hazmat.primitives import serialization
+        from cryptography.hazmat.primitives.asymmetric import ed25519
+
         public = ed25519.Ed25519PrivateKey.from_private_bytes(self._derived_key()).public_key()
         return self._ext_salt + public.public_bytes(serialization.Encoding.Raw,
                                                     serialization.PublicFormat.Raw)
