@@ -151,6 +151,7 @@ static int put_int(Buf *b, PyObject *v) {
  *     subnormals, other magnitudes, inf and nan.
  * tests/unit/test_native_format.py compares this with repr() over millions of doubles. */
 
+#ifdef __SIZEOF_INT128__ /* GCC and Clang on 64-bit targets; elsewhere CPython's routine */
 typedef unsigned __int128 u128;
 
 /* The shortest digits of x (0 < x, see above) into d, their count; *decpt: x = 0.d * 10^decpt.
@@ -219,6 +220,12 @@ static int shortest_digits(double x, char *d, int *decpt) {
     }
     return 0;
 }
+
+#else
+static int shortest_digits(double x, char *d, int *decpt) {
+    return 0;
+}
+#endif
 
 /* repr(x) for x in the fast path's domain, else 0 (nothing written). */
 static int put_repr_fast(Buf *b, double x) {
@@ -341,7 +348,7 @@ static int put_datetime(Buf *b, PyObject *v, int strip) {
 }
 
 static int is_naive_datetime(PyObject *v) {
-    return PyDateTime_CheckExact(v) && !((_PyDateTime_BaseTZInfo *)v)->hastzinfo;
+    return PyDateTime_CheckExact(v) && PyDateTime_DATE_GET_TZINFO(v) == Py_None;
 }
 
 /* --- text format (replica/commands/decode.py format_value) ------------------------------- */
@@ -916,6 +923,16 @@ static PyObject *json_lines(PyObject *self, PyObject *args) {
     return finish(&b, ok, 0);
 }
 
+/* Every str is "ready" since Python 3.12 (PyUnicode_READY is deprecated there). */
+static int ready(PyObject *text) {
+#if PY_VERSION_HEX < 0x030C0000
+    return PyUnicode_READY(text);
+#else
+    (void)text;
+    return 0;
+#endif
+}
+
 /* --- statement text (replica/commands/decode.py _statement) -------------------------------- */
 
 /* Whether `word` is in p[0:n]: memchr (vectorized) for its rarest letter, at word[at], then a
@@ -941,7 +958,7 @@ static PyObject *maybe_secret(PyObject *self, PyObject *text) {
         PyErr_SetString(PyExc_TypeError, "text must be str");
         return NULL;
     }
-    if (PyUnicode_READY(text) < 0)
+    if (ready(text) < 0)
         return NULL;
     if (PyUnicode_MAX_CHAR_VALUE(text) > 0x7f)
         Py_RETURN_TRUE;
@@ -975,7 +992,7 @@ static PyObject *one_line(PyObject *self, PyObject *text) {
         PyErr_SetString(PyExc_TypeError, "text must be str");
         return NULL;
     }
-    if (PyUnicode_READY(text) < 0)
+    if (ready(text) < 0)
         return NULL;
     int kind = PyUnicode_KIND(text);
     const void *data = PyUnicode_DATA(text);
