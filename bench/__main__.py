@@ -45,6 +45,10 @@ def main(argv: list[str] | None = None) -> int:
                         help="only `binlake decode` in both formats, of the checkout and of "
                              "the baseline commit, on workload (a) (no other peer, workload or "
                              "step; the baseline runs also with --smoke)")
+    parser.add_argument("--one-row", action="store_true",
+                        help="only workload (b), one-row transactions: the peer, binlake "
+                             "decode only and binlake run, and binlake run of --baseline-rev "
+                             "if given (no other peer, workload or step)")
     parser.add_argument("--profile", action="store_true",
                         help="also cProfile binlake decode on workload (a)")
     parser.add_argument("--no-install", action="store_true",
@@ -65,14 +69,16 @@ def main(argv: list[str] | None = None) -> int:
         seed=args.seed,
         smoke=args.smoke,
         install_pmr=not (args.smoke or args.no_install or args.decode_only),
-        memory=not (args.no_memory or args.decode_only),
-        semisync=not (args.no_semisync or args.decode_only),
+        memory=not (args.no_memory or args.decode_only or args.one_row),
+        semisync=not (args.no_semisync or args.decode_only or args.one_row),
         semisync_commits=20 if args.smoke else args.commits,
-        snapshot=not (args.no_snapshot or args.decode_only),
+        snapshot=not (args.no_snapshot or args.decode_only or args.one_row),
         snapshot_writer_seconds=1.0 if args.smoke else 10.0,
         profile=args.profile,
-        baseline_rev=_baseline_rev(args.baseline_rev, args.smoke and not args.decode_only),
+        baseline_rev=(args.baseline_rev if args.one_row and args.baseline_rev != "none" else
+                      _baseline_rev(args.baseline_rev, args.smoke and not args.decode_only)),
         decode_only=args.decode_only,
+        one_row=args.one_row,
         big_rows=args.big_rows,
     )
     if args.results_dir is not None:

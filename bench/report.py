@@ -21,14 +21,15 @@ from . import targets
 __all__ = ["TITLES", "readme", "render"]
 
 _PEER_ORDER = ("pmr", "mariadb-binlog", "binlake-fetch", "binlake-decode", "binlake-run",
-               "binlake-decode-text", "binlake-decode-open-protocol", "baseline-decode-text",
-               "baseline-decode-open-protocol")
+               "baseline-run", "binlake-decode-text", "binlake-decode-open-protocol",
+               "baseline-decode-text", "baseline-decode-open-protocol")
 TITLES = {
     "pmr": "python-mysql-replication",
     "mariadb-binlog": "mariadb-binlog -v (C, from the file)",
     "binlake-fetch": "binlake fetch only (wire; component)",
     "binlake-decode": "binlake decode only (wire; component)",
     "binlake-run": "binlake run (end to end)",
+    "baseline-run": "  baseline: binlake run",
     "binlake-decode-text": "binlake decode --format text",
     "binlake-decode-open-protocol": "binlake decode --format open-protocol",
     "baseline-decode-text": "  baseline: --format text",
@@ -82,7 +83,9 @@ def render(results: dict[str, Any]) -> str:
         c_cpu = _rate(peers.get("mariadb-binlog"), "rows_per_cpu_s")
         rows = []
         for peer in _PEER_ORDER:
-            entry = peers.get(peer, {})
+            if peer not in peers:  # not measured in this run's mode (e.g. baseline-run)
+                continue
+            entry = peers[peer]
             if "skipped" in entry and peer.startswith("baseline"):
                 continue
             if "error" in entry or "skipped" in entry:

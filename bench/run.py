@@ -55,6 +55,9 @@ _DECODE_FORMATS = {"decode-text": "text", "decode-open-protocol": "open-protocol
 #: What ``--decode-only`` measures, alternated round by round.
 DECODE_PEERS = ("binlake-decode-text", "baseline-decode-text", "binlake-decode-open-protocol",
                 "baseline-decode-open-protocol")
+#: What ``--one-row`` measures on workload (b): the peer, binlake's decode only and its daemon,
+#: and the daemon of ``--baseline-rev`` (before/after a change, in the same run).
+ONE_ROW_PEERS = ("pmr", "binlake-decode", "binlake-run", "baseline-run")
 SERVER_ARGS = (
     "--binlog-annotate-row-events=ON",
     "--binlog-row-image=FULL",
@@ -84,6 +87,8 @@ class BenchOptions:
     big_rows: int | None = None
     #: Only ``binlake decode`` (both formats, checkout and baseline) on workload (a).
     decode_only: bool = False
+    #: Only workload (b) (one-row transactions), with ``ONE_ROW_PEERS``.
+    one_row: bool = False
     #: A peer whose run took longer than this gets no further rounds (its median is over the
     #: rounds it had); keeps a full run bounded when something is pathologically slow.
     repeat_budget_seconds: float = 60.0
@@ -170,18 +175,23 @@ class Bench:
             return commands.measure_decode(tree, self.env, _DECODE_FORMATS[mode],
                                            self.binlog_paths(first))
         if mode == "run":
+            tree = self.tree if origin == "binlake" else self.baseline
+            if tree is None:
+                return None
             lake = Path(tempfile.mkdtemp(prefix="lake-", dir=self.work_dir)) / "lake"
             try:
-                return commands.measure_run(self.tree, self.env, self.target, first, lake,
+                return commands.measure_run(tree, self.env, self.target, first, lake,
                                             next(_server_ids), rows)
             finally:
                 shutil.rmtree(lake.parent, ignore_errors=True)
         return run_measured(self._binlake_argv(mode, first), env=self.env)
 
     def throughput(self, workload: Workload, first: str) -> dict[str, Any]:
-        runs: dict[str, list[Measurement]] = {peer: [] for peer in PEERS}
+        peers_measured = (DECODE_PEERS if self.options.decode_only
+                          else ONE_ROW_PEERS if self.options.one_row else PEERS)
+        runs: dict[str, list[Measurement]] = {
+            peer: [] for peer in dict.fromkeys(PEERS + peers_measured)}
         errors: dict[str, str] = {}
-        peers_measured = DECODE_PEERS if self.options.decode_only else PEERS
         for round_no in range(self.options.repeats):
             for peer in peers_measured:
                 if peer in errors:
@@ -311,7 +321,8 @@ def run(options: BenchOptions) -> dict[str, Any]:
     results: dict[str, Any] = {
         "started": stamp,
         "options": {"scale": options.scale, "repeats": options.repeats, "seed": options.seed,
-                    "smoke": options.smoke, "decode_only": options.decode_only},
+                    "smoke": options.smoke, "decode_only": options.decode_only,
+                    "one_row": options.one_row},
         "machine": {"python": platform.python_version(), "platform": platform.platform(),
                     "cpus": os.cpu_count(), "loadavg_at_start": os.getloadavg()},
         "units": {"seconds": "Python component peers: connect to end of stream; every other "
@@ -335,6 +346,8 @@ def run(options: BenchOptions) -> dict[str, Any]:
         firsts: dict[str, str] = {}
         for workload in standard_workloads(options.scale, options.seed):
             if options.decode_only and workload.name != "a_bulk_insert":
+                continue
+            if options.one_row and workload.name != "b_single_row":
                 continue
             server.sql("FLUSH BINARY LOGS")
             first = firsts[workload.name] = bench.current_file()
