@@ -383,9 +383,11 @@ static PyObject *call_consuming(PyObject *fn, PyObject *arg) {
     return result;
 }
 
-/* Decode one value of column cp at *offp into a new reference in *out. */
-static int value(const ColPlan *cp, const unsigned char *buf, Py_ssize_t *offp, Py_ssize_t end,
-                 PyObject **out) {
+/* Decode one value of column cp at *offp into a new reference in *out. Inlined into image(),
+ * as before the readers were shared: out of line it cost ~1% more instructions per row. */
+static inline __attribute__((always_inline)) int value(
+    const ColPlan *cp, const unsigned char *buf, Py_ssize_t *offp, Py_ssize_t end,
+    PyObject **out) {
     Py_ssize_t off = *offp;  /* a local the readers' inlined code keeps in a register */
     PyObject *v = NULL;
     switch (cp->kind) {
