@@ -110,7 +110,8 @@ def test_keyless_table_lands_in_pieces_of_one_commit(flavor: str, request: pytes
     database = unique_db("keyless")
     lake = tmp_path / "lake"
     _fill(server, database, ROWS)
-    daemon = _config(server, tmp_path, database, "snapshot", chunk_pause=0.15)
+    # pieces 0.25 s apart: the change below comes while the first read still has ~1.7 s to go
+    daemon = _config(server, tmp_path, database, "snapshot", chunk_pause=0.25)
     stop = threading.Event()
 
     def write_ticks() -> None:
