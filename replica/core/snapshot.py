@@ -885,6 +885,7 @@ class SnapshotReader:
         progress_key = table_key(database, name)
         staged: StagedChunk | None = None
         landed = False
+        undecodable: ValueError | None = None  # the first piece that did not decode
 
         def event(columns: tuple[list[Any], ...]) -> RowsEvent:
             return RowsEvent(
@@ -895,14 +896,23 @@ class SnapshotReader:
                 after_columns=tuple(range(len(columns))), before=None, after=columns)
 
         async def take(values: tuple[list[Any], ...], converted: bool) -> None:
-            nonlocal staged
-            staged = sink.stage_snapshot(staged, event(table.decode_columns(values, converted)))
+            nonlocal staged, undecodable
+            if undecodable is not None:
+                return  # the rest of the result is read (and dropped): the connection stays usable
+            try:
+                columns = table.decode_columns(values, converted)
+            except ValueError as exc:
+                undecodable = exc
+                return
+            staged = sink.stage_snapshot(staged, event(columns))
             coordinator.staged_rows[progress_key] = staged.rows
             if self.chunk_pause:
                 await trio.sleep(self.chunk_pause)
 
         async def receive() -> ResultSet | None:
             await conn.read_columns_in_pieces(table.wire_kinds, self.chunk_rows, take)
+            if undecodable is not None:
+                raise undecodable
             return None
 
         before = coordinator.changes(database, name)

@@ -10,15 +10,19 @@ from __future__ import annotations
 import json
 import os
 from dataclasses import replace
+from typing import Any
 
+import pytest
 import trio
 
 from protocol.binlog.model import BinlogPosition, EventHeader, RowsEvent, RowsKind
 from protocol.binlog.transactions import TransactionPrepared, TransactionRollback
 from protocol.snapshot import SnapshotTable
+from replica.core.connection import ConnectOptions
 from replica.core.snapshot import (
     Chunk,
     SnapshotCoordinator,
+    SnapshotReader,
     pending_tables,
     plan_state,
     requests_done,
@@ -379,3 +383,56 @@ def test_staged_pieces_are_discarded_or_removed_at_the_next_start(tmp_path):
     assert _staged_names(lake) == []
     reopened.close()
     assert [r["_op"] for r in read_table(lake, "shop", "users").to_pylist()] == ["I"]
+
+
+class _PiecesConnection:
+    """The reader's side of a keyless read: ``pieces`` handed over as the socket would."""
+
+    is_mariadb = False
+
+    def __init__(self, pieces: list[tuple[list[Any], ...]]) -> None:
+        self.pieces = pieces
+        self.taken = 0
+
+    async def send_query(self, sql: str) -> None:
+        pass
+
+    async def read_columns_in_pieces(self, kinds, rows, take):  # type: ignore[no-untyped-def]
+        for values in self.pieces:
+            self.taken += 1
+            await take(values, False)
+
+    async def query(self, sql: str) -> list[tuple[str, str]]:
+        assert sql == "SHOW BINARY LOG STATUS"
+        return [("binlog.000001", "4")]
+
+
+def test_a_keyless_read_whose_piece_does_not_decode_is_read_to_its_end(tmp_path):
+    """A piece that does not match the description (the table changed between its
+    description and the SELECT): the rest of the result is still read off the connection, so
+    it stays usable, nothing stays staged, and the table is read again (definition changed)
+    or the error stands."""
+    lake = str(tmp_path / "lake")
+    b = StreamBuilder()
+    users = b.table("shop", "users", users_columns())
+    sink = ParquetSink(lake)
+    sink.open()
+    table = SnapshotTable("shop", "users", users, (), "id, name, score")
+    coordinator = SnapshotCoordinator(sink)
+    coordinator.watch("shop", "users", (), keep_images=False)
+    reader = SnapshotReader(coordinator, ConnectOptions(), chunk_rows=2, grace=0.0)
+    good = ([1, 2], ["a", "b"], ["1", "2"])
+    entry = {"database": "shop", "table": "users", "status": "running", "rows": 0}
+
+    async def run(conn: _PiecesConnection, generation: int) -> bool:
+        return await reader._keyless(conn, table, dict(entry), generation)  # type: ignore[arg-type]
+
+    conn = _PiecesConnection([good, ([3],), good])
+    coordinator._changed_unseen(("shop", "users"), "the table's definition changed (DDL)")
+    assert trio.run(run, conn, 0) is False  # generation 1 now: described again
+    assert conn.taken == 3 and _staged_names(lake) == []
+    conn = _PiecesConnection([good, ([3],), good])
+    with pytest.raises(ValueError, match="value lists"):
+        trio.run(run, conn, 1)
+    assert conn.taken == 3 and _staged_names(lake) == []
+    sink.close()
