@@ -129,6 +129,15 @@ class FileSystem:
         for path in paths:
             self.fsync(path)
 
+    def mkdir_many(self, paths: Iterable[str]) -> None:
+        """:meth:`mkdir` each of ``paths`` (siblings or cousins: none inside another), any that
+        exists already left as it is. One after the other here; :data:`OS` overlaps them."""
+        for path in paths:
+            try:
+                self.mkdir(path)
+            except FileExistsError:
+                pass
+
     def read(self, path: str) -> bytes:
         with open(path, "rb") as f:
             return f.read()
@@ -175,10 +184,26 @@ class _OsFileSystem(FileSystem):
         if len(todo) < 2:
             super().fsync_many(todo)
             return
+        self._overlap(super().fsync_many, todo)
+
+    def mkdir_many(self, paths: Iterable[str]) -> None:
+        """Overlapped too: a first flush over 2,000 tables creates 8,000 directories, and a
+        ``mkdir`` costs a journal update (0.2 ms here)."""
+        todo = list(paths)
+        if len(todo) < 2:
+            super().mkdir_many(todo)
+            return
+        self._overlap(super().mkdir_many, todo)
+
+    def _overlap(self, call: Any, paths: list[str]) -> None:
+        """``call`` over ``paths`` split in ``FSYNC_THREADS`` shares, one thread each: as many
+        in flight at once as a future per path would give, without a future per path (whose
+        set-up cost the calling thread 40 us apiece over thousands of paths)."""
         if _OsFileSystem._pool is None:
             _OsFileSystem._pool = ThreadPoolExecutor(FSYNC_THREADS,
                                                      thread_name_prefix="binlake-fsync")
-        futures = [_OsFileSystem._pool.submit(self.fsync, path) for path in todo]
+        shares = min(FSYNC_THREADS, len(paths))
+        futures = [_OsFileSystem._pool.submit(call, paths[k::shares]) for k in range(shares)]
         errors = [f.exception() for f in futures]  # waits for every one of them
         for error in errors:
             if error is not None:
@@ -224,6 +249,29 @@ def make_dirs(path: str, known: set[str] | None, gained: set[str],
         gained.add(parent)
     if known is not None:
         known.add(path)
+
+
+def make_dirs_many(paths: Iterable[str], known: set[str] | None, gained: set[str],
+                   fs: FileSystem = OS) -> None:
+    """:func:`make_dirs` for each of ``paths``, the missing directories of one depth created
+    together (:meth:`FileSystem.mkdir_many`), shallowest first."""
+    missing: set[str] = set()
+    seen: set[str] = set()
+    for path in paths:
+        while path not in seen and (known is None or path not in known):
+            seen.add(path)
+            if fs.isdir(path):
+                break
+            missing.add(path)
+            path = os.path.dirname(path)
+    depths: dict[int, list[str]] = {}
+    for path in missing:
+        depths.setdefault(path.count("/"), []).append(path)
+    for depth in sorted(depths):
+        fs.mkdir_many(sorted(depths[depth]))
+    gained.update(os.path.dirname(path) for path in missing)
+    if known is not None:
+        known.update(seen)
 
 
 def write_durably(path: str, data: bytes, fs: FileSystem = OS) -> None:
@@ -309,10 +357,10 @@ def _apply(lake: str, pairs: list[tuple[str, str]], checkpoint_doc: dict[str, An
             src_path = os.path.join(lake, src)
             dst_path = os.path.join(lake, dst)
             if fs.exists(src_path):
-                make_dirs(os.path.dirname(dst_path), known_dirs, gained, fs)
                 moves.append((src_path, dst_path))
             elif not fs.exists(dst_path):
                 raise LakeCorrupted(f"commit record names {src}, but neither it nor {dst} exists")
+        make_dirs_many({os.path.dirname(dst) for _, dst in moves}, known_dirs, gained, fs)
         fs.fsync_many(sorted(gained))
         for src_path, dst_path in moves:
             directory = os.path.dirname(dst_path)

@@ -26,10 +26,11 @@ from __future__ import annotations
 
 import datetime as _dt
 import functools
+import itertools
 import json
 import logging
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -52,6 +53,7 @@ from protocol.gtid import GtidPosition, GtidSet, MariadbGtid, MysqlGtid
 from ..errors import LakeError, SinkStateError
 from . import commit as C
 from . import ddl as D
+from . import files as F
 from . import layout as L
 from . import pieces as P
 from . import xa as X
@@ -130,6 +132,9 @@ class SinkOptions:
     catch_up_interval_s: float = 60.0  # ... or than this, while the source is behind
     compression: str = "zstd"
     compression_level: int = 1  # level 3 costs ~25% more CPU per row for ~2% smaller files
+    #: Codec of a file written whole from less than ``files.SMALL_FILE_BYTES`` of rows (a
+    #: flush over many tables): zstd's set-up per column chunk costs more than it saves there.
+    small_file_compression: str | None = "snappy"
     spill_compression: str | None = "lz4"
     #: Encode row groups on a background thread (encoder.py), overlapping the caller's work;
     #: False writes them in the caller's thread (the same files).
@@ -896,7 +901,8 @@ class ParquetSink:
                 ddl=ddl["query"] if ddl else None, ddl_type=ddl["ddl_type"] if ddl else None,
             )
             number = current.version + 1 if current is not None else 1
-            current = TableVersion.from_table_map(table_map, number, origin, self._counter)
+            current = TableVersion.from_table_map(table_map, number, origin, self._counter,
+                                                  self._signature_of(table_map))
             self._versions[key] = current
             self._new_versions.append(current)
             if not table_map.has_full_metadata and "names" + repr(key) not in self._warned:
@@ -1139,8 +1145,8 @@ class ParquetSink:
             self._close_file(part)
             self._flush_wanted = True
 
-    def _open_part_file(self, part: _Part) -> pq.ParquetWriter:
-        """A new staged Parquet file for ``part``, named for its final place."""
+    def _name(self, part: _Part) -> None:
+        """Give ``part`` its staged and its final file name."""
         version = part.version
         self._staged_count += 1
         part.staged = L.staged_file(self._staged_count)
@@ -1151,10 +1157,31 @@ class ParquetSink:
         self._name_index[name_key] = index + 1
         part.final = L.part_file(version.database, version.table, version.version,
                                  part.commit_date, part.first_seq, index)
+
+    def _one_shot(self, part: _Part) -> F.ParquetJob:
+        """The job writing a part none of whose rows are written yet: its whole file, one row
+        group (at most ``row_group_bytes``, or it would have been written already)."""
+        if part.pending:
+            self._convert_part_pending(part)
+        self._name(part)
+        version = part.version
+        table = pa.Table.from_batches(part.batches, schema=version.schema)
+        part.batches.clear()
+        self._buffered -= part.nbytes
+        part.nbytes = 0
+        self._closed_files.append((part.staged, part.final))
+        return F.ParquetJob(os.path.join(self.lake, part.staged), table,
+                            self.options.compression, self.options.compression_level,
+                            self.options.small_file_compression, DICTIONARY_PAGE_LIMIT)
+
+    def _open_part_file(self, part: _Part) -> pq.ParquetWriter:
+        """A new staged Parquet file for ``part``, named for its final place."""
+        self._name(part)
         return pq.ParquetWriter(
-            os.path.join(self.lake, part.staged), version.schema,
+            os.path.join(self.lake, part.staged), part.version.schema,
             compression=self.options.compression,
-            compression_level=self.options.compression_level,
+            compression_level=F.level_for(self.options.compression,
+                                          self.options.compression_level),
             dictionary_pagesize_limit=DICTIONARY_PAGE_LIMIT,
             write_statistics=True,
         )
@@ -1212,9 +1239,12 @@ class ParquetSink:
         return checkpoint
 
     def _flush(self) -> C.Checkpoint:
-        for part in self._parts.values():
-            if part.batches or part.pending:
-                self._write_row_group(part)
+        # Step 1 of the commit protocol (commit.py) for all of the flush's files at once: the
+        # Parquet files, the new schema versions and DDL logs are written side by side
+        # (files.py) and fsync-ed together (FileSystem.fsync_many), not one after another.
+        documents, document_renames = self._documents()
+        self._io_path = os.path.join(self.lake, L.STAGING)
+        F.run_all(itertools.chain(self._file_jobs(), F.write_jobs(documents)))
         self._finish_row_group()
         for part in self._parts.values():
             if part.writer is not None:
@@ -1222,25 +1252,8 @@ class ParquetSink:
         renames = list(self._closed_files)
         for prepared in self._xa.values():
             renames += [(f.staged, f.final) for f in prepared.files if f.staged is not None]
-        # Step 1 of the commit protocol (commit.py) for all of the flush's files at once: the
-        # Parquet files closed since the last flush, the new schema versions and DDL logs are
-        # fsync-ed together (FileSystem.fsync_many), not one journal commit each.
+        renames += document_renames
         durable = [os.path.join(self.lake, staged) for staged, _ in self._closed_files]
-        documents: list[tuple[str, bytes]] = []
-        for version in self._new_versions:
-            self._staged_count += 1
-            staged = f"{L.STAGING}/schema-{self._staged_count:08d}.json"
-            documents.append((os.path.join(self.lake, staged), C.dumps(version.to_json(), compact=True)))
-            renames.append((staged, L.schema_file(version.database, version.table,
-                                                  version.version)))
-        for database, entries in self._ddl_log.items():
-            self._staged_count += 1
-            staged = f"{L.STAGING}/ddl-{self._staged_count:08d}.jsonl"
-            text = "".join(json.dumps(e, ensure_ascii=False) + "\n" for e in entries)
-            documents.append((os.path.join(self.lake, staged), text.encode()))
-            renames.append((staged, L.ddl_file(database, entries[0]["seq"])))
-        for path, data in documents:
-            C.OS.write(path, data)
         C.OS.fsync_many(durable + [path for path, _ in documents])
         checkpoint = C.Checkpoint(
             seq=self._seq, position=self._last_end, gtid=self._last_gtid,
@@ -1280,6 +1293,37 @@ class ParquetSink:
         self._dirty_since = None
         self._flush_wanted = False
         return checkpoint
+
+    def _file_jobs(self) -> Iterator[Callable[[], None]]:
+        """The flush's Parquet files: a file with row groups written already gets its last one
+        (the caller then waits for it and closes the file); every other file is yielded as a
+        job writing it whole (lazily, so that this thread converts the next table's rows while
+        the writer threads encode the last)."""
+        for part in self._parts.values():
+            if part.writer is None and (part.batches or part.pending):
+                yield self._one_shot(part)
+            elif part.batches or part.pending:
+                self._write_row_group(part)  # in the background (encoder.py), in order
+
+    def _documents(self) -> tuple[list[tuple[str, bytes]], list[tuple[str, str]]]:
+        """The flush's new schema versions and DDL logs: (staged path, bytes) to write, and
+        (staged, final) names relative to the lake."""
+        documents: list[tuple[str, bytes]] = []
+        renames: list[tuple[str, str]] = []
+        for version in self._new_versions:
+            self._staged_count += 1
+            staged = f"{L.STAGING}/schema-{self._staged_count:08d}.json"
+            documents.append((os.path.join(self.lake, staged),
+                              C.dumps(version.to_json(), compact=True)))
+            renames.append((staged, L.schema_file(version.database, version.table,
+                                                  version.version)))
+        for database, entries in self._ddl_log.items():
+            self._staged_count += 1
+            staged = f"{L.STAGING}/ddl-{self._staged_count:08d}.jsonl"
+            text = "".join(json.dumps(e, ensure_ascii=False) + "\n" for e in entries)
+            documents.append((os.path.join(self.lake, staged), text.encode()))
+            renames.append((staged, L.ddl_file(database, entries[0]["seq"])))
+        return documents, renames
 
     def _gtid_state_text(self) -> str | None:
         state = self._gtid_state

@@ -330,7 +330,7 @@ def explore() -> dict[str, int]:
 def test_every_power_loss_recovers_to_a_prefix_of_the_commits() -> None:
     result = explore()
     assert result["prefixes"] == len(COMMITS) + 1  # every prefix, 0..5, was reached
-    assert result == {"operations": 123, "states": 659, "during_recovery": 78693, "prefixes": 6}
+    assert result == {"operations": 123, "states": 659, "during_recovery": 78357, "prefixes": 6}
 
 
 def test_the_model_catches_a_missing_directory_fsync(monkeypatch: pytest.MonkeyPatch) -> None:
