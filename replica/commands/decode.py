@@ -48,6 +48,17 @@ transaction boundaries are always printed.
 
 A damaged or truncated file stops the decoding with one line naming the file, the event type and
 the position (exit 1), after everything before it has been printed.
+
+Speed
+-----
+
+:func:`format_value` and :func:`format_rows` (and ``sinks.openprotocol``'s encoder) define the
+output. A rows event's lines are built in one call of the native formatter
+(``protocol.binlog.native_format``) from per-table fragments (:func:`rows_text`,
+``OpenProtocolEncoder.encode_lines``), which calls :func:`format_value` / ``encode_value`` for
+every value it has no fast path for; the text goes to stdout as UTF-8 bytes when stdout would
+write exactly those. Without the extension (or with ``BINLAKE_NATIVE=0``) the reference
+formatters print everything, the same bytes.
 """
 
 from __future__ import annotations
