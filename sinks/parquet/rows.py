@@ -6,7 +6,8 @@ chunks — ``RowsEvent.arrow``, filled by the native decoder straight from the e
 and its Python values), so the per-event work does not grow with the table's width. A column
 whose rows are all in chunks of the layout its Arrow type needs (``TableVersion.native_tags``)
 or NULL (absent from an image) is gathered and concatenated in C and wrapped with
-``pa.Array.from_buffers``: no Python object per value. Any other column (a type the native
+``pa.Array.from_buffers``: no Python object per value (a batch of one image in table order —
+a snapshot chunk — wraps that image's chunk as it is, without the copy). Any other column (a type the native
 decoder does not cover, a value it leaves to Python: a zero date, a string that is not
 well-formed in its charset) gathers the Python values with C-speed ``list.extend`` and is
 converted with a single ``pa.array`` call, as before — the same array either way
@@ -254,10 +255,17 @@ def _column(version: TableVersion, k: int, entries: list[Entry]) -> pa.Array:
     have the layout its Arrow type needs, else its Python values converted as one list."""
     tag = version.native_tags[k]
     if tag is not None and _native.ARROW:  # else no event holds chunks (nor is gather built)
-        try:
-            native = _native.gather(tag, k, entries)
-        except OverflowError:  # strings over 2 GiB: pa.array below splits them as ever
-            native = None
+        native: Any = None
+        slots, chunks, image, count = entries[0]
+        if len(entries) == 1 and slots is None and chunks is not None and image is not None:
+            chunk = chunks[k]  # one image in table order (a snapshot chunk): its buffers as
+            if chunk is not None and chunk[0] == tag:  # they are, not copied by gather
+                native = (count, *chunk[1:])
+        if native is None:
+            try:
+                native = _native.gather(tag, k, entries)
+            except OverflowError:  # strings over 2 GiB: pa.array below splits them as ever
+                native = None
         if native is not None:
             rows, nulls, valid, data, offsets = native
             buffers = [None if valid is None else pa.py_buffer(valid)]
