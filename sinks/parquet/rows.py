@@ -193,15 +193,35 @@ class _Runs:
         """The column, expanded in C: one value repeated, or run-end decoded."""
         if len(self.values) == 1:
             return pa.repeat(pa.scalar(self.values[0], arrow_type), self.ends[0])
+        if self.ends[-1] <= SMALL_EXPAND:
+            return _expand(self.values, self.ends, arrow_type)
         encoded = pa.RunEndEncodedArray.from_arrays(pa.array(self.ends, _INT32),
                                                     pa.array(self.values, arrow_type))
         return _run_end_decode(encoded)
+
+
+#: Up to this many rows a run-length column is expanded by Python into a plain list: a batch of
+#: a few rows (one table's share of a flush over thousands of tables) otherwise pays ~40 us per
+#: column for the run-end arrays and Arrow's decode call.
+SMALL_EXPAND = 256
+
+
+def _expand(values: Sequence[Any], ends: Sequence[int], arrow_type: pa.DataType) -> pa.Array:
+    """``values[i]`` repeated up to ``ends[i]``, as a plain array (small batches)."""
+    rows: list[Any] = []
+    start = 0
+    for value, end in zip(values, ends, strict=True):
+        rows += [value] * (end - start)
+        start = end
+    return pa.array(rows, arrow_type)
 
 
 def _per_event(values: Sequence[Any], ends: list[int], arrow_type: pa.DataType) -> pa.Array:
     """A column with one value per rows event (``ends``: each event's last row + 1)."""
     if values.count(values[0]) == len(values):
         return pa.repeat(pa.scalar(values[0], arrow_type), ends[-1])
+    if ends[-1] <= SMALL_EXPAND:
+        return _expand(values, ends, arrow_type)
     encoded = pa.RunEndEncodedArray.from_arrays(pa.array(ends, _INT32),
                                                 pa.array(values, arrow_type))
     return _run_end_decode(encoded)
@@ -390,6 +410,13 @@ def _row_numbers(offsets: Sequence[int], ends: list[int]) -> pa.Array:
         _IOTA = pa.array(range(max(count, 2 * len(_IOTA))), _INT64)
     if offsets.count(0) == len(offsets):
         return _IOTA.slice(0, count)
+    if count <= SMALL_EXPAND:
+        rows: list[int] = []
+        start = 0
+        for offset, end in zip(offsets, ends, strict=True):
+            rows += range(start + offset, end + offset)
+            start = end
+        return pa.array(rows, _INT64)
     return _add(_IOTA.slice(0, count), _per_event(offsets, ends, _INT64))
 
 

@@ -1161,8 +1161,10 @@ class ParquetSink:
     def _one_shot(self, part: _Part) -> F.ParquetJob:
         """The job writing a part none of whose rows are written yet: its whole file, one row
         group (at most ``row_group_bytes``, or it would have been written already)."""
-        if part.pending:
-            self._convert_part_pending(part)
+        if part.pending:  # converted as _convert_part_pending does, minus its nbytes walk:
+            part.batches.append(rows_batch(part.version, part.pending, with_commit_time=True))
+            part.pending = []  # the whole part leaves the budget just below
+            part.pending_rows = part.pending_bytes = 0
         self._name(part)
         version = part.version
         table = pa.Table.from_batches(part.batches, schema=version.schema)
