@@ -29,7 +29,8 @@ import pyarrow.parquet as pq
 
 from . import commit as C
 
-__all__ = ["ParquetJob", "SMALL_FILE_BYTES", "level_for", "run_all", "write_jobs"]
+__all__ = ["ParquetJob", "SMALL_FILE_BYTES", "level_for", "open_writer", "run_all",
+           "write_jobs"]
 
 #: Arrow bytes under which a one-row-group file is encoded in memory with the small codec.
 SMALL_FILE_BYTES = 256 * 1024
@@ -52,6 +53,17 @@ def level_for(compression: str, level: int | None) -> int | None:
     if compression == "none" or not pa.Codec.supports_compression_level(compression):
         return None
     return level
+
+
+def open_writer(sink: str | pa.NativeFile, schema: pa.Schema, compression: str,
+                compression_level: int | None,
+                dictionary_pagesize_limit: int) -> pq.ParquetWriter:
+    """The sink's Parquet writer for a staged file (or an in-memory ``sink``): the one set of
+    writer options shared by files written whole here and files written by row groups."""
+    return pq.ParquetWriter(sink, schema, compression=compression,
+                            compression_level=level_for(compression, compression_level),
+                            dictionary_pagesize_limit=dictionary_pagesize_limit,
+                            write_statistics=True)
 
 
 class ParquetJob:
@@ -80,12 +92,9 @@ class ParquetJob:
         small = table.nbytes < SMALL_FILE_BYTES
         if small and self.small_compression is not None and compression in COSTLY_SET_UP:
             compression = self.small_compression
-        level = level_for(compression, self.compression_level)
         sink: str | pa.BufferOutputStream = pa.BufferOutputStream() if small else self.path
-        with pq.ParquetWriter(sink, table.schema, compression=compression,
-                              compression_level=level,
-                              dictionary_pagesize_limit=self.dictionary_pagesize_limit,
-                              write_statistics=True) as writer:
+        with open_writer(sink, table.schema, compression, self.compression_level,
+                         self.dictionary_pagesize_limit) as writer:
             writer.write_table(table, row_group_size=max(1, table.num_rows))
         del table
         if isinstance(sink, pa.BufferOutputStream):

@@ -1179,14 +1179,9 @@ class ParquetSink:
     def _open_part_file(self, part: _Part) -> pq.ParquetWriter:
         """A new staged Parquet file for ``part``, named for its final place."""
         self._name(part)
-        return pq.ParquetWriter(
-            os.path.join(self.lake, part.staged), part.version.schema,
-            compression=self.options.compression,
-            compression_level=F.level_for(self.options.compression,
-                                          self.options.compression_level),
-            dictionary_pagesize_limit=DICTIONARY_PAGE_LIMIT,
-            write_statistics=True,
-        )
+        return F.open_writer(os.path.join(self.lake, part.staged), part.version.schema,
+                             self.options.compression, self.options.compression_level,
+                             DICTIONARY_PAGE_LIMIT)
 
     def _close_file(self, part: _Part) -> None:
         assert part.writer is not None
