@@ -193,11 +193,7 @@ class _Runs:
         """The column, expanded in C: one value repeated, or run-end decoded."""
         if len(self.values) == 1:
             return pa.repeat(pa.scalar(self.values[0], arrow_type), self.ends[0])
-        if self.ends[-1] <= SMALL_EXPAND:
-            return _expand(self.values, self.ends, arrow_type)
-        encoded = pa.RunEndEncodedArray.from_arrays(pa.array(self.ends, _INT32),
-                                                    pa.array(self.values, arrow_type))
-        return _run_end_decode(encoded)
+        return _runs_array(self.values, self.ends, arrow_type)
 
 
 #: Up to this many rows a run-length column is expanded by Python into a plain list: a batch of
@@ -216,15 +212,21 @@ def _expand(values: Sequence[Any], ends: Sequence[int], arrow_type: pa.DataType)
     return pa.array(rows, arrow_type)
 
 
-def _per_event(values: Sequence[Any], ends: list[int], arrow_type: pa.DataType) -> pa.Array:
-    """A column with one value per rows event (``ends``: each event's last row + 1)."""
-    if values.count(values[0]) == len(values):
-        return pa.repeat(pa.scalar(values[0], arrow_type), ends[-1])
+def _runs_array(values: Sequence[Any], ends: list[int], arrow_type: pa.DataType) -> pa.Array:
+    """``values[i]`` repeated up to ``ends[i]``: expanded by Python for a small batch, else
+    run-end decoded in C."""
     if ends[-1] <= SMALL_EXPAND:
         return _expand(values, ends, arrow_type)
     encoded = pa.RunEndEncodedArray.from_arrays(pa.array(ends, _INT32),
                                                 pa.array(values, arrow_type))
     return _run_end_decode(encoded)
+
+
+def _per_event(values: Sequence[Any], ends: list[int], arrow_type: pa.DataType) -> pa.Array:
+    """A column with one value per rows event (``ends``: each event's last row + 1)."""
+    if values.count(values[0]) == len(values):
+        return pa.repeat(pa.scalar(values[0], arrow_type), ends[-1])
+    return _runs_array(values, ends, arrow_type)
 
 
 class _Builder:
