@@ -16,11 +16,12 @@ import os
 import threading
 import time
 from collections import Counter
+from pathlib import Path
 from typing import Any
 
 from tests.servers.handle import ServerHandle
 
-from .daemon_process import binlog_end, daemon_settings, read_checkpoint
+from .daemon_process import DaemonProcess, binlog_end, daemon_settings, read_checkpoint
 from .workload import (
     LakeChanges,
     Workload,
@@ -41,6 +42,15 @@ def snapshot_settings(server: ServerHandle, lake: str | os.PathLike[str], databa
     for key in ("file", "pos"):
         settings["start"].pop(key, None)
     return settings
+
+
+def snapshot_daemon(server: ServerHandle, tmp_path: Path, database: str, start: str,
+                    **snapshot: object) -> DaemonProcess:
+    """A daemon on ``tmp_path / "lake"`` that starts from ``start``, with the ``[snapshot]``
+    settings ``snapshot`` (``chunk_rows`` and the like)."""
+    settings = snapshot_settings(server, tmp_path / "lake", database, overrides={
+        "start": {"from": start}, "snapshot": snapshot})
+    return DaemonProcess(tmp_path, settings, password=server.users["repl"].password)
 
 
 def readable_through(settings: dict[str, dict[str, Any]], server: ServerHandle,

@@ -36,8 +36,8 @@ from .snapshot_check import (
     compare_snapshot_lake,
     replay,
     reset_binlogs,
+    snapshot_daemon,
     snapshot_entries,
-    snapshot_settings,
     wait_caught_up,
     wait_snapshots_done,
 )
@@ -50,10 +50,8 @@ RANDOM_KILLS = int(os.environ.get("BINLAKE_SNAPSHOT_RANDOM_KILLS", "4"))
 
 
 def _daemon(server: ServerHandle, tmp_path: Path, database: str, start: str = "snapshot",
-            **snapshot: object) -> DaemonProcess:
-    settings = snapshot_settings(server, tmp_path / "lake", database, overrides={
-        "start": {"from": start}, "snapshot": {"chunk_rows": 20, **snapshot}})
-    return DaemonProcess(tmp_path, settings, password=server.users["repl"].password)
+            chunk_rows: int = 20, **snapshot: object) -> DaemonProcess:
+    return snapshot_daemon(server, tmp_path, database, start, chunk_rows=chunk_rows, **snapshot)
 
 
 def _filled(server: ServerHandle, prefix: str, txns: int = 100,

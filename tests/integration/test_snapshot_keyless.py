@@ -35,11 +35,11 @@ import pytest
 from bench.measure import vm_hwm_kib
 from tests.servers.handle import ServerHandle
 
-from .daemon_process import REPO, DaemonProcess, unique_db
+from .daemon_process import REPO, unique_db
 from .snapshot_check import (
     reset_binlogs,
+    snapshot_daemon,
     snapshot_entries,
-    snapshot_settings,
     wait_caught_up,
     wait_snapshots_done,
 )
@@ -51,13 +51,6 @@ pytestmark = pytest.mark.server
 #: Rows of the keyless table (several times CHUNK_ROWS, not a multiple of it).
 ROWS = int(os.environ.get("BINLAKE_KEYLESS_ROWS", "2150"))
 CHUNK_ROWS = 300
-
-
-def _config(server: ServerHandle, tmp_path: Path, database: str, start: str,
-            **snapshot: object) -> DaemonProcess:
-    settings = snapshot_settings(server, tmp_path / "lake", database, overrides={
-        "start": {"from": start}, "snapshot": {"chunk_rows": CHUNK_ROWS, **snapshot}})
-    return DaemonProcess(tmp_path, settings, password=server.users["repl"].password)
 
 
 def _fill(server: ServerHandle, database: str, rows: int) -> None:
@@ -114,7 +107,8 @@ def test_keyless_table_lands_in_pieces_of_one_commit(flavor: str, request: pytes
     lake = tmp_path / "lake"
     _fill(server, database, ROWS)
     # pieces 0.25 s apart: the change below comes while the first read still has ~1.7 s to go
-    daemon = _config(server, tmp_path, database, "snapshot", chunk_pause=0.25)
+    daemon = snapshot_daemon(server, tmp_path, database, "snapshot", chunk_rows=CHUNK_ROWS,
+                             chunk_pause=0.25)
     stop = threading.Event()
 
     def write_ticks() -> None:
@@ -193,7 +187,8 @@ def test_killed_while_pieces_are_staged_resumes_from_scratch(mariadb_10_11: Serv
     database = unique_db("keylesskill")
     lake = tmp_path / "lake"
     _fill(server, database, ROWS)
-    daemon = _config(server, tmp_path, database, "latest", chunk_pause=0.3)
+    daemon = snapshot_daemon(server, tmp_path, database, "latest", chunk_rows=CHUNK_ROWS,
+                             chunk_pause=0.3)
     daemon.settings["log"]["progress_interval"] = 0.5
     daemon.config_path.write_text(daemon._toml())
     name = f"{database}.log"
@@ -247,7 +242,7 @@ def test_memory_is_bounded_by_the_piece_not_the_table(mariadb_10_11: ServerHandl
                f"INSERT INTO {database}.big SELECT seq, CONCAT(seq, REPEAT('x', "
                f"{BIG_ROW_BYTES})) FROM {database}.seq_1_to_{BIG_ROWS}")
     reset_binlogs(server)
-    daemon = _config(server, tmp_path, database, "latest", chunk_rows=500)
+    daemon = snapshot_daemon(server, tmp_path, database, "latest", chunk_rows=500)
     argv = [sys.executable, "-m", "replica.cli", "snapshot", "--config",
             str(daemon.config_path), "--table", f"{database}.big"]
     # Peak RSS is the child's own VmHWM, polled while it runs: its ru_maxrss would carry the
