@@ -501,19 +501,25 @@ class SnapshotCoordinator:
             reconciled = _reconcile(table, columns, count, key_log, chunk.one_time)
             if reconciled[0] is not columns:  # rows dropped or replaced: land the lists
                 columns, count, arrow = *reconciled, None
-        event = RowsEvent(
-            header=EventHeader(timestamp=chunk.read_time_us // 1_000_000, type_code=0,
-                               server_id=0, event_size=0, log_pos=0, flags=0),
-            kind=RowsKind.READ, table=table.table_map, flags=0, row_count=count,
-            before_columns=(), after_columns=tuple(range(len(columns))), before=None,
-            after=cast(tuple[list[Any], ...], columns),
-            arrow=None if arrow is None else (None, arrow))
+        event = _read_event(table, chunk.read_time_us, cast(tuple[list[Any], ...], columns),
+                            count, arrow)
         chunk.progress["rows"] = chunk.progress.get("rows", 0) + count
         state = self.state
         store_entry(state, chunk.progress)
         self.sink.land_snapshot(event, position, chunk.read_time_us, state)
         chunk.landed_rows = count
         self._finish(chunk, "landed")
+
+
+def _read_event(table: SnapshotTable, read_time_us: int, columns: tuple[list[Any], ...],
+                count: int, arrow: tuple[Any, ...] | None = None) -> RowsEvent:
+    """The READ rows event a snapshot chunk (or a keyless table's staged piece) lands as."""
+    return RowsEvent(
+        header=EventHeader(timestamp=read_time_us // 1_000_000, type_code=0,
+                           server_id=0, event_size=0, log_pos=0, flags=0),
+        kind=RowsKind.READ, table=table.table_map, flags=0, row_count=count,
+        before_columns=(), after_columns=tuple(range(len(columns))), before=None,
+        after=columns, arrow=None if arrow is None else (None, arrow))
 
 
 def _reconcile(table: SnapshotTable, columns: Sequence[list[Any]], count: int,
@@ -887,14 +893,6 @@ class SnapshotReader:
         landed = False
         undecodable: ValueError | None = None  # the first piece that did not decode
 
-        def event(columns: tuple[list[Any], ...]) -> RowsEvent:
-            return RowsEvent(
-                header=EventHeader(timestamp=read_time_us // 1_000_000, type_code=0,
-                                   server_id=0, event_size=0, log_pos=0, flags=0),
-                kind=RowsKind.READ, table=table.table_map, flags=0,
-                row_count=len(columns[0]) if columns else 0, before_columns=(),
-                after_columns=tuple(range(len(columns))), before=None, after=columns)
-
         async def take(values: tuple[list[Any], ...], converted: bool) -> None:
             nonlocal staged, undecodable
             if undecodable is not None:
@@ -904,7 +902,8 @@ class SnapshotReader:
             except ValueError as exc:
                 undecodable = exc
                 return
-            staged = sink.stage_snapshot(staged, event(columns))
+            staged = sink.stage_snapshot(staged, _read_event(
+                table, read_time_us, columns, len(columns[0]) if columns else 0))
             coordinator.staged_rows[progress_key] = staged.rows
             if self.chunk_pause:
                 await trio.sleep(self.chunk_pause)
