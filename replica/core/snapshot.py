@@ -487,26 +487,24 @@ class SnapshotCoordinator:
             if key_log.changes != chunk.keyless_changes:
                 self._finish(chunk, "the table changed while it was read")
                 return
-        if chunk.staged is not None:
-            chunk.progress["rows"] = chunk.progress.get("rows", 0) + chunk.staged.rows
-            state = self.state
-            store_entry(state, chunk.progress)
-            chunk.landed_rows = chunk.staged.rows
-            started = time.monotonic()
-            self.sink.land_staged_snapshot(chunk.staged, position, chunk.read_time_us, state)
-            chunk.landing_seconds = time.monotonic() - started
-            self._finish(chunk, "landed")
-            return
-        if key_log is not None and key_log.touched and count:
+        staged = chunk.staged
+        if staged is not None:
+            count = staged.rows
+        elif key_log is not None and key_log.touched and count:
             reconciled = _reconcile(table, columns, count, key_log, chunk.one_time)
             if reconciled[0] is not columns:  # rows dropped or replaced: land the lists
                 columns, count, arrow = *reconciled, None
-        event = _read_event(table, chunk.read_time_us, cast(tuple[list[Any], ...], columns),
-                            count, arrow)
         chunk.progress["rows"] = chunk.progress.get("rows", 0) + count
         state = self.state
         store_entry(state, chunk.progress)
-        self.sink.land_snapshot(event, position, chunk.read_time_us, state)
+        if staged is not None:
+            started = time.monotonic()
+            self.sink.land_staged_snapshot(staged, position, chunk.read_time_us, state)
+            chunk.landing_seconds = time.monotonic() - started
+        else:
+            event = _read_event(table, chunk.read_time_us,
+                                cast(tuple[list[Any], ...], columns), count, arrow)
+            self.sink.land_snapshot(event, position, chunk.read_time_us, state)
         chunk.landed_rows = count
         self._finish(chunk, "landed")
 
