@@ -143,13 +143,17 @@ class SnapshotTable:
             raise ValueError(f"{self.database}.{self.name}: a row of {bad} values, "
                              f"the table has {width} columns")
         columns = zip(*raw_rows, strict=True)
-        for k, (convert, whole, values) in enumerate(
-                zip(self._converters, self._columns, columns, strict=True)):
-            if None in values:
-                out[k].extend([None if v is None else convert(v) for v in values])
-            else:
-                out[k].extend(whole(values))
+        for k, values in enumerate(columns):
+            out[k].extend(self._from_text(k, values))
         return out
+
+    def _from_text(self, k: int, values: Sequence[Any]) -> list[Any]:
+        """Column ``k``'s values made from their text (``str``/``bytes``; None is NULL) by its
+        converter: the whole column at once when it holds no NULL."""
+        if None in values:
+            convert = self._converters[k]
+            return [None if v is None else convert(v) for v in values]
+        return self._columns[k](values)
 
 
     def decode_columns(self, values: Sequence[list[Any]], converted: bool) -> tuple[list[Any], ...]:
@@ -169,14 +173,11 @@ class SnapshotTable:
             raise ValueError(f"{self.database}.{self.name}: {len(values)} value lists of "
                              f"{sorted(set(map(len, values)))} rows for {width} columns")
         out: list[list[Any]] = []
-        for convert, whole, (kind, post), column in zip(
-                self._converters, self._columns, self._wire, values[:width], strict=True):
+        for k, ((kind, post), column) in enumerate(zip(self._wire, values[:width], strict=True)):
             if converted and kind != TEXT_DEFAULT:
                 out.append(column if post is None else post(column))
-            elif None in column:
-                out.append([None if v is None else convert(v) for v in column])
             else:
-                out.append(whole(column))
+                out.append(self._from_text(k, column))
         return tuple(out)
 
 
@@ -233,14 +234,8 @@ class KeptImage(Sequence[list[Any]]):
         except ValueError as exc:
             check_kept(self._kept, binary)
             raise MalformedPacket(str(exc)) from exc
-        table = self._table
         for k in wanted:
-            column = columns[k]
-            if None in column:
-                convert = table._converters[k]
-                self._lists[k] = [None if v is None else convert(v) for v in column]
-            else:
-                self._lists[k] = table._columns[k](column)
+            self._lists[k] = self._table._from_text(k, columns[k])
 
 
 def choose_key(description: TableDescription,
