@@ -143,7 +143,7 @@ class EventStream:
         self._checksum = checksum
         self._max_decompressed = max_decompressed_size
         self._fde: FormatDescriptionEvent | None = None
-        self._mariadb = False  # the FDE names a MariaDB server
+        self._mariadb = False  # the FDE names a MariaDB server (TABLE_MAPs differ in a detail)
         self._fde_crc: bool | None = None  # the FDE's checksum_alg is CRC32; None: no FDE
         self._post_header: dict[int, int] = {}  # post-header length by type, for this FDE
         self._table_maps: dict[int, TableMapEvent] = {}
@@ -217,12 +217,8 @@ class EventStream:
     def _mapped_table(self, header: EventHeader, body: memoryview) -> tuple[str, str]:
         decode_table_map = self._decode_table_map or self._load_row_decoders()[0]
         table = decode_table_map(header, body, self._post_header_len(EventType.TABLE_MAP),
-                                 mariadb=self._is_mariadb())
+                                 mariadb=self._mariadb)
         return table.schema, table.table
-
-    def _is_mariadb(self) -> bool:
-        """The stream's server is MariaDB, by its FDE (TABLE_MAPs differ in a detail)."""
-        return self._mariadb
 
     def start_file(self, file: str, position: int = 4) -> None:
         """Continue in another binlog file (offline reading of several files in order)."""
