@@ -307,8 +307,7 @@ class OpenProtocolEncoder:
         UTF-8 form)."""
         assert native_format.json_lines is not None
         table = event.table
-        if event.kind is RowsKind.READ or not all(
-                image is None or type(image) is tuple for image in (event.before, event.after)):
+        if not native_format.plain_rows(event):
             return None
         described = self._describe(table)
         if len({name for name, _, _ in described}) != len(described):

@@ -18,7 +18,9 @@ import os
 from collections.abc import Callable
 from typing import Any
 
-__all__ = ["text_lines", "json_lines", "maybe_secret", "one_line"]
+from .model import RowsEvent, RowsKind
+
+__all__ = ["text_lines", "json_lines", "maybe_secret", "one_line", "plain_rows"]
 
 _module: Any = None
 if os.environ.get("BINLAKE_NATIVE", "1") != "0":
@@ -44,3 +46,10 @@ json_lines: Callable[[str, Any, Any, tuple[Any, ...], int], str | None] | None =
 #: one line, as ``replica.commands.decode._one_line``.
 maybe_secret: Callable[[str], bool] | None = getattr(_module, "maybe_secret", None)
 one_line: Callable[[str], str] | None = getattr(_module, "one_line", None)
+
+
+def plain_rows(event: RowsEvent) -> bool:
+    """Whether :data:`text_lines` / :data:`json_lines` can take the rows event: not a
+    snapshot's READ rows, and each image a plain tuple of column lists (else the reference)."""
+    return event.kind is not RowsKind.READ and all(
+        image is None or type(image) is tuple for image in (event.before, event.after))

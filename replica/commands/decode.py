@@ -788,8 +788,7 @@ def _native_rows_text(event: RowsEvent, head: str = "",
                       as_bytes: bool = False) -> str | bytes | None:
     """``head`` and the event's ``###`` lines from the native formatter, or None where it
     cannot make them (not built, a str with no UTF-8 form, a snapshot's READ rows)."""
-    if native_format.text_lines is None or event.kind is RowsKind.READ or not all(
-            image is None or type(image) is tuple for image in (event.before, event.after)):
+    if native_format.text_lines is None or not native_format.plain_rows(event):
         return None
     parts, before, after = _text_plan(event)
     if event.kind is RowsKind.INSERT:
