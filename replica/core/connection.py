@@ -488,9 +488,16 @@ class Connection:
     async def read_columns(self, kinds: bytes = b"", *, keep: bool = False) -> ResultSet:
         """The response to :meth:`send_query`, as :meth:`query_columns` returns it; with
         ``keep``, its rows kept unparsed in ``ResultSet.kept`` instead (copied in bulk)."""
-        reader = TextResultReader(self.capabilities, kinds, keep=keep)
+        return await self._read_result(TextResultReader(self.capabilities, kinds, keep=keep))
+
+    async def _read_result(self, reader: TextResultReader,
+                           between: Callable[[], Awaitable[None]] | None = None) -> ResultSet:
+        """Feed ``reader`` what the server sends until its result is whole (``between``
+        awaited before each wait for more bytes); the result."""
         limit = self.options.read_timeout
         while not reader.pump(self._codec):  # each wait for bytes has the whole read timeout
+            if between is not None:
+                await between()
             await self._receive(
                 trio.current_time() + limit if limit is not None else float("inf"), limit)
         assert reader.result is not None
@@ -505,14 +512,12 @@ class Connection:
         buffer, however big the result (a keyless table's snapshot is one SELECT). The server
         waits (its socket buffers full) while ``take`` runs."""
         reader = TextResultReader(self.capabilities, kinds)
-        limit = self.options.read_timeout
-        while not reader.pump(self._codec):
+
+        async def hand_on() -> None:
             while reader.gathered >= rows:
                 await take(*reader.take_values(rows))
-            await self._receive(
-                trio.current_time() + limit if limit is not None else float("inf"), limit)
-        result = reader.result
-        assert result is not None
+
+        result = await self._read_result(reader, hand_on)
         values = result.values or ()
         left = len(values[0]) if values else 0
         for start in range(0, left, rows):
