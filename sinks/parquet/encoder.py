@@ -12,6 +12,12 @@ count in the sink's memory budget (:attr:`RowGroupEncoder.busy_bytes`) until the
 Durability does not move: the sink waits for the job in flight (:meth:`RowGroupEncoder.finish`)
 before it closes, fsyncs and commits files (commit.py), and a write's error is raised there —
 by the sink call that waits for it — as it would have been raised by the write itself.
+
+When the sink learns a row group's outcome (the file's new size, which may close the file and
+call for a flush) does not depend on the thread's speed: where it must wait anyway (before it
+starts the next row group, at a flush) and at a commit whose row group may fill its file, judged
+from sizes already known (``ParquetSink._may_fill``). A row group written in the foreground
+(:meth:`RowGroupEncoder.run`) is accounted for at the same points, so both land the same lake.
 """
 
 from __future__ import annotations
@@ -65,6 +71,18 @@ class RowGroupEncoder:
             self._executor = ThreadPoolExecutor(max_workers=1,
                                                 thread_name_prefix="binlake-row-groups")
         self._job = RowGroupJob(self._executor.submit(write), owner, path, nbytes)
+
+    def run(self, write: Callable[[], int], owner: Any, path: str, nbytes: int) -> None:
+        """Run ``write`` now, in the caller's thread, as a job already done: it is accounted
+        for by :meth:`finish` where a background one would be (its error is raised there)."""
+        if self._job is not None:
+            raise RuntimeError("a row group is already being written")
+        future: Future[int] = Future()
+        try:
+            future.set_result(write())
+        except Exception as exc:
+            future.set_exception(exc)
+        self._job = RowGroupJob(future, owner, path, nbytes)
 
     def finish(self) -> RowGroupJob | None:
         """The job in flight, once it is done (None without one): its error, if any, is

@@ -125,7 +125,7 @@ class SinkOptions:
     """Tuning knobs; the defaults suit Spark (big files, row groups of tens of MB)."""
 
     file_size_bytes: int = 128 * MiB  # close a data file (and flush) once it is this big on disk
-    row_group_bytes: int = 32 * MiB  # Arrow bytes buffered per file before writing a row group
+    row_group_bytes: int = 16 * MiB  # Arrow bytes buffered per file before writing a row group
     memory_limit_bytes: int = 64 * MiB  # all buffered rows; above it, spill / write row groups
     flush_rows: int = 1_000_000  # committed rows since the last flush that force a flush
     flush_interval_s: float = 5.0  # maybe_flush() flushes data older than this
@@ -179,7 +179,7 @@ class _Part:
     pending_rows: int = 0
     pending_bytes: int = 0  # estimated (_estimate)
     writer: pq.ParquetWriter | None = None
-    file_bytes: int = 0  # of the open file, as of its last row group written
+    file_bytes: int = 0  # of the open file, as of its last row group accounted for
     staged: str = ""  # relative to the lake
     final: str = ""
 
@@ -257,6 +257,8 @@ class ParquetSink:
         self._name_index: dict[tuple[str, int], int] = {}
         self._buffered = 0  # Arrow bytes held in _Part and _TxnTable buffers, and being written
         self._encoder = RowGroupEncoder()
+        #: Parquet bytes per Arrow byte of each table version's last row group (_may_fill).
+        self._parquet_ratio: dict[tuple[str, str, int], float] = {}
         self._unflushed_commits = 0
         self._unflushed_rows = 0
         self._dirty_since: float | None = None
@@ -1110,22 +1112,35 @@ class ParquetSink:
         if self.options.background_encoding:
             self._encoder.start(write, part, path, nbytes)
         else:
-            self._written(part, nbytes, write())
+            self._encoder.run(write, part, path, nbytes)
+            if self._encoder.job is not None and self._encoder.job.future.exception():
+                self._finish_row_group()  # raises it now, as the write itself did
 
     def _may_fill(self, part: _Part, nbytes: int) -> bool:
         """Whether a row group of ``nbytes`` Arrow bytes might take ``part``'s file to
-        ``file_size_bytes``: twice the Arrow bytes plus 64 KiB per column (a dictionary page
-        beside plain ones, page headers, statistics) bound what Parquet writes for them.
+        ``file_size_bytes``: at most twice what Parquet wrote per Arrow byte for the table's
+        last row group (twice the Arrow bytes before its first), plus 64 KiB per column (a
+        dictionary page beside plain ones, page headers, statistics).
 
         A commit waits for a background row group only then, so the flush that a full file
-        calls for comes at the same commit as if it were written in the foreground, and every
-        decision about files, flushes and memory is the same whatever the thread's speed."""
-        bound = 2 * nbytes + 65_536 * len(part.version.schema)
+        calls for comes at that commit. The bound is a guess from accounted row groups only,
+        so every decision is the same whatever the thread's speed; a file a row group fills
+        against the guess closes when the sink next waits for a row group (see
+        :meth:`_finish_row_group`). With the writer's own bound (twice the Arrow bytes) a row
+        group of half a file's size waited at every commit: no overlap at all."""
+        version = part.version
+        ratio = self._parquet_ratio.get((version.database, version.table, version.version), 1.0)
+        bound = int(2 * ratio * nbytes) + 65_536 * len(version.schema)
         return part.file_bytes + bound >= self.options.file_size_bytes
 
     def _finish_row_group(self) -> None:
         """Wait for the row group being written in the background (see encoder.py) and
-        account for it; its error, if any, is raised here, naming its file."""
+        account for it; its error, if any, is raised here, naming its file.
+
+        Called where the sink must wait anyway (before the next row group, at a flush) and at
+        a commit whose row group may fill its file (:meth:`_may_fill`): points that do not
+        depend on the thread's speed, so the foreground, which accounts for its row groups at
+        the same points, lands the same lake."""
         job = self._encoder.finish()
         if job is None:
             return
@@ -1140,6 +1155,9 @@ class ParquetSink:
     def _written(self, part: _Part, nbytes: int, size: int) -> None:
         """A row group of ``nbytes`` Arrow bytes is in ``part``'s file, now ``size`` bytes."""
         self._buffered -= nbytes
+        version = part.version
+        self._parquet_ratio[version.database, version.table, version.version] = (
+            (size - part.file_bytes) / max(1, nbytes))
         part.file_bytes = size
         if size >= self.options.file_size_bytes and part.writer is not None:
             self._close_file(part)
