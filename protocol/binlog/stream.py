@@ -39,7 +39,7 @@ from __future__ import annotations
 import importlib
 import struct
 import zlib
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import replace
 from typing import Any
 
@@ -94,7 +94,8 @@ _ROTATE = int(EventType.ROTATE)
 # The header fields as header.parse_header reads them, unpacked here directly so that each
 # event's header is built once, already placed (this is the per-event hot path).
 _HEADER = struct.Struct("<IBIIIH")
-_CRC32 = struct.Struct("<I")
+# zlib.crc32 of any bytes followed by their own CRC32 (little-endian): the CRC's residue.
+_CRC32_RESIDUE = 0x2144DF1C
 
 
 def _row_decoders() -> tuple[Callable[..., TableMapEvent], Callable[..., RowsEvent], Any]:
@@ -243,66 +244,88 @@ class EventStream:
             UnknownEventType: unknown type without LOG_EVENT_IGNORABLE_F.
             EventDecodeError: anything else that does not parse (names type, file, position).
         """
-        data = memoryview(event)
-        size = len(data)
-        if size < HEADER_LEN:
-            raise EventDecodeError(f"event header needs {HEADER_LEN} bytes, got {size}",
-                                   file=self._file, position=self._position)
-        timestamp, type_code, server_id, event_size, log_pos, flags = _HEADER.unpack_from(data)
-        # The event's file, start and end. Artificial events (flag, heartbeats, a log_pos of 0
-        # on the kinds a dump makes up) do not move; log_pos is the end when the server filled
-        # it (else 0 inside a MariaDB 11.4+ transaction, or wrapped past 4 GiB: our own count).
-        if (flags & LOG_EVENT_ARTIFICIAL_F or type_code in _NEVER_MOVE
-                or (not log_pos and type_code in _ARTIFICIAL_WHEN_LOG_POS_0)):
-            start = following = self._position
-        elif log_pos >= event_size:
-            start, following = log_pos - event_size, log_pos
-        else:
-            start = self._position
-            following = start + event_size
-        header = EventHeader(timestamp, type_code, server_id, event_size, log_pos, flags,
-                             self._file, start, following)
-        if event_size != size:
-            raise EventDecodeError(
-                f"event_size says {event_size} bytes, the event has {size}",
-                type_code=type_code, file=header.file, position=header.position)
-        if type_code == _FORMAT_DESCRIPTION:
-            fde = self._format_description(header, data)
-            self._position = header.next_position
-            return [fde]
-        crc = self._fde_crc
-        if crc is None:
-            crc = self._has_checksum(data)
-        if crc:
-            end = size - CHECKSUM_LEN
-            if self._verify and (end < HEADER_LEN
-                                 or zlib.crc32(data[:end]) != _CRC32.unpack_from(data, end)[0]):
-                # the slow path names what is wrong (too short, or which CRC was expected)
-                verify_crc32(data, file=header.file, position=header.position)
-            body = data[HEADER_LEN:end]
-        else:
-            body = data[HEADER_LEN:]
-        if type_code in _ROW_LAYER:
-            try:
-                decoded = self._decode_row_event(header, body)
-            except EventDecodeError:
-                raise
-            except MalformedPacket as exc:
-                raise EventDecodeError(str(exc), type_code=type_code, file=header.file,
-                                       position=start) from exc
+        out: list[Event] = []
+        self.feed_into((event,), out)
+        return out
+
+    def feed_into(self, events: Iterable[bytes | bytearray | memoryview],
+                  out: list[Event]) -> None:
+        """:meth:`feed` each of ``events`` in order, appending what it returns to ``out``.
+
+        For a batch of events (all those received in one read): one call, not one per event.
+        When an event fails, ``out`` holds those decoded before it, and the error is raised
+        as :meth:`feed` raises it.
+        """
+        append = out.append
+        unpack = _HEADER.unpack_from
+        crc32 = zlib.crc32
+        for event in events:
+            data = event if type(event) is memoryview else memoryview(event)
+            size = len(data)
+            if size < HEADER_LEN:
+                raise EventDecodeError(f"event header needs {HEADER_LEN} bytes, got {size}",
+                                       file=self._file, position=self._position)
+            timestamp, type_code, server_id, event_size, log_pos, flags = unpack(data)
+            # The event's file, start and end. Artificial events (flag, heartbeats, a log_pos
+            # of 0 on the kinds a dump makes up) do not move; log_pos is the end when the
+            # server filled it (else 0 inside a MariaDB 11.4+ transaction, or wrapped past
+            # 4 GiB: our own count).
+            if (flags & LOG_EVENT_ARTIFICIAL_F or type_code in _NEVER_MOVE
+                    or (not log_pos and type_code in _ARTIFICIAL_WHEN_LOG_POS_0)):
+                start = following = self._position
+            elif log_pos >= event_size:
+                start, following = log_pos - event_size, log_pos
+            else:
+                start = self._position
+                following = start + event_size
+            header = EventHeader(timestamp, type_code, server_id, event_size, log_pos, flags,
+                                 self._file, start, following)
+            if event_size != size:
+                raise EventDecodeError(
+                    f"event_size says {event_size} bytes, the event has {size}",
+                    type_code=type_code, file=header.file, position=header.position)
+            if type_code == _FORMAT_DESCRIPTION:
+                fde = self._format_description(header, data)
+                self._position = following
+                append(fde)
+                continue
+            crc = self._fde_crc
+            if crc is None:
+                crc = self._has_checksum(data)
+            if crc:
+                # A CRC32 over the event with its own CRC32 appended gives a constant: one
+                # pass, no slice; the slow path names what is wrong (too short, which CRC).
+                if self._verify and (size < HEADER_LEN + CHECKSUM_LEN
+                                     or crc32(data) != _CRC32_RESIDUE):
+                    verify_crc32(data, file=header.file, position=header.position)
+                body = data[HEADER_LEN:size - CHECKSUM_LEN]
+            else:
+                body = data[HEADER_LEN:]
+            if type_code in _ROW_LAYER:
+                try:
+                    decoded = self._decode_row_event(header, body)
+                except EventDecodeError:
+                    raise
+                except MalformedPacket as exc:
+                    raise EventDecodeError(str(exc), type_code=type_code, file=header.file,
+                                           position=start) from exc
+                self._position = following
+                append(decoded)
+                continue
+            decoded = decode_event(header, body, self._fde, self._max_decompressed)
             self._position = following
-            return [decoded]
-        decoded = decode_event(header, body, self._fde, self._max_decompressed)
-        self._position = following
-        if type_code == _ROTATE and isinstance(decoded, RotateEvent):
-            self._file, self._position = decoded.next_file, decoded.position
-            if decoded.is_fake:
-                decoded = replace(decoded, header=replace(
-                    header, file=self._file, position=self._position,
-                    next_position=self._position))
-        elif type_code == _TRANSACTION_PAYLOAD and isinstance(decoded, TransactionPayloadEvent):
-            return [decoded, *self._unwrap(decoded)]
-        return [decoded]
+            if type_code == _ROTATE and isinstance(decoded, RotateEvent):
+                self._file, self._position = decoded.next_file, decoded.position
+                if decoded.is_fake:
+                    decoded = replace(decoded, header=replace(
+                        header, file=self._file, position=self._position,
+                        next_position=self._position))
+            elif (type_code == _TRANSACTION_PAYLOAD
+                  and isinstance(decoded, TransactionPayloadEvent)):
+                append(decoded)
+                out += self._unwrap(decoded)
+                continue
+            append(decoded)
 
     def _has_checksum(self, data: memoryview) -> bool:
         if self._fde is not None:

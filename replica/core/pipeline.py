@@ -50,7 +50,7 @@ import trio
 from protocol.binlog.ddl import classify, redact_secrets
 from protocol.binlog.events import HeartbeatEvent, IncidentEvent
 from protocol.binlog.model import BinlogPosition, RowsEvent, RowsKind
-from protocol.binlog.stream import EventStream
+from protocol.binlog.stream import Event, EventStream
 from protocol.binlog.transactions import (
     Statement,
     TransactionAssembler,
@@ -149,7 +149,7 @@ class Pipeline:
         self._xa_rows: dict[str, Counter[tuple[str, str, str]]] = {}  # prepared, by XA id
         self._accepted: dict[tuple[str, str], bool] = {}  # options.accepts, remembered
         self._decode_pending = 0.0  # decode seconds not yet in the metrics
-        self._events_pending: dict[type, int] = {}  # events by class not yet in the metrics
+        self._events_pending: Counter[type] = Counter()  # events by class not yet in metrics
         self._event_bytes_pending = 0
         sink.clock = time.perf_counter
         sink.on_flush = self._landed_flush
@@ -238,7 +238,21 @@ class Pipeline:
         counts = self._events_pending
         try:
             while True:
-                # Events already received go without awaiting (two coroutines per event).
+                # Events already received go in one batch, without awaiting: possible unless
+                # something must happen between two events (a schema source describing tables,
+                # snapshot boundaries; semi-sync: the session then gives none).
+                snapshots = self.snapshots
+                if source is None and (snapshots is None or snapshots.idle):
+                    batch = session.buffered_events()
+                    if batch:
+                        self._land_batch(decoder, batch)
+                        if snapshots is not None:  # as after each event: the last one counts
+                            if assembler.in_transaction:
+                                snapshots.between_transactions = False
+                            else:
+                                snapshots.at_boundary(session.position)
+                        continue
+                # Else one at a time, without awaiting while there is one (two coroutines).
                 packet = session.next_buffered_event()
                 if packet is None:
                     packet = await session.next_event()
@@ -263,18 +277,11 @@ class Pipeline:
                 self._decode_pending += clock() - started
                 for event in events:
                     kind = type(event)
-                    counts[kind] = counts.get(kind, 0) + 1
+                    counts[kind] += 1
                     self._event_bytes_pending += event.header.event_size
-                    if kind is HeartbeatEvent:
-                        # The server sends one only when it has nothing more: the stream is at
-                        # its end (caught up, once what was received is landed).
-                        if not assembler.in_transaction:
-                            self.lag.heartbeat(session.position)
+                    if (kind is HeartbeatEvent or kind is IncidentEvent) and self._notable(
+                            event, assembler):
                         continue
-                    if kind is IncidentEvent:
-                        log.error("the server logged an incident at %s:%d: %s — changes around "
-                                  "it may be missing from the binlog", event.header.file,
-                                  event.header.position, event)
                     for item in assembler.feed(event):
                         self._handle(item)
                 snapshots = self.snapshots
@@ -288,6 +295,66 @@ class Pipeline:
                     await self.ack_durable(session)
         finally:
             self._count_decode()
+
+    def _land_batch(self, decoder: EventStream, batch: list[memoryview]) -> None:
+        """Decode the events of ``batch`` (received whole, in order, nothing to await between
+        them), then hand their items over: what the one-at-a-time loop of :meth:`_read` does,
+        with the clock read, the counts and the calls once per batch, not per event.
+
+        A decoding error is raised after the events before the bad one are handled, as
+        they would have been one at a time.
+        """
+        stats = self.stats
+        events: list[Event] = []
+        failure: Exception | None = None
+        started = time.perf_counter()
+        try:
+            decoder.feed_into(batch, events)
+        except ChecksumMismatch as exc:
+            stats.crc_failures += 1
+            if self.metrics is not None:
+                self.metrics.count_crc_failure()
+            failure = exc
+        except Exception as exc:  # noqa: BLE001 - re-raised below, after the good events
+            failure = exc
+        self._decode_pending += time.perf_counter() - started
+        size = sum(map(len, batch))  # received, the events after a bad one included
+        stats.bytes += size
+        kinds = Counter(map(type, events))
+        self._events_pending.update(kinds)
+        if failure is None and len(events) == len(batch):  # one event each: size is theirs
+            self._event_bytes_pending += size
+        else:
+            self._event_bytes_pending += sum(event.header.event_size for event in events)
+        assembler = self._assembler
+        assert assembler is not None
+        handle = self._handle
+        if HeartbeatEvent in kinds or IncidentEvent in kinds:
+            for event in events:
+                if self._notable(event, assembler):
+                    continue
+                for item in assembler.feed(event):
+                    handle(item)
+        else:
+            for item in assembler.feed_many(events):
+                handle(item)
+        if failure is not None:
+            raise failure
+
+    def _notable(self, event: Event, assembler: TransactionAssembler) -> bool:
+        """Say what a heartbeat or an incident means; True for a heartbeat (no item)."""
+        kind = type(event)
+        if kind is HeartbeatEvent:
+            # The server sends one only when it has nothing more: the stream is at its end
+            # (caught up, once what was received is landed).
+            session = self._session
+            if not assembler.in_transaction and session is not None:
+                self.lag.heartbeat(session.position)
+            return True
+        if kind is IncidentEvent:
+            log.error("the server logged an incident at %s:%d: %s — changes around it may be "
+                      "missing from the binlog", event.header.file, event.header.position, event)
+        return False
 
     def _count_decode(self) -> None:
         """Decode time and received events to the counters, in slices (each tick, each flush,

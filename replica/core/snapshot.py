@@ -348,6 +348,12 @@ class SnapshotCoordinator:
     def watching(self) -> bool:
         return bool(self._logs)
 
+    @property
+    def idle(self) -> bool:
+        """No key log and no chunk waiting: :meth:`at_boundary` only notes the position, so
+        the stream may call it once after several transactions rather than after each."""
+        return not self._logs and self._chunk is None
+
     def observe(self, event: RowsEvent) -> None:
         """A streamed rows event (filtered tables too; skipped transactions not). It counts
         once its transaction commits (see :meth:`end`)."""

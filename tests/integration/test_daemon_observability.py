@@ -183,6 +183,47 @@ def test_semi_sync_metrics_are_exact_and_each_commit_waits_for_the_lake(
                      daemon.stderr()), daemon.stderr()[-2000:]
 
 
+def test_event_and_byte_counts_are_exact_over_a_burst(server_factory: ServerFactory,
+                                                     tmp_path: Path) -> None:
+    """A burst of one-row transactions reaches the daemon many events per read (decoded as
+    batches): events by type and received bytes still count each event exactly once."""
+    server, database = plain_server_table(server_factory, "ops_burst",
+                                          "id INT PRIMARY KEY, v VARCHAR(20)")
+    lake = tmp_path / "lake"
+    settings = daemon_settings(server, lake, database, overrides={
+        "replica": {"heartbeat_period": 30.0}})  # no heartbeat inside the measured span
+    daemon = DaemonProcess(tmp_path, settings, password=server.users["repl"].password)
+    daemon.start()
+    try:
+        base = daemon.metrics_url()
+        daemon.wait_for(r"streaming from")
+        server.sql(f"INSERT INTO {database}.t VALUES (0, 'first')")
+        before_text = wait_for_metric(base, "binlake_transactions_total", 1)
+        file, start = binlog_end(server)
+        n = 300
+        server.sql("\n".join(f"INSERT INTO {database}.t VALUES ({i}, 'v{i}');"
+                              for i in range(1, n + 1)))
+        # the bytes the dump sends: not the ANNOTATE_ROWS events (no one asked for them)
+        sent = sum(int(str(row[4])) - int(str(row[1])) for row in server.sql(
+            f"SHOW BINLOG EVENTS IN '{file}' FROM {start}") if row[2] != "Annotate_rows")
+        end_file, _end = binlog_end(server)
+        text = wait_for_metric(base, "binlake_transactions_total", 1 + n, timeout=30)
+    finally:
+        code, _took = daemon.terminate(timeout=15)
+    assert code == 0, daemon.stderr()
+    assert end_file == file
+
+    def delta(name: str, **labels: str) -> float:
+        return (metric(text, name, **labels) or 0) - (metric(before_text, name, **labels) or 0)
+
+    kinds = {"MariadbGtidEvent": n, "TableMapEvent": n, "RowsEvent": n, "XidEvent": n}
+    assert {kind: delta("binlake_events_total", type=kind) for kind in kinds} == kinds
+    assert delta("binlake_received_bytes_total") == sent  # each event's bytes, once
+    assert metric(text, "binlake_rows_total", database=database, table="t", op="insert") == n + 1
+    assert metric(text, "binlake_crc_failures_total") == 0
+    assert delta("binlake_decode_seconds_total") > 0
+
+
 def test_crc_failure_is_counted_and_the_row_lands_once(mariadb_10_11: ServerHandle,
                                                         tmp_path: Path) -> None:
     server = mariadb_10_11

@@ -14,9 +14,10 @@ from protocol.binlog.transactions import (
     TransactionPrepared,
     TransactionRollback,
 )
+from protocol.errors import ChecksumMismatch
 from protocol.gtid import MariadbGtid
 
-from .test_binlog_events import decode_files, fixture_files
+from .test_binlog_events import decode_files, fixture_files, new_stream, split_binlog
 
 
 def items_of(flavor: str) -> list[object]:
@@ -164,3 +165,33 @@ def test_rename_targets_and_non_ddl():
     for query in ("INSERT INTO t VALUES (1)", "BEGIN", "COMMIT", "XA COMMIT 'x'", "",
                   "  /* c */ UPDATE t SET a = 1", "SAVEPOINT s", "SET @a = 1"):
         assert classify(query) is None
+
+
+@pytest.mark.parametrize("flavor", ["mariadb-10.11", "mariadb-11.8", "mysql-9.7"])
+def test_batches_decode_and_assemble_as_one_at_a_time(flavor: str) -> None:
+    """EventStream.feed_into and TransactionAssembler.feed_many over a whole file at once
+    (what the daemon does with each read) give what feed gives event by event."""
+    singly = decode_files(fixture_files(flavor))
+    stream, batched = new_stream(), []
+    for path in fixture_files(flavor):
+        stream.start_file(path.name)
+        stream.feed_into([raw for _, raw in split_binlog(path.read_bytes())], batched)
+    assert batched == [event for _, _, event in singly]
+    assembler = TransactionAssembler()
+    assert assembler.feed_many(batched) == items_of(flavor)
+    assert not assembler.in_transaction
+
+
+def test_a_bad_event_in_a_batch_keeps_the_events_before_it() -> None:
+    path = fixture_files("mariadb-10.11")[0]
+    raws = [raw for _, raw in split_binlog(path.read_bytes())]
+    bad = bytearray(raws[5])
+    bad[-1] ^= 0xFF
+    stream, out = new_stream(), []
+    stream.start_file(path.name)
+    with pytest.raises(ChecksumMismatch):
+        stream.feed_into([*raws[:5], bytes(bad), *raws[6:]], out)
+    expected = new_stream()
+    expected.start_file(path.name)
+    assert out == [event for raw in raws[:5] for event in expected.feed(raw)]
+    assert stream.position == expected.position  # the bad event did not move it

@@ -3,6 +3,7 @@ detection, position tracking (rotations, MariaDB 11.4+ zero log_pos) and semi-sy
 
 from __future__ import annotations
 
+import itertools
 import struct
 import zlib
 
@@ -91,6 +92,18 @@ class FakeConnection:
 
     async def close(self) -> None:
         self.closed = True
+
+    def buffered_packets(self) -> list[bytes]:
+        """The scripted packets up to the next ``None`` (one read's worth), never waiting."""
+        out: list[bytes] = []
+        while self.packets and self.packets[0] is not None:
+            out.append(self.packets.pop(0))
+        if self.packets:
+            self.packets.pop(0)
+        return out
+
+    def buffered_packet(self) -> bytes | None:
+        return self.packets.pop(0) if self.packets and self.packets[0] is not None else None
 
 
 EOF = b"\xfe\x00\x00\x02\x00"
@@ -258,3 +271,54 @@ def test_version_comparison_for_annotate_rows() -> None:
     assert _version_at_least("5.5.5-11.4.2-MariaDB", (11, 4))
     assert not _version_at_least("10.11.19-MariaDB-0+deb12u1-log", (11, 4))
     assert not _version_at_least("garbage", (11, 4))
+
+
+@pytest.mark.parametrize("zero_log_pos", [False, True])
+async def test_buffered_events_match_taking_events_one_at_a_time(zero_log_pos):
+    """The batch (one call per read) gives the same bytes, positions and packet count as
+    next_buffered_event; it ends after a heartbeat (the position is then the heartbeat's)
+    and leaves the end of the dump to next_event."""
+    trx1, _ = transaction(256, zero_log_pos)
+    trx2, _ = transaction(256, zero_log_pos)
+    heartbeat = event(27, b"bin.000005", 0, 0x20)
+    reads: list[bytes | None] = [ok(rotate("bin.000004", 4)), ok(fde(256)),
+                                 *map(ok, trx1), ok(heartbeat), ok(rotate("bin.000005", 4, False)),
+                                 None, ok(fde()), *map(ok, trx2), EOF]
+
+    async def started() -> ReplicationSession:
+        return await ReplicationSession.start(FakeConnection(list(reads)), SessionOptions(
+            server_id=5, start=BinlogPosition("bin.000004", 4)))
+
+    one = await started()
+    singly: list[tuple[bytes, BinlogPosition]] = []
+    while (item := one.next_buffered_event() or await one.next_event()) is not None:
+        singly.append((bytes(item.data), one.position))
+
+    many = await started()
+    batches: list[list[tuple[bytes, BinlogPosition]]] = []
+    while True:
+        batch = many.buffered_events()
+        if batch:
+            batches.append([(bytes(data), many.position) for data in batch])
+            continue
+        item = await many.next_event()
+        if item is None:
+            break
+        batches.append([(bytes(item.data), many.position)])
+    assert [data for batch in batches for data, _ in batch] == [data for data, _ in singly]
+    assert many.packets == one.packets == len(singly) + 1  # and the EOF
+    # the position after each batch is the one-at-a-time position after its last event
+    ends = list(itertools.accumulate(len(batch) for batch in batches))
+    assert [batch[-1][1] for batch in batches] == [singly[end - 1][1] for end in ends]
+    heartbeat_at = [data for data, _ in singly].index(heartbeat)
+    assert heartbeat_at + 1 in ends  # the heartbeat ended its batch
+    assert len(batches) == 2  # up to the heartbeat; the rest, up to the EOF
+    assert await many.next_event() is None and many.buffered_events() == []
+
+
+async def test_no_batches_under_semi_sync():
+    conn = FakeConnection([ok(rotate("bin.000004", 4), False), ok(fde(256), False), EOF])
+    session = await ReplicationSession.start(conn, SessionOptions(
+        server_id=5, start=BinlogPosition("bin.000004", 4), semi_sync=SemiSyncMode.ACK_AFTER_LAND))
+    assert session.semi_sync and session.buffered_events() == []
+    assert [bytes(e.data)[4] async for e in session] == [4, 15]
