@@ -180,7 +180,7 @@ def build_parser(argv: Sequence[str] = ()) -> argparse.ArgumentParser:
                     "change as Parquet that Spark reads.",
         epilog=EXIT_CODES_HELP, formatter_class=argparse.RawDescriptionHelpFormatter)
     _verbose_flag(parser, 0)
-    parser.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
+    parser.add_argument("--version", action=_VersionAction)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     chosen = early_stop.chosen_command(argv)
     for name, (module_name, takes, help_text) in COMMANDS.items():
@@ -200,6 +200,21 @@ def _module_arguments(module_name: str, parser: argparse.ArgumentParser) -> None
     add_arguments = getattr(importlib.import_module(module_name), "add_arguments", None)
     if add_arguments is not None:
         add_arguments(parser)
+
+
+class _VersionAction(argparse.Action):
+    """``--version``, looking the version up only when asked: the package metadata lookup
+    (importlib.metadata and the email parser it needs) was ~9 ms of every command's start-up."""
+
+    def __init__(self, option_strings: Sequence[str], dest: str = argparse.SUPPRESS,
+                 default: str = argparse.SUPPRESS, help: str | None = None) -> None:
+        super().__init__(option_strings, dest=dest, default=default, nargs=0,
+                         help=help or "show program's version number and exit")
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace,
+                 values: Any, option_string: str | None = None) -> None:
+        print(f"{parser.prog} {_version()}")  # to stdout, as argparse's own version action
+        parser.exit()
 
 
 def _version() -> str:

@@ -30,7 +30,7 @@ LEAN_SINCE = 18
 
 #: What landing imports of pyarrow: each of these extension modules looks for numpy when it is
 #: first imported, so all are imported while numpy is hidden.
-MODULES = ("pyarrow", "pyarrow.compute", "pyarrow.parquet")
+MODULES = ("pyarrow", "pyarrow._compute", "pyarrow.parquet")
 
 _VERSION = re.compile(r"""^__version__\s*=.*?['"](\d+)\.""", re.MULTILINE)
 

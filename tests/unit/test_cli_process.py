@@ -285,7 +285,27 @@ def test_import_pyarrow_lean_leaves_numpy_importable() -> None:
             "assert lean() is True; import pyarrow.parquet, pyarrow.compute; "
             "assert 'numpy' not in sys.modules; import numpy; "
             "assert lean() is False; print('ok')")
+    assert _fresh_python(code) == "ok\n"
+
+
+def _fresh_python(code: str) -> str:
+    """What ``code`` prints in a fresh interpreter importing this checkout."""
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     result = subprocess.run([sys.executable, "-P", "-c", code], env=env, capture_output=True,
                             text=True, timeout=60)
-    assert result.stdout == "ok\n", result.stderr
+    assert result.returncode == 0, result.stderr
+    return result.stdout
+
+
+def test_run_modules_leave_out_what_landing_never_calls() -> None:
+    """Start-up CPU: the daemon's modules do not import ``pyarrow.compute`` (it wraps ~290
+    functions at import; rows.py calls its two through ``pyarrow._compute``), building the
+    parser does not look up the package version (only ``--version`` does), and the DDL
+    redaction patterns compile at their first use, not at import."""
+    code = ("import sys; from sinks.parquet.lean_import import import_pyarrow_lean as lean; "
+            "assert lean() is True; import replica.core.daemon, replica.cli as cli; "
+            "cli.build_parser(['run']); from protocol.binlog import ddl; "
+            "assert ddl._all_secret_patterns.cache_info().currsize == 0; "
+            "print(sorted(m for m in ('pyarrow.compute', 'importlib.metadata', 'numpy') "
+            "if m in sys.modules))")
+    assert _fresh_python(code) == "[]\n"
