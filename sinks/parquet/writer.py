@@ -298,6 +298,10 @@ class ParquetSink:
         except BaseException:
             self._lock.release()
             raise
+        try:  # before the sink writes anything: see commit._OsFileSystem
+            C.OS.watch(self.lake)
+        except OSError:
+            pass  # then every flush fsyncs path by path, as on any other filesystem
         self._opened = True
         if doc is None:
             return None
@@ -357,6 +361,7 @@ class ParquetSink:
                 self._abandon_files()
             self._encoder.shutdown()
             self._opened = False
+            C.OS.unwatch(self.lake)
             self._lock.release()
 
     def _failed(self, exc: OSError, operation: str) -> LakeError:
