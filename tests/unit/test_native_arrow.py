@@ -162,6 +162,30 @@ def test_which_columns_land_natively() -> None:
     assert batch.column("s").to_pylist() == ["ok", "\ufffd\ufffd"]
 
 
+def test_long_ascii_runs_before_a_bad_byte_fall_back_alike() -> None:
+    """The UTF-8 check skips ASCII 32 and 8 bytes at a time: a byte that is not UTF-8 (or a
+    cut or overlong sequence) right after a run of every length up to 80 still makes the
+    column fall back, and valid text after one still lands natively. Rows big enough to
+    outgrow the buffers sized for the event are landed alike too."""
+    cols = [Col(T.LONG, name="id"), Col(T.BLOB, b"\x02", charset=45, name="s")]
+    table = _table(cols)
+    tails = [b"\xff", b"\x80", "é".encode()[:1], b"\xc0\xaf", "😀".encode(), "é".encode()]
+    for run in range(81):
+        for tail in tails:
+            text = b"a" * run + tail + b"z" * (run % 9)
+            row = image([run.to_bytes(4, "little"), len(text).to_bytes(2, "little") + text])
+            event = _same(rows_body(len(cols), [row]), RowsKind.INSERT, table)
+            assert isinstance(event, RowsEvent) and event.arrow is not None
+            valid = tail in ("😀".encode(), "é".encode())
+            assert (event.arrow[1][1] is not None) is valid, (run, tail)
+    big = b"x" * 60_000  # one row's string over the event's own bytes (ENUM-free growth)
+    rows = [image([k.to_bytes(4, "little"), len(big).to_bytes(2, "little") + big])
+            for k in range(3)]
+    event = _same(rows_body(len(cols), rows), RowsKind.INSERT, table)
+    assert isinstance(event, RowsEvent) and event.arrow is not None
+    assert event.arrow[1][1] is not None and len(event.arrow[1][1][3]) == 180_000
+
+
 def test_key_changing_updates_land_alike() -> None:
     cols = [Col(T.LONG, name="id"), Col(T.VARCHAR, u16(80), charset=45, name="s")]
     table = _table(cols)
