@@ -74,6 +74,13 @@ log = logging.getLogger("binlake.pipeline")
 
 #: The metrics' ``op`` label of each kind of rows event.
 _OP_NAMES = {kind: kind.name.lower() for kind in RowsKind}
+_INSERT = RowsKind.INSERT
+
+
+def _op_name(kind: RowsKind) -> str:
+    """``_OP_NAMES[kind]``, INSERT first by identity: an Enum hashes in Python, and this is
+    asked for every rows event."""
+    return "insert" if kind is _INSERT else _OP_NAMES[kind]
 
 
 @dataclass(frozen=True, slots=True)
@@ -421,7 +428,7 @@ class Pipeline:
         stats = self.stats
         stats.rows += item.row_count
         stats.tables.add(key)
-        counter = (key[0], key[1], _OP_NAMES[item.kind])
+        counter = (key[0], key[1], _op_name(item.kind))
         rows = self._txn_rows
         rows[counter] = rows.get(counter, 0) + item.row_count
 
@@ -455,7 +462,11 @@ class Pipeline:
         if item.xa is not None:  # XA COMMIT: the prepared part's rows land now
             rows.update(self._xa_rows.pop(item.xa, ()))
         if rows:
-            self._unlanded_rows.update(rows)
+            # by hand, not Counter.update/subtract: those cost more than a one-row
+            # transaction's whole landing bookkeeping
+            unlanded = self._unlanded_rows
+            for counter, n in rows.items():
+                unlanded[counter] = unlanded.get(counter, 0) + n
             skipped = self.sink.stats["skipped_transactions"]
             self.sink.handle(item)  # may flush (size, row count): see _landed_flush
             if self.sink.stats["skipped_transactions"] != skipped:  # landed before

@@ -12,7 +12,7 @@ decoder does not cover, a value it leaves to Python: a zero date, a string that 
 well-formed in its charset) gathers the Python values with C-speed ``list.extend`` and is
 converted with a single ``pa.array`` call, as before — the same array either way
 (tests/unit/test_native_arrow.py). Grouping matters for OLTP streams: thousands of one-row
-transactions cost one conversion per few thousand rows, not one per event. Per-row Python work
+transactions cost one conversion per few hundred events, not one per event. Per-row Python work
 is limited to UPDATEs that change a primary key.
 
 An UPDATE that changes the primary key is landed as two rows: ``D`` carrying the old row, then
@@ -217,6 +217,8 @@ def _expand(values: Sequence[Any], ends: Sequence[int], arrow_type: pa.DataType)
 def _runs_array(values: Sequence[Any], ends: list[int], arrow_type: pa.DataType) -> pa.Array:
     """``values[i]`` repeated up to ``ends[i]``: expanded by Python for a small batch, else
     run-end decoded in C."""
+    if len(ends) == ends[-1]:  # one row per run (one-row transactions): the values as they are
+        return pa.array(values, arrow_type)
     if ends[-1] <= SMALL_EXPAND:
         return _expand(values, ends, arrow_type)
     encoded = pa.RunEndEncodedArray.from_arrays(pa.array(ends, _INT32),
@@ -320,44 +322,77 @@ def rows_batch(version: TableVersion, group: Sequence[PendingRows],
     out = _Builder()
     add_tags = out.tags.append
     add_end = out.ends.append
+    add_main = out.main.append
+    # A run of INSERT (or READ) events with full images in table order — one-row transactions
+    # are thousands of them — takes the short way: its entries are appended as they are and its
+    # metadata runs are tagged once, when the run ends (``run_op``), not per event.
+    full = _identity(len(version.names))
+    run_op: str | None = None
+    last_present: tuple[int, ...] | None = None  # the decoder shares an unchanged table's tuple
+    last_full = False
     for entry in group:
         event = entry.event
         n = event.row_count
         kind = event.kind
         start = out.count
         chunks = event.arrow or (None, None)
-        if kind is _INSERT or kind is _READ:
-            main, missing = _entry(version, event.after_columns, event.after, chunks[1], n)
-            out.images(main, None, n)
-            out.tag(kind.value, missing or None)
-        elif kind is _DELETE:
-            before, missing = _entry(version, event.before_columns, event.before, chunks[0], n)
-            out.images(before, before, n)
-            out.tag("D", missing or None)
-        elif not entry.moved and event.header.type_code != _PARTIAL_UPDATE_ROWS:
-            before, _ = _entry(version, event.before_columns, event.before, chunks[0], n)
-            main, missing = _entry(version, event.after_columns, event.after, chunks[1], n)
-            out.images(main, before, n)
-            out.tag("U", missing or None)
+        present = event.after_columns
+        if present is not last_present:
+            last_present = present
+            last_full = version.slots_for(present) == full
+        if ((kind is _INSERT or kind is _READ) and last_full and out.before is None
+                and event.after is not None):
+            op = "I" if kind is _INSERT else "R"
+            if run_op != op:
+                if run_op is not None:
+                    out.tag(run_op, None)
+                run_op = op
+            add_main((None, chunks[1], event.after, n))
+            out.count = start + n
         else:
-            old, before_missing = _image(version, event.before_columns, event.before, n)
-            new, missing = _image(version, event.after_columns, event.after, n)
-            diffs = None
-            if event.header.type_code == _PARTIAL_UPDATE_ROWS:
-                new, diffs = _json_diffs(version, new, n)
-            if not entry.moved and diffs is None:
-                out.images((None, None, new, n), (None, None, old, n), n)
-                out.tag("U", missing or None)
-            else:
-                _row_by_row(out, new, old, set(entry.moved), n, missing, before_missing or None,
-                            diffs)
+            if run_op is not None:
+                out.tag(run_op, None)
+                run_op = None
+            _add_images(version, out, entry, event, kind, n, chunks)
         tags = entry.tags
         add_tags((tags.seq, tags.gtid, tags.gtid_domain, tags.gtid_server_id, tags.gtid_uuid,
                   tags.gtid_tag, tags.gtid_seq, event.header.file or tags.file,
                   event.header.position or tags.pos, entry.commit_time_us,
                   entry.first_row - start))
         add_end(out.count)
+    if run_op is not None:
+        out.tag(run_op, None)
     return _to_batch(version, out, with_commit_time)
+
+
+def _add_images(version: TableVersion, out: _Builder, entry: PendingRows, event: RowsEvent,
+                kind: RowsKind, n: int, chunks: Sequence[Any]) -> None:
+    """One event's images and metadata runs, any kind (the general way of :func:`rows_batch`)."""
+    if kind is _INSERT or kind is _READ:
+        main, missing = _entry(version, event.after_columns, event.after, chunks[1], n)
+        out.images(main, None, n)
+        out.tag(kind.value, missing or None)
+    elif kind is _DELETE:
+        before, missing = _entry(version, event.before_columns, event.before, chunks[0], n)
+        out.images(before, before, n)
+        out.tag("D", missing or None)
+    elif not entry.moved and event.header.type_code != _PARTIAL_UPDATE_ROWS:
+        before, _ = _entry(version, event.before_columns, event.before, chunks[0], n)
+        main, missing = _entry(version, event.after_columns, event.after, chunks[1], n)
+        out.images(main, before, n)
+        out.tag("U", missing or None)
+    else:
+        old, before_missing = _image(version, event.before_columns, event.before, n)
+        new, missing = _image(version, event.after_columns, event.after, n)
+        diffs = None
+        if event.header.type_code == _PARTIAL_UPDATE_ROWS:
+            new, diffs = _json_diffs(version, new, n)
+        if not entry.moved and diffs is None:
+            out.images((None, None, new, n), (None, None, old, n), n)
+            out.tag("U", missing or None)
+        else:
+            _row_by_row(out, new, old, set(entry.moved), n, missing, before_missing or None,
+                        diffs)
 
 
 def _json_diffs(version: TableVersion, main: Sequence[Sequence[Any]], n: int
@@ -414,6 +449,8 @@ def _row_numbers(offsets: Sequence[int], ends: list[int]) -> pa.Array:
         _IOTA = pa.array(range(max(count, 2 * len(_IOTA))), _INT64)
     if offsets.count(0) == len(offsets):
         return _IOTA.slice(0, count)
+    if len(offsets) == count:  # one row per event: its ``_row`` is its offset plus its index
+        return pa.array([offset + i for i, offset in enumerate(offsets)], _INT64)
     if count <= SMALL_EXPAND:
         rows: list[int] = []
         start = 0
