@@ -66,6 +66,9 @@ def test_one_flush_writes_a_whole_file_per_table(tmp_path) -> None:
         # a few rows: snappy, not the configured zstd, whose set-up costs more than it saves
         assert {meta.row_group(0).column(i).compression
                 for i in range(meta.num_columns)} == {"SNAPPY"}
+        # and plain encoding: a dictionary per column chunk costs more than a few rows save
+        assert not any(meta.row_group(0).column(i).has_dictionary_page
+                       for i in range(meta.num_columns))
     ids = sorted(i for path in files for i in pq.read_table(path, columns=["id"])["id"].to_pylist())
     assert ids == list(range(TABLES * 3 * 2))
     schemas = glob.glob(os.path.join(lake, "many", "*", "_schema", "v1.json"))
@@ -94,6 +97,8 @@ def test_the_codec_of_a_file_written_whole(tmp_path, compression: str, rows: int
     meta = pq.ParquetFile(path).metadata
     assert meta.num_rows == rows
     assert meta.row_group(0).column(1).compression == codec
+    # a dictionary is tried on the big file's columns only (the small ones: files.ParquetJob)
+    assert meta.row_group(0).column(0).has_dictionary_page == (rows == 4000)
 
 
 def test_a_failed_file_write_breaks_the_flush_and_a_restart_lands_exactly_once(
