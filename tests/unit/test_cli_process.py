@@ -300,12 +300,13 @@ def _fresh_python(code: str) -> str:
 def test_run_modules_leave_out_what_landing_never_calls() -> None:
     """Start-up CPU: the daemon's modules do not import ``pyarrow.compute`` (it wraps ~290
     functions at import; rows.py calls its two through ``pyarrow._compute``), building the
-    parser does not look up the package version (only ``--version`` does), and the DDL
-    redaction patterns compile at their first use, not at import."""
+    parser does not look up the package version (only ``--version`` does), pyarrow is
+    imported without cloudpickle (lean_import.HIDDEN), and the DDL redaction patterns compile
+    at their first use, not at import."""
     code = ("import sys; from sinks.parquet.lean_import import import_pyarrow_lean as lean; "
             "assert lean() is True; import replica.core.daemon, replica.cli as cli; "
             "cli.build_parser(['run']); from protocol.binlog import ddl; "
             "assert ddl._all_secret_patterns.cache_info().currsize == 0; "
-            "print(sorted(m for m in ('pyarrow.compute', 'importlib.metadata', 'numpy') "
-            "if m in sys.modules))")
+            "print(sorted(m for m in ('pyarrow.compute', 'importlib.metadata', 'numpy', "
+            "'cloudpickle') if m in sys.modules))")
     assert _fresh_python(code) == "[]\n"
