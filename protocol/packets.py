@@ -178,8 +178,54 @@ class PacketCodec:
         Sequence ids advance as they arrive, so a caller whose peer restarts the numbering
         in mid-stream (semi-sync ACK requests) must use :meth:`next_packet`.
         """
-        if self._scan_chunks:
+        stops, seq = self._plain_packets(None)
+        buf = self._buf
+        pos = self._start
+        out: list[bytes] = []
+        for stop in stops:
+            if stop - pos < 4100:
+                out.append(bytes(buf[pos + 4:stop]))
+            else:  # one copy, not two, for large payloads
+                with memoryview(buf) as view:
+                    out.append(bytes(view[pos + 4:stop]))
+            pos = stop
+        self._take_until(stops, seq)
+        return out
+
+    def next_payloads_after(self, status: int) -> list[bytes]:
+        """The payloads of the complete plain packets buffered that begin with the byte
+        ``status``, without it, in order, as :meth:`next_packets` takes them; it stops before
+        the first packet that does not begin so (or that it would stop before), which
+        :meth:`next_packet` then returns whole.
+
+        For the binlog dump, whose events come each after an OK byte: one ``bytes`` per event
+        and no view, where taking the packet and then a view past its first byte cost three
+        objects (making a view costs more than copying a small event).
+        """
+        stops, seq = self._plain_packets(status)
+        if not stops:
             return []
+        # One copy of the packets taken (never of a partial one still arriving), each
+        # payload then sliced from it.
+        start = self._start
+        with memoryview(self._buf) as view:
+            data = bytes(view[start:stops[-1]])
+        out: list[bytes] = []
+        begin = 0
+        for stop in stops:
+            stop -= start
+            out.append(data[begin + 5:stop])
+            begin = stop
+        self._take_until(stops, seq)
+        return out
+
+    def _plain_packets(self, status: int | None) -> tuple[list[int], int]:
+        """Where each complete plain packet buffered ends (absolute offsets in the buffer),
+        in order, up to the first that is split, carries a wrong sequence id, exceeds
+        ``max_packet_size`` or (with ``status``) is empty or begins with another byte; and
+        the sequence id expected after them."""
+        if self._scan_chunks:
+            return [], self.sequence
         buf = self._buf
         end = len(buf)
         pos = self._start
@@ -187,23 +233,25 @@ class PacketCodec:
         check = self.check_sequence
         limit = min(self.max_packet_size, MAX_CHUNK - 1)
         unpack = _HEADER.unpack_from
-        out: list[bytes] = []
-        while end - pos >= 4:
+        least = 4 if status is None else 5
+        stops: list[int] = []
+        while end - pos >= least:
             (header,) = unpack(buf, pos)
             length = header & 0xFFFFFF
             stop = pos + 4 + length
-            if (check and header >> 24 != seq) or length > limit or stop > end:
+            if ((check and header >> 24 != seq) or length > limit or stop > end
+                    or (status is not None and (not length or buf[pos + 4] != status))):
                 break
-            if length < 4096:
-                out.append(bytes(buf[pos + 4:stop]))
-            else:  # one copy, not two, for large payloads
-                with memoryview(buf) as view:
-                    out.append(bytes(view[pos + 4:stop]))
+            stops.append(stop)
             seq = ((header >> 24) + 1) & 0xFF
             pos = stop
-        self._start = pos
-        self.sequence = seq
-        return out
+        return stops, seq
+
+    def _take_until(self, stops: list[int], seq: int) -> None:
+        """The packets :meth:`_plain_packets` found are taken."""
+        if stops:
+            self._start = stops[-1]
+            self.sequence = seq
 
     def text_rows(self, kinds: bytes, columns: list[list[Any]]) -> tuple[int, int]:
         """Take every complete plain text-protocol row packet buffered, in order, each value

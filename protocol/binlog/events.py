@@ -373,9 +373,18 @@ class HeartbeatEvent(BinlogEvent):
 
 @dataclass(frozen=True, slots=True)
 class AnnotateRowsEvent(BinlogEvent):
-    """ANNOTATE_ROWS_EVENT (160, MariaDB): the statement that produced the following rows."""
+    """ANNOTATE_ROWS_EVENT (160, MariaDB): the statement that produced the following rows.
 
-    query: str
+    The statement's bytes are kept as logged and decoded when :attr:`query` is asked for:
+    the daemon receives one per transaction (MariaDB 11.4+, or when asked for) and reads none.
+    """
+
+    text: bytes
+
+    @property
+    def query(self) -> str:
+        """The statement (UTF-8; bytes that are not, as U+FFFD)."""
+        return self.text.decode("utf-8", "replace")
 
 
 @dataclass(frozen=True, slots=True)
@@ -607,7 +616,7 @@ _CHECKSUM_VERSION_MYSQL = (5, 6, 1)
 _CHECKSUM_VERSION_MARIADB = (5, 3, 0)
 
 
-def decode_format_description(header: EventHeader, body: memoryview,
+def decode_format_description(header: EventHeader, body: bytes | memoryview,
                               fde: FormatDescriptionEvent | None = None) -> FormatDescriptionEvent:
     """FDE body: fixed part, post-header lengths, then (modern servers) alg byte + CRC room.
 
@@ -641,7 +650,7 @@ def decode_format_description(header: EventHeader, body: memoryview,
                                   header_length, post, alg)
 
 
-def decode_rotate(header: EventHeader, body: memoryview,
+def decode_rotate(header: EventHeader, body: bytes | memoryview,
                   fde: FormatDescriptionEvent | None = None) -> RotateEvent:
     cur = Cursor(body)
     if _post_header_len(fde, 4):
@@ -655,7 +664,7 @@ def decode_rotate(header: EventHeader, body: memoryview,
     return RotateEvent(header, position, _text(name))
 
 
-def decode_stop(header: EventHeader, body: memoryview,
+def decode_stop(header: EventHeader, body: bytes | memoryview,
                 fde: FormatDescriptionEvent | None = None) -> StopEvent:
     return StopEvent(header)
 
@@ -736,7 +745,7 @@ def _parse_status_vars(cur: Cursor) -> QueryStatus:
     return QueryStatus(**values)  # type: ignore[arg-type]
 
 
-def _query_common(body: memoryview, post_header_len: int
+def _query_common(body: bytes | memoryview, post_header_len: int
                   ) -> tuple[int, int, int, QueryStatus, Cursor, int, Cursor]:
     cur = Cursor(body)
     thread_id = cur.u32("thread id")
@@ -765,7 +774,7 @@ def _schema_and_query(cur: Cursor, schema_len: int, status: QueryStatus
     return schema, cur.view(cur.remaining, "query")
 
 
-def decode_query(header: EventHeader, body: memoryview,
+def decode_query(header: EventHeader, body: bytes | memoryview,
                  fde: FormatDescriptionEvent | None = None,
                  max_decompressed_size: int = MAX_DECOMPRESSED_SIZE) -> QueryEvent:
     """QUERY / QUERY_COMPRESSED; the latter's text inflates to at most
@@ -782,7 +791,7 @@ def decode_query(header: EventHeader, body: memoryview,
                       _text(query_bytes, status.charset_client), status, compressed)
 
 
-def decode_execute_load_query(header: EventHeader, body: memoryview,
+def decode_execute_load_query(header: EventHeader, body: bytes | memoryview,
                               fde: FormatDescriptionEvent | None = None
                               ) -> ExecuteLoadQueryEvent:
     post = _post_header_len(fde, 18)
@@ -797,7 +806,7 @@ def decode_execute_load_query(header: EventHeader, body: memoryview,
                                  fn_start, fn_end, dup)
 
 
-def decode_xid(header: EventHeader, body: memoryview,
+def decode_xid(header: EventHeader, body: bytes | memoryview,
                fde: FormatDescriptionEvent | None = None) -> XidEvent:
     if len(body) >= 8:  # one per transaction: the 8 bytes at once
         xid: int = _U64.unpack_from(body)[0]
@@ -805,19 +814,19 @@ def decode_xid(header: EventHeader, body: memoryview,
     return XidEvent(header, Cursor(body).u64("xid"))
 
 
-def decode_intvar(header: EventHeader, body: memoryview,
+def decode_intvar(header: EventHeader, body: bytes | memoryview,
                   fde: FormatDescriptionEvent | None = None) -> IntvarEvent:
     cur = Cursor(body)
     return IntvarEvent(header, cur.u8("intvar type"), cur.u64("intvar value"))
 
 
-def decode_rand(header: EventHeader, body: memoryview,
+def decode_rand(header: EventHeader, body: bytes | memoryview,
                 fde: FormatDescriptionEvent | None = None) -> RandEvent:
     cur = Cursor(body)
     return RandEvent(header, cur.u64("rand seed1"), cur.u64("rand seed2"))
 
 
-def decode_user_var(header: EventHeader, body: memoryview,
+def decode_user_var(header: EventHeader, body: bytes | memoryview,
                     fde: FormatDescriptionEvent | None = None) -> UserVarEvent:
     cur = Cursor(body)
     name = _text(cur.take(cur.u32("user var name length"), "user var name"))
@@ -836,7 +845,7 @@ def decode_user_var(header: EventHeader, body: memoryview,
     return UserVarEvent(header, name, False, value_type, charset, value, flags)
 
 
-def decode_append_block(header: EventHeader, body: memoryview,
+def decode_append_block(header: EventHeader, body: bytes | memoryview,
                         fde: FormatDescriptionEvent | None = None) -> AppendBlockEvent:
     """APPEND_BLOCK and BEGIN_LOAD_QUERY: a file id, then the block."""
     cur = Cursor(body)
@@ -844,12 +853,12 @@ def decode_append_block(header: EventHeader, body: memoryview,
     return cls(header, cur.u32("file id"), cur.rest())
 
 
-def decode_delete_file(header: EventHeader, body: memoryview,
+def decode_delete_file(header: EventHeader, body: bytes | memoryview,
                        fde: FormatDescriptionEvent | None = None) -> DeleteFileEvent:
     return DeleteFileEvent(header, Cursor(body).u32("file id"))
 
 
-def decode_incident(header: EventHeader, body: memoryview,
+def decode_incident(header: EventHeader, body: bytes | memoryview,
                     fde: FormatDescriptionEvent | None = None) -> IncidentEvent:
     cur = Cursor(body)
     incident = cur.u16("incident number")
@@ -857,12 +866,12 @@ def decode_incident(header: EventHeader, body: memoryview,
     return IncidentEvent(header, incident, message)
 
 
-def decode_heartbeat(header: EventHeader, body: memoryview,
+def decode_heartbeat(header: EventHeader, body: bytes | memoryview,
                      fde: FormatDescriptionEvent | None = None) -> HeartbeatEvent:
     return HeartbeatEvent(header, _text(bytes(body)), header.log_pos)
 
 
-def decode_heartbeat_v2(header: EventHeader, body: memoryview,
+def decode_heartbeat_v2(header: EventHeader, body: bytes | memoryview,
                         fde: FormatDescriptionEvent | None = None) -> HeartbeatEvent:
     cur = Cursor(body)
     file, position = "", header.log_pos
@@ -880,19 +889,19 @@ def decode_heartbeat_v2(header: EventHeader, body: memoryview,
     return HeartbeatEvent(header, file, position)
 
 
-def decode_annotate_rows(header: EventHeader, body: memoryview,
+def decode_annotate_rows(header: EventHeader, body: bytes | memoryview,
                          fde: FormatDescriptionEvent | None = None) -> AnnotateRowsEvent:
-    return AnnotateRowsEvent(header, _text(bytes(body)))
+    return AnnotateRowsEvent(header, bytes(body))
 
 
-def decode_rows_query(header: EventHeader, body: memoryview,
+def decode_rows_query(header: EventHeader, body: bytes | memoryview,
                       fde: FormatDescriptionEvent | None = None) -> RowsQueryEvent:
     cur = Cursor(body)
     cur.skip(1, "rows query length")  # a 1-byte length, truncated at 255: the rest is the text
     return RowsQueryEvent(header, _text(cur.rest()))
 
 
-def decode_binlog_checkpoint(header: EventHeader, body: memoryview,
+def decode_binlog_checkpoint(header: EventHeader, body: bytes | memoryview,
                              fde: FormatDescriptionEvent | None = None) -> BinlogCheckpointEvent:
     cur = Cursor(body)
     return BinlogCheckpointEvent(header, _text(cur.take(cur.u32("file name length"), "file name")))
@@ -911,7 +920,7 @@ _GTID_HAS_MORE = (MariadbGtidEvent.FL_GROUP_COMMIT_ID | MariadbGtidEvent.FL_PREP
                   | MariadbGtidEvent.FL_COMPLETED_XA)
 
 
-def decode_mariadb_gtid(header: EventHeader, body: memoryview,
+def decode_mariadb_gtid(header: EventHeader, body: bytes | memoryview,
                         fde: FormatDescriptionEvent | None = None) -> MariadbGtidEvent:
     if _GTID_HEAD.size <= len(body) <= _GTID_PLAIN_MAX:
         # One per transaction: the common plain GTID in one unpack rather than field by field.
@@ -946,7 +955,7 @@ def decode_mariadb_gtid(header: EventHeader, body: memoryview,
                             flags_extra, extra_engines, sa_seq_no, thread_id)
 
 
-def decode_gtid_list(header: EventHeader, body: memoryview,
+def decode_gtid_list(header: EventHeader, body: bytes | memoryview,
                      fde: FormatDescriptionEvent | None = None) -> GtidListEvent:
     cur = Cursor(body)
     word = cur.u32("GTID list count")
@@ -957,14 +966,14 @@ def decode_gtid_list(header: EventHeader, body: memoryview,
     return GtidListEvent(header, gtids, flags)
 
 
-def decode_start_encryption(header: EventHeader, body: memoryview,
+def decode_start_encryption(header: EventHeader, body: bytes | memoryview,
                             fde: FormatDescriptionEvent | None = None) -> StartEncryptionEvent:
     cur = Cursor(body)
     return StartEncryptionEvent(header, cur.u8("encryption scheme"), cur.u32("key version"),
                                 cur.take(12, "nonce"))
 
 
-def decode_xa_prepare(header: EventHeader, body: memoryview,
+def decode_xa_prepare(header: EventHeader, body: bytes | memoryview,
                       fde: FormatDescriptionEvent | None = None) -> XaPrepareEvent:
     cur = Cursor(body)
     one_phase = bool(cur.u8("XA one phase"))
@@ -978,7 +987,7 @@ def decode_xa_prepare(header: EventHeader, body: memoryview,
 _LOGICAL_TIMESTAMP_TYPECODE = 2
 
 
-def decode_mysql_gtid(header: EventHeader, body: memoryview,
+def decode_mysql_gtid(header: EventHeader, body: bytes | memoryview,
                       fde: FormatDescriptionEvent | None = None) -> MysqlGtidEvent:
     if header.type_code == EventType.GTID_TAGGED:
         return _decode_gtid_tagged(header, body)
@@ -1036,7 +1045,7 @@ def _read_varlen_signed(cur: Cursor, what: str) -> int:
     return -(raw >> 1) - 1 if raw & 1 else raw >> 1
 
 
-def _decode_gtid_tagged(header: EventHeader, body: memoryview) -> MysqlGtidEvent:
+def _decode_gtid_tagged(header: EventHeader, body: bytes | memoryview) -> MysqlGtidEvent:
     """GTID_TAGGED_LOG_EVENT (42): a mysql::serialization message.
 
     Message: format version (varlen id), total size, last non-ignorable field id, then fields
@@ -1087,7 +1096,7 @@ def _decode_gtid_tagged(header: EventHeader, body: memoryview) -> MysqlGtidEvent
                           immediate_version, original_version, num(11))
 
 
-def decode_previous_gtids(header: EventHeader, body: memoryview,
+def decode_previous_gtids(header: EventHeader, body: bytes | memoryview,
                           fde: FormatDescriptionEvent | None = None) -> PreviousGtidsEvent:
     """Gtid_set binary v0 (untagged) or v1 (tagged: first byte 1, 6-byte count, byte 1)."""
     cur = Cursor(body)
@@ -1109,7 +1118,7 @@ def decode_previous_gtids(header: EventHeader, body: memoryview,
     return PreviousGtidsEvent(header, tuple(sids), bytes(body))
 
 
-def decode_transaction_payload(header: EventHeader, body: memoryview,
+def decode_transaction_payload(header: EventHeader, body: bytes | memoryview,
                                fde: FormatDescriptionEvent | None = None
                                ) -> TransactionPayloadEvent:
     """TLV header (lenenc type, lenenc length, value) until type 0, then the payload."""
@@ -1137,17 +1146,18 @@ def decode_transaction_payload(header: EventHeader, body: memoryview,
                                    cur.take(payload_size, "payload"))
 
 
-def decode_ignorable(header: EventHeader, body: memoryview,
+def decode_ignorable(header: EventHeader, body: bytes | memoryview,
                      fde: FormatDescriptionEvent | None = None) -> IgnorableEvent:
     return IgnorableEvent(header, bytes(body))
 
 
-def decode_opaque(header: EventHeader, body: memoryview,
+def decode_opaque(header: EventHeader, body: bytes | memoryview,
                   fde: FormatDescriptionEvent | None = None) -> OpaqueEvent:
     return OpaqueEvent(header, bytes(body))
 
 
-Decoder = Callable[[EventHeader, memoryview, "FormatDescriptionEvent | None"], BinlogEvent]
+Decoder = Callable[[EventHeader, bytes | memoryview, "FormatDescriptionEvent | None"],
+                   BinlogEvent]
 
 DECODERS: dict[int, Decoder] = {
     EventType.QUERY: decode_query,
@@ -1184,7 +1194,10 @@ DECODERS: dict[int, Decoder] = {
 }
 
 
-def decode_event(header: EventHeader, body: memoryview,
+_QUERY_COMPRESSED = int(EventType.QUERY_COMPRESSED)
+
+
+def decode_event(header: EventHeader, body: bytes | memoryview,
                  fde: FormatDescriptionEvent | None = None,
                  max_decompressed_size: int = MAX_DECOMPRESSED_SIZE) -> BinlogEvent:
     """Decode a non-row event by its type code; a compressed one (QUERY_COMPRESSED) inflates to
@@ -1194,14 +1207,15 @@ def decode_event(header: EventHeader, body: memoryview,
         UnknownEventType: a type with no decoder and without LOG_EVENT_IGNORABLE_F.
         EventDecodeError: the body does not match the type's layout (names type, file, pos).
     """
-    decoder = DECODERS.get(header.type_code)
+    type_code = header.type_code
+    decoder = DECODERS.get(type_code)
     if decoder is None:
         if header.flags & 0x80:  # LOG_EVENT_IGNORABLE_F
             return decode_ignorable(header, body)
-        raise UnknownEventType("unknown binlog event type", type_code=header.type_code,
+        raise UnknownEventType("unknown binlog event type", type_code=type_code,
                                file=header.file, position=header.position)
     try:
-        if header.type_code == EventType.QUERY_COMPRESSED:
+        if type_code == _QUERY_COMPRESSED:  # a plain int: IntEnum comparisons cost more
             return decode_query(header, body, fde, max_decompressed_size)
         return decoder(header, body, fde)
     except EventDecodeError:

@@ -260,7 +260,10 @@ class EventStream:
         unpack = _HEADER.unpack_from
         crc32 = zlib.crc32
         for event in events:
-            data = event if type(event) is memoryview else memoryview(event)
+            # bytes stay bytes (the daemon's events: slicing a small one copies less than a
+            # view costs); anything else is read through a view
+            data: bytes | memoryview = (event if type(event) is bytes or type(event) is memoryview
+                                        else memoryview(event))
             size = len(data)
             if size < HEADER_LEN:
                 raise EventDecodeError(f"event header needs {HEADER_LEN} bytes, got {size}",
@@ -327,7 +330,7 @@ class EventStream:
                 continue
             append(decoded)
 
-    def _has_checksum(self, data: memoryview) -> bool:
+    def _has_checksum(self, data: bytes | memoryview) -> bool:
         if self._fde is not None:
             return self._fde.checksum_alg == ChecksumAlg.CRC32
         if self._checksum is not None:
@@ -338,7 +341,7 @@ class EventStream:
         end = len(data) - CHECKSUM_LEN
         return crc32_of(data[:end]) == int.from_bytes(data[end:], "little")
 
-    def _format_description(self, header: EventHeader, data: memoryview
+    def _format_description(self, header: EventHeader, data: bytes | memoryview
                             ) -> FormatDescriptionEvent:
         try:
             fde = decode_format_description(header, data[HEADER_LEN:])
@@ -361,12 +364,12 @@ class EventStream:
             length = self._post_header[type_code] = fde.post_header_len(type_code)
         return length
 
-    def _decode(self, header: EventHeader, body: memoryview) -> Event:
+    def _decode(self, header: EventHeader, body: bytes | memoryview) -> Event:
         if header.type_code in _ROW_LAYER:
             return self._decode_row_layer(header, body)
         return decode_event(header, body, self._fde, self._max_decompressed)
 
-    def _decode_row_layer(self, header: EventHeader, body: memoryview) -> Event:
+    def _decode_row_layer(self, header: EventHeader, body: bytes | memoryview) -> Event:
         try:
             return self._decode_row_event(header, body)
         except EventDecodeError:
@@ -382,7 +385,7 @@ class EventStream:
         self._decode_rows = self._decode_rows or rows_decoder
         return self._decode_table_map, self._decode_rows
 
-    def _decode_row_event(self, header: EventHeader, body: memoryview) -> Event:
+    def _decode_row_event(self, header: EventHeader, body: bytes | memoryview) -> Event:
         decode_table_map, decode_rows = self._decode_table_map, self._decode_rows
         if decode_table_map is None or decode_rows is None:
             decode_table_map, decode_rows = self._load_row_decoders()

@@ -179,6 +179,11 @@ def _xa_id(query: str) -> str | None:
     return _HEX_LITERAL.sub(lambda m: f"X'{m.group(1).lower()}'", text)
 
 
+_FL_DDL = MariadbGtidEvent.FL_DDL
+_FL_XA = MariadbGtidEvent.FL_PREPARED_XA | MariadbGtidEvent.FL_COMPLETED_XA
+_FL_STANDALONE_OR_COMPLETED_XA = MariadbGtidEvent.FL_STANDALONE | MariadbGtidEvent.FL_COMPLETED_XA
+
+
 class _Open:
     """The transaction being assembled."""
 
@@ -264,14 +269,14 @@ class TransactionAssembler:
     # --- boundaries ----------------------------------------------------------------------------
 
     def _begin_gtid(self, event: MariadbGtidEvent | MysqlGtidEvent) -> list[TransactionItem]:
-        items = self._abandon(event.header)
+        items = self._abandon(event.header) if self._open is not None else []
         gtid: Gtid | None
-        if isinstance(event, MariadbGtidEvent):
+        if isinstance(event, MariadbGtidEvent):  # one per transaction: flags tested in place
+            flags = event.flags
             gtid = MariadbGtid(event.domain_id, event.server_id, event.seq_no)
-            standalone: bool | None = event.standalone or bool(
-                event.flags & MariadbGtidEvent.FL_COMPLETED_XA)
-            items.append(self._begin(gtid, event.header, event.is_ddl, standalone=standalone,
-                                     is_xa=event.is_xa))
+            items.append(self._begin(gtid, event.header, bool(flags & _FL_DDL),
+                                     standalone=bool(flags & _FL_STANDALONE_OR_COMPLETED_XA),
+                                     is_xa=bool(flags & _FL_XA)))
         else:
             gtid = None if event.anonymous else MysqlGtid(Tsid(event.uuid, event.tag), event.gno)
             items.append(self._begin(gtid, event.header, False, standalone=None,

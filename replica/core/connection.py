@@ -443,6 +443,11 @@ class Connection:
         peer that restarts sequence ids in mid-stream); never waits."""
         return self._codec.next_packets()
 
+    def buffered_payloads_after(self, status: int) -> list[bytes]:
+        """The payloads, without their first byte, of the plain packets already received whole
+        that begin with ``status`` (``PacketCodec.next_payloads_after``); never waits."""
+        return self._codec.next_payloads_after(status)
+
     async def _receive(self, deadline: float, limit: float | None) -> None:
         """Buffer the next bytes from the server in the codec."""
         try:

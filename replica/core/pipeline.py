@@ -303,7 +303,7 @@ class Pipeline:
         finally:
             self._count_decode()
 
-    def _land_batch(self, decoder: EventStream, batch: list[memoryview]) -> None:
+    def _land_batch(self, decoder: EventStream, batch: list[bytes]) -> None:
         """Decode the events of ``batch`` (received whole, in order, nothing to await between
         them), then hand their items over: what the one-at-a-time loop of :meth:`_read` does,
         with the clock read, the counts and the calls once per batch, not per event.

@@ -355,7 +355,7 @@ class ReplicationSession:
                 return None
         return self._take(received.popleft())
 
-    def buffered_events(self) -> list[memoryview]:
+    def buffered_events(self) -> list[bytes]:
         """The bytes of every event already received whole, in order, as
         :meth:`next_buffered_event` would return them one by one (``DumpEvent.data``); ``[]``
         when there are none, and always when semi-sync was negotiated (one at a time there).
@@ -367,32 +367,23 @@ class ReplicationSession:
         then says what it is) and after a heartbeat, so that :attr:`position` is the
         heartbeat's when the caller meets it as the batch's last event.
         """
-        if self._ended or self.semi_sync:
+        if self._ended or self.semi_sync or self._received:
+            return []  # packets split off already go one at a time first
+        events = self.conn.buffered_payloads_after(0)  # each event after its OK byte
+        if not events:
             return []
-        received = self._received
-        if received:
-            payloads = list(received)
-            received.clear()
-            payloads += self.conn.buffered_packets()
-        else:
-            payloads = self.conn.buffered_packets()
-            if not payloads:
-                return []
         tracker = self._tracker
         file, pos, crc = tracker.file, tracker.pos, tracker.crc
         unpack = _HEADER.unpack_from
-        events: list[memoryview] = []
-        for payload in payloads:
-            # A plain event: the OK byte, then at least a header (the tracker's feed skips
-            # anything shorter; parse_dump_packet takes it, and whatever is not an event).
-            if len(payload) <= _HEADER_SIZE or payload[0]:
+        taken = 0
+        for data in events:
+            if len(data) < _HEADER_SIZE:  # next_event's parse_dump_packet says what it is
                 break
-            data = memoryview(payload)[1:]
-            events.append(data)
+            taken += 1
             _, type_code, _, size, log_pos, flags = unpack(data)
             if type_code == _ROTATE_EVENT or type_code == _FORMAT_DESCRIPTION_EVENT:
                 tracker.file, tracker.pos, tracker.crc = file, pos, crc
-                tracker.feed(data)
+                tracker.feed(memoryview(data))
                 file, pos, crc = tracker.file, tracker.pos, tracker.crc
             elif type_code in _HEARTBEAT_EVENTS:
                 break
@@ -401,9 +392,10 @@ class ReplicationSession:
             elif not flags & _LOG_EVENT_ARTIFICIAL_F:
                 pos += size
         tracker.file, tracker.pos, tracker.crc = file, pos, crc
-        self.packets += len(events)
-        if len(events) < len(payloads):
-            received.extend(payloads[len(events):])
+        self.packets += taken
+        if taken < len(events):  # back as the packets they came in, for next_event
+            self._received.extend(b"\x00" + data for data in events[taken:])
+            del events[taken:]
         return events
 
     def _take(self, payload: bytes) -> DumpEvent | None:

@@ -212,12 +212,16 @@ def test_lenenc_bytes_and_fixed_and_nul() -> None:
     assert read_lenenc_bytes(lenenc_bytes(big), 0) == (big, 303)
 
 
-def _drain(codec: PacketCodec, batched: bool) -> list[bytes | str]:
-    """Every packet buffered (next_packets first when ``batched``, next_packet for what it
-    leaves); an error as its class name, last."""
+def _drain(codec: PacketCodec, batched: bool | str) -> list[bytes | str]:
+    """Every packet buffered (next_packets first when ``batched``; when it is ``"after"``,
+    next_payloads_after for packets beginning with 0x00 and 0xFE, the byte put back; then
+    next_packet for what they leave); an error as its class name, last."""
     out: list[bytes | str] = []
     while True:
-        if batched:
+        if batched == "after":
+            out += (bytes([status]) + payload for status in (0, 0xFE)
+                    for payload in codec.next_payloads_after(status))
+        elif batched:
             out += codec.next_packets()
         try:
             packet = codec.next_packet()
@@ -231,9 +235,10 @@ def _drain(codec: PacketCodec, batched: bool) -> list[bytes | str]:
 
 @pytest.mark.parametrize("seed", range(40))
 def test_next_packets_takes_what_next_packet_would(seed: int) -> None:
-    """The batched split returns the same payloads and errors as one-by-one and leaves the
-    same next sequence id and buffered bytes, with split (16 MiB) packets, a wrong sequence id
-    or an oversized packet in the stream, and bytes arriving in arbitrary pieces."""
+    """The batched split (also of the payloads after a given first byte) returns the same payloads and errors as
+    one-by-one and leaves the same next sequence id and buffered bytes, with split (16 MiB)
+    packets, a wrong sequence id or an oversized packet in the stream, and bytes arriving in
+    arbitrary pieces."""
 
     rng = random.Random(seed)
     seq = rng.randrange(256)
@@ -246,6 +251,8 @@ def test_next_packets_takes_what_next_packet_would(seed: int) -> None:
             payload = rng.randbytes(rng.randrange(4096, 9000))
         else:
             payload = rng.randbytes(rng.randrange(0, 300))
+            if rng.random() < 0.7:
+                payload = b"\x00" + payload  # as a binlog dump's events
         if rng.random() < 0.03:
             seq = (seq + 5) & 0xFF  # a wrong sequence id
         framed, seq = frame_packet(payload, seq)
@@ -253,7 +260,7 @@ def test_next_packets_takes_what_next_packet_would(seed: int) -> None:
     check = rng.random() < 0.8
     limit = rng.choice([1 << 30, 5000])
     results = []
-    for batched in (True, False):
+    for batched in (True, "after", False):
         codec = PacketCodec(max_packet_size=limit, check_sequence=check)
         codec.sequence = wire[3]
         steps = random.Random(seed)  # the same pieces for both
@@ -265,4 +272,4 @@ def test_next_packets_takes_what_next_packet_would(seed: int) -> None:
             i += step
             got += _drain(codec, batched)
         results.append((got, codec.sequence, codec.buffered))
-    assert results[0] == results[1]
+    assert results[0] == results[1] == results[2]

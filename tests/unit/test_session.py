@@ -102,6 +102,15 @@ class FakeConnection:
             self.packets.pop(0)
         return out
 
+    def buffered_payloads_after(self, status: int) -> list[bytes]:
+        out: list[bytes] = []
+        while self.packets and self.packets[0] is not None and self.packets[0][:1] == bytes(
+                [status]):
+            out.append(self.packets.pop(0)[1:])
+        if self.packets and self.packets[0] is None:
+            self.packets.pop(0)
+        return out
+
     def buffered_packet(self) -> bytes | None:
         return self.packets.pop(0) if self.packets and self.packets[0] is not None else None
 
@@ -312,7 +321,7 @@ async def test_buffered_events_match_taking_events_one_at_a_time(zero_log_pos):
     assert [batch[-1][1] for batch in batches] == [singly[end - 1][1] for end in ends]
     heartbeat_at = [data for data, _ in singly].index(heartbeat)
     assert heartbeat_at + 1 in ends  # the heartbeat ended its batch
-    assert len(batches) == 2  # up to the heartbeat; the rest, up to the EOF
+    assert len(batches) == 3  # up to the heartbeat; the ROTATE after it alone; the rest
     assert await many.next_event() is None and many.buffered_events() == []
 
 
