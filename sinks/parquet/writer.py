@@ -169,7 +169,7 @@ class _Transaction:
     begin: TransactionBegin
     skip: bool = False
     next_row: int = 0
-    tables: dict[tuple[str, str, int], _TxnTable] = field(default_factory=dict)
+    tables: dict[int, _TxnTable] = field(default_factory=dict)  # by id(version)
     statements: list[Statement] = field(default_factory=list)
 
 
@@ -243,7 +243,11 @@ class ParquetSink:
         self._opened = False
         self._checkpoint: C.Checkpoint | None = None
         self._seq = 0
-        self._gtid_state: GtidPosition | GtidSet | None = None
+        #: The GTID state: a MySQL GtidSet (added to in place), or — MariaDB — None with the
+        #: last GTID per domain in ``_domains``, a dict stored into at each commit: building a
+        #: new GtidPosition per transaction (GtidPosition.advance) showed in profiles.
+        self._gtid_state: GtidSet | None = None
+        self._domains: dict[int, MariadbGtid] | None = None
         self._flavor: str | None = None
         self._last_gtid: str | None = None
         self._last_end: BinlogPosition | None = None  # of the last commit, landed or not
@@ -259,6 +263,8 @@ class ParquetSink:
         self._pending_ddl: dict[tuple[str, str], dict[str, Any]] = {}
         self._ddl_log: dict[str, list[dict[str, Any]]] = {}
         self._txn: _Transaction | None = None
+        self._day = -1  # of the last commit (UTC days since the epoch), and its date's text
+        self._day_text = ""
         self._parts: dict[tuple[str, str, int, str], _Part] = {}
         self._closed_files: list[tuple[str, str]] = []
         self._name_index: dict[tuple[str, int], int] = {}
@@ -318,7 +324,7 @@ class ParquetSink:
         self._flavor = checkpoint.gtid_flavor
         if checkpoint.gtid_state is not None:
             if self._flavor == "mariadb":
-                self._gtid_state = GtidPosition.parse(checkpoint.gtid_state)
+                self._domains = {g.domain: g for g in GtidPosition.parse(checkpoint.gtid_state)}
             elif self._flavor == "mysql":
                 self._gtid_state = GtidSet.parse(checkpoint.gtid_state)
         self._last_gtid = checkpoint.gtid
@@ -439,24 +445,23 @@ class ParquetSink:
             log.warning("transaction at %s never ended; dropping its rows", self._txn.begin.position)
             self._discard(self._txn)
         gtid_text, domain, server_id, uuid, tag, gtid_seq = _gtid_tags(begin.gtid)
-        tags = TransactionTags(
-            seq=self._seq + 1, gtid=gtid_text, gtid_domain=domain, gtid_server_id=server_id,
-            gtid_uuid=uuid, gtid_tag=tag, gtid_seq=gtid_seq,
-            file=begin.position.file, pos=begin.position.pos,
-        )
-        self._txn = _Transaction(tags=tags, begin=begin, skip=self._already_landed(begin))
+        position = begin.position
+        tags = TransactionTags(self._seq + 1, gtid_text, domain, server_id, uuid, tag, gtid_seq,
+                               position.file, position.pos)  # by position: one per transaction
+        self._txn = _Transaction(tags, begin, self._already_landed(begin))
 
     def _already_landed(self, begin: TransactionBegin) -> bool:
         """True for a transaction the checkpoint already covers (a replayed stream)."""
         gtid = begin.gtid
-        state = self._gtid_state
-        if gtid is not None and state is not None:
-            if isinstance(gtid, MariadbGtid) and isinstance(state, GtidPosition):
-                mine = state.get(gtid.domain)
+        if gtid is not None:
+            domains = self._domains
+            if domains is not None:  # a MariaDB state
+                if not isinstance(gtid, MariadbGtid):
+                    return False
+                mine = domains.get(gtid.domain)
                 return mine is not None and gtid.seq <= mine.seq
-            if isinstance(gtid, MysqlGtid) and isinstance(state, GtidSet):
-                return gtid in state
-            return False
+            state = self._gtid_state
+            return isinstance(gtid, MysqlGtid) and state is not None and gtid in state
         last = self._last_end
         if gtid is None and last is not None:
             return begin.position.file == last.file and begin.position.pos < last.pos
@@ -469,10 +474,9 @@ class ParquetSink:
         if txn.skip or event.row_count == 0:
             return
         version = self._version_for(event.table, txn)
-        key = (version.database, version.table, version.version)
-        table = txn.tables.get(key)
+        table = txn.tables.get(id(version))  # a transaction's versions live as long as it does
         if table is None:
-            table = txn.tables[key] = _TxnTable(version)
+            table = txn.tables[id(version)] = _TxnTable(version)
         moved: tuple[int, ...] = ()
         if event.kind is _UPDATE:  # only an UPDATE changes keys, or has partial JSON
             if event.header.type_code == _PARTIAL_UPDATE_ROWS:
@@ -650,7 +654,10 @@ class ParquetSink:
             return
         seq = txn.tags.seq
         commit_us = commit.commit_time_us
-        commit_date = _commit_date(commit_us)
+        day = commit_us // _US_PER_DAY
+        if day != self._day:  # the date of the last commit's day, kept: asked per transaction
+            self._day, self._day_text = day, _day_text(day)
+        commit_date = self._day_text
         rows = 0
         if commit.xa is not None:
             rows += self._land_prepared(commit.xa, seq, commit_us, commit_date, txn.begin.position)
@@ -884,13 +891,16 @@ class ParquetSink:
 
     def _advance_gtid_state(self, gtid: Any) -> None:
         if isinstance(gtid, MariadbGtid):
-            if not isinstance(self._gtid_state, GtidPosition):
-                self._gtid_state = GtidPosition()
+            domains = self._domains
+            if domains is None:
+                domains = self._domains = {}
+                self._gtid_state = None
                 self._flavor = "mariadb"
-            self._gtid_state = self._gtid_state.advance(gtid)
+            domains[gtid.domain] = gtid
         elif isinstance(gtid, MysqlGtid):
-            if not isinstance(self._gtid_state, GtidSet):
+            if self._gtid_state is None:
                 self._gtid_state = GtidSet()
+                self._domains = None
                 self._flavor = "mysql"
             self._gtid_state.add(gtid)
 
@@ -1356,9 +1366,7 @@ class ParquetSink:
         return documents, renames
 
     def _gtid_state_text(self) -> str | None:
+        if self._domains is not None:
+            return str(GtidPosition.from_binlog_state(self._domains.values()))
         state = self._gtid_state
-        if isinstance(state, GtidSet):
-            return state.to_text(",")
-        if isinstance(state, GtidPosition):
-            return str(state)
-        return None
+        return state.to_text(",") if state is not None else None
