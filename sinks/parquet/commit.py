@@ -108,10 +108,19 @@ class FileSystem:
     """
 
     def write(self, path: str, data: bytes) -> None:
-        """Create (or truncate) ``path`` and write ``data``; not durable until :meth:`fsync`."""
+        """Create (or truncate) ``path`` and write ``data``; not durable until :meth:`fsync`.
+
+        By descriptor, not ``open()``: a Python file object adds an ``fstat``, an ``ioctl``
+        (is it a terminal?) and an ``lseek`` per file, 12,000 system calls for the 4,000 files
+        of a first flush over 2,000 tables."""
         try:
-            with open(path, "wb") as f:
-                f.write(data)
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o666)
+            try:
+                view = memoryview(data).cast("B")
+                while view.nbytes:
+                    view = view[os.write(fd, view):]
+            finally:
+                os.close(fd)
         except OSError as exc:
             raise _named(exc, path) from None
 
