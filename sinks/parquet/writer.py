@@ -114,16 +114,14 @@ def _estimate(version: TableVersion, event: RowsEvent, tags: TransactionTags) ->
         return rows * (len(version.names) + 14) * VALUE_BYTES
     size = rows * (METADATA_ROW_BYTES + len(tags.gtid or "") + len(tags.file or ""))
     for chunks in images:
-        if chunks is None:
-            continue
-        for chunk in chunks:
-            if chunk is not None:
-                _tag, _nulls, validity, data, offsets = chunk
-                size += len(data)
-                if validity is not None:
-                    size += len(validity)
-                if offsets is not None:
-                    size += len(offsets)
+        if chunks is not None:
+            for chunk in chunks:
+                if chunk is not None:  # (tag, nulls, validity, data, offsets)
+                    size += len(chunk[3])
+                    if chunk[2] is not None:
+                        size += len(chunk[2])
+                    if chunk[4] is not None:
+                        size += len(chunk[4])
     return size
 
 
@@ -482,10 +480,10 @@ class ParquetSink:
             if event.header.type_code == _PARTIAL_UPDATE_ROWS:
                 self._note_json_diffs(event)
             moved = key_changed_rows(version, event)
-        entry = PendingRows(event, txn.tags, txn.next_row, moved)
-        txn.next_row += entry.landed_rows
-        table.pending.append(entry)
-        table.pending_rows += event.row_count
+        rows = event.row_count
+        table.pending.append(PendingRows(event, txn.tags, txn.next_row, moved))
+        txn.next_row += rows + len(moved)  # its landed rows (PendingRows.landed_rows)
+        table.pending_rows += rows
         size = _estimate(version, event, txn.tags)
         table.pending_bytes += size
         table.nbytes += size
