@@ -1,5 +1,5 @@
 """The one thing pyproject.toml cannot say: the optional C extensions (the native row decoder,
-and the line formatter of `binlake decode`).
+the line formatter of `binlake decode`, and the slot filler that builds each event's header).
 
 ``optional=True``: a machine without a C compiler or Python headers still installs binlake, and
 the daemon then decodes rows with the pure-Python reference (saying so once, see
@@ -13,6 +13,9 @@ setup(ext_modules=[
               extra_compile_args=["-O2", "-Wall", "-Wextra", "-Wno-unused-parameter"],
               optional=True),
     Extension("protocol.binlog._native_format", ["protocol/binlog/_native_format.c"],
+              extra_compile_args=["-O2", "-Wall", "-Wextra", "-Wno-unused-parameter"],
+              optional=True),
+    Extension("protocol._native_slots", ["protocol/_native_slots.c"],
               extra_compile_args=["-O2", "-Wall", "-Wextra", "-Wno-unused-parameter"],
               optional=True),
 ])

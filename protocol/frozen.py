@@ -17,11 +17,15 @@ frozen, ``init=False`` / keyword-only fields, default factories) is refused at i
 from __future__ import annotations
 
 import dataclasses
+import importlib
+import os
+from collections.abc import Callable
 from typing import Any, TypeVar
 
-__all__ = ["fast_init"]
+__all__ = ["fast_init", "positional_maker"]
 
 _C = TypeVar("_C", bound=type)
+_T = TypeVar("_T")
 
 
 class _Probe:
@@ -64,3 +68,28 @@ def fast_init(cls: _C) -> _C:
     init.__module__ = cls.__module__
     type.__setattr__(cls, "__init__", init)
     return cls
+
+
+def positional_maker(cls: type[_T]) -> Callable[..., _T]:
+    """``cls`` itself, or a callable building the same instances in C when the optional
+    extension ``protocol._native_slots`` is built (and ``BINLAKE_NATIVE`` is not ``0``).
+
+    For the hottest construction, once per binlog event: the maker takes every field,
+    positionally (defaults too), and stores it in its slot (~0.1 µs for nine fields instead
+    of ~0.5 µs). Only classes whose ``__init__`` does nothing else qualify: frozen, slotted,
+    no ``__post_init__``, no keyword-only or factory fields; anything else gets ``cls``.
+    """
+    params = getattr(cls, "__dataclass_params__", None)
+    if (params is None or not params.frozen or "__slots__" not in cls.__dict__
+            or hasattr(cls, "__post_init__") or os.environ.get("BINLAKE_NATIVE", "1") == "0"):
+        return cls
+    fields = dataclasses.fields(cls)  # type: ignore[arg-type]
+    if any(not f.init or f.kw_only or f.default_factory is not dataclasses.MISSING
+           for f in fields):
+        return cls
+    try:
+        native: Any = importlib.import_module("protocol._native_slots")
+    except ImportError:  # not built: the class itself (protocol/binlog/native.py warns once)
+        return cls
+    maker: Callable[..., _T] = native.maker(cls, tuple(f.name for f in fields))
+    return maker

@@ -28,7 +28,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from ..errors import EventDecodeError, MalformedPacket, UnknownEventType
-from ..frozen import fast_init
+from ..frozen import fast_init, positional_maker
 from ._cursor import Cursor
 from .compression import MAX_DECOMPRESSED_SIZE, decompress_block
 from .model import EventHeader
@@ -572,6 +572,10 @@ for _event_class in list(globals().values()):
             and dataclasses.is_dataclass(_event_class)):
         fast_init(_event_class)
 
+# The two built once per transaction, with every field: in C when the extension is there.
+_make_gtid = positional_maker(MariadbGtidEvent)
+_make_xid = positional_maker(XidEvent)
+
 
 # --- helpers -------------------------------------------------------------------------------------
 
@@ -810,7 +814,7 @@ def decode_xid(header: EventHeader, body: bytes | memoryview,
                fde: FormatDescriptionEvent | None = None) -> XidEvent:
     if len(body) >= 8:  # one per transaction: the 8 bytes at once
         xid: int = _U64.unpack_from(body)[0]
-        return XidEvent(header, xid)
+        return _make_xid(header, xid)
     return XidEvent(header, Cursor(body).u64("xid"))
 
 
@@ -926,8 +930,8 @@ def decode_mariadb_gtid(header: EventHeader, body: bytes | memoryview,
         # One per transaction: the common plain GTID in one unpack rather than field by field.
         seq_no, domain_id, flags = _GTID_HEAD.unpack_from(body)
         if not flags & _GTID_HAS_MORE:
-            return MariadbGtidEvent(header, domain_id, header.server_id, seq_no, flags, None,
-                                    None, 0, None, None, None)
+            return _make_gtid(header, domain_id, header.server_id, seq_no, flags, None, None,
+                              0, None, None, None)
     cur = Cursor(body)
     seq_no = cur.u64("GTID seq_no")
     domain_id = cur.u32("GTID domain id")

@@ -44,6 +44,7 @@ from dataclasses import replace
 from typing import Any
 
 from ..errors import EventDecodeError, MalformedPacket
+from ..frozen import positional_maker
 from .compression import (
     MAX_DECOMPRESSED_SIZE,
     decompress_rows_event,
@@ -96,6 +97,8 @@ _ROTATE = int(EventType.ROTATE)
 _HEADER = struct.Struct("<IBIIIH")
 # zlib.crc32 of any bytes followed by their own CRC32 (little-endian): the CRC's residue.
 _CRC32_RESIDUE = 0x2144DF1C
+# EventHeader(...) with every field, built in C when the extension is there (once per event).
+_make_header = positional_maker(EventHeader)
 
 
 def _row_decoders() -> tuple[Callable[..., TableMapEvent], Callable[..., RowsEvent], Any]:
@@ -281,8 +284,8 @@ class EventStream:
             else:
                 start = self._position
                 following = start + event_size
-            header = EventHeader(timestamp, type_code, server_id, event_size, log_pos, flags,
-                                 self._file, start, following)
+            header = _make_header(timestamp, type_code, server_id, event_size, log_pos, flags,
+                                  self._file, start, following)
             if event_size != size:
                 raise EventDecodeError(
                     f"event_size says {event_size} bytes, the event has {size}",

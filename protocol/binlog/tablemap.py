@@ -27,6 +27,7 @@ from __future__ import annotations
 from collections import OrderedDict
 
 from ..errors import EventDecodeError, MalformedPacket
+from ..frozen import positional_maker
 from ..packets import read_lenenc
 from .charsets import decoder
 from .coltypes import (
@@ -125,6 +126,11 @@ def decode_table_map(header: EventHeader, body: memoryview | bytes,
                                file=header.file, position=header.position) from exc
 
 
+# TableMapEvent(...) with every field, built in C when the extension is there: a cached
+# definition under a new header, once per TABLE_MAP event.
+_make_table_map = positional_maker(TableMapEvent)
+
+
 class TableMapCache:
     """Parsed TABLE_MAPs of one stream, by body (an :class:`~.stream.EventStream` owns one).
 
@@ -153,7 +159,7 @@ class TableMapCache:
         known = self._maps.get(key)
         if known is not None:
             self._maps.move_to_end(key)
-            return TableMapEvent(
+            return _make_table_map(
                 header, int.from_bytes(body[:id_width], "little"), known.flags, known.schema,
                 known.table, known.columns, known.primary_key, known.has_full_metadata,
                 known.optional_metadata, known.described_by)

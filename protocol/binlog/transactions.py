@@ -21,7 +21,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from ..frozen import fast_init
+from ..frozen import fast_init, positional_maker
 from ..gtid import MariadbGtid, MysqlGtid, Tsid
 from .ddl import classify
 from .events import (
@@ -116,6 +116,11 @@ class TransactionPrepared:
     end: BinlogPosition
     xid: str
 
+
+# Built once per transaction, with every field: in C when the extension is there.
+_make_begin = positional_maker(TransactionBegin)
+_make_commit = positional_maker(TransactionCommit)
+_make_position = positional_maker(BinlogPosition)
 
 TransactionItem = (TransactionBegin | RowsEvent | Statement | TransactionCommit
                    | TransactionRollback | TransactionPrepared)
@@ -286,10 +291,9 @@ class TransactionAssembler:
     def _begin(self, gtid: Gtid | None, header: EventHeader, is_ddl: bool, *,
                standalone: bool | None, is_xa: bool = False,
                commit_us: int | None = None) -> TransactionBegin:
-        begin = BinlogPosition(header.file, header.position)
+        begin = _make_position(header.file, header.position)
         self._open = _Open(gtid, begin, header.server_id, standalone, commit_us, is_xa)
-        return TransactionBegin(gtid, begin, header.timestamp, header.server_id,
-                                is_ddl=is_ddl, is_xa=is_xa)
+        return _make_begin(gtid, begin, header.timestamp, header.server_id, is_ddl, is_xa)
 
     def _abandon(self, header: EventHeader) -> list[TransactionItem]:
         if self._open is None:
@@ -340,9 +344,9 @@ class TransactionAssembler:
             commit_us = open_.mysql_commit_us
         else:
             commit_us = header.timestamp * 1_000_000 + (hrnow or 0)
-        items.append(TransactionCommit(open_.gtid, open_.begin,
-                                       BinlogPosition(header.file, header.next_position),
-                                       commit_us, open_.server_id, xid, xa=xa))
+        items.append(_make_commit(open_.gtid, open_.begin,
+                                  _make_position(header.file, header.next_position),
+                                  commit_us, open_.server_id, xid, xa))
         return items
 
     def _rollback(self, header: EventHeader, *, xa: str | None = None) -> list[TransactionItem]:
