@@ -245,6 +245,7 @@ class _OsFileSystem(FileSystem):
     _pool: ThreadPoolExecutor | None = None
     _syncfs: Any = None
     _watched: dict[int, tuple[int, int]] = {}  # st_dev -> (descriptor, watchers)
+    _lakes: dict[str, int] = {}  # watched lake -> its st_dev (the lake may be gone at unwatch)
 
     def watch(self, lake: str) -> None:
         if _OsFileSystem._syncfs is None:
@@ -262,16 +263,19 @@ class _OsFileSystem(FileSystem):
         except BaseException:
             os.close(fd)
             raise
+        if lake in self._lakes:  # watched already: once per lake
+            os.close(fd)
+            return
         held = self._watched.get(device)
         if held is not None:
             os.close(fd)
             fd = held[0]
         self._watched[device] = (fd, (held[1] if held else 0) + 1)
+        self._lakes[lake] = device
 
     def unwatch(self, lake: str) -> None:
-        try:
-            device = os.stat(lake).st_dev
-        except OSError:
+        device = self._lakes.pop(lake, None)
+        if device is None:
             return
         held = self._watched.get(device)
         if held is None:

@@ -53,6 +53,7 @@ def libc(monkeypatch) -> _Libc:
     fake = _Libc()
     monkeypatch.setattr(C._OsFileSystem, "_syncfs", (fake.syncfs, fake.statfs))
     monkeypatch.setattr(C._OsFileSystem, "_watched", {})
+    monkeypatch.setattr(C._OsFileSystem, "_lakes", {})
     return fake
 
 
@@ -91,6 +92,20 @@ def test_a_flush_over_many_tables_syncs_the_filesystem_three_times(tmp_path, lib
     assert not [p for p in fsynced if "schema_version=" in p or "_schema" in p]
     assert len(_data_files(lake)) == TABLES
     assert C.OS._watched == {}  # type: ignore[attr-defined]  # closed with the sink
+
+
+def test_the_descriptor_is_closed_also_when_the_lake_is_gone(tmp_path, libc) -> None:
+    lake = tmp_path / "lake"
+    lake.mkdir()
+    C.OS.watch(str(lake))
+    C.OS.watch(str(lake))  # twice: still one descriptor, one watcher
+    [(fd, watchers)] = C.OS._watched.values()  # type: ignore[attr-defined]
+    assert watchers == 1
+    lake.rmdir()
+    C.OS.unwatch(str(lake))
+    assert C.OS._watched == {}  # type: ignore[attr-defined]
+    with pytest.raises(OSError):
+        os.fstat(fd)
 
 
 def test_a_few_paths_are_fsynced_one_by_one(tmp_path, libc, fsynced) -> None:
