@@ -75,9 +75,12 @@ MAX_PENDING_DDL = 1000
 
 #: Rows events are converted to Arrow in groups of about this many rows (see rows.py)…
 GROUP_ROWS = 4096
-#: … or of this many events: a group's conversion reads every event's Arrow chunks again, and
-#: 4,096 one-row transactions' events have left the CPU's caches by then (their gather took
-#: three times as long as 256 events' did, per row); 256 still makes the per-batch work small.
+#: … or of this many events: a group's conversion reads every event's Arrow chunks again and
+#: then frees the events, so small groups of small events are converted while their chunks are
+#: likely still in the CPU's caches, and keep fewer objects alive for the cyclic GC to scan (with
+#: the default GC thresholds, 4,096 one-row transactions per group converted about half as fast
+#: per row as 256; with the daemon's, see replica/cli.py, the difference is within the noise).
+#: 256 keeps the per-batch work (~20 Arrow calls) small per row.
 GROUP_EVENTS = 256
 
 #: Files the sink may hold open between flushes to relieve memory by row groups. Relieving
