@@ -572,9 +572,10 @@ for _event_class in list(globals().values()):
             and dataclasses.is_dataclass(_event_class)):
         fast_init(_event_class)
 
-# The two built once per transaction, with every field: in C when the extension is there.
+# The three built once per transaction, with every field: in C when the extension is there.
 _make_gtid = positional_maker(MariadbGtidEvent)
 _make_xid = positional_maker(XidEvent)
+_make_annotate = positional_maker(AnnotateRowsEvent)
 
 
 # --- helpers -------------------------------------------------------------------------------------
@@ -895,7 +896,7 @@ def decode_heartbeat_v2(header: EventHeader, body: bytes | memoryview,
 
 def decode_annotate_rows(header: EventHeader, body: bytes | memoryview,
                          fde: FormatDescriptionEvent | None = None) -> AnnotateRowsEvent:
-    return AnnotateRowsEvent(header, bytes(body))
+    return _make_annotate(header, bytes(body))
 
 
 def decode_rows_query(header: EventHeader, body: bytes | memoryview,

@@ -63,6 +63,7 @@ from decimal import Decimal
 from typing import Any
 
 from ..errors import EventDecodeError, MalformedPacket, RowDecodeError, UnknownTable
+from ..frozen import positional_maker
 from ..packets import read_lenenc
 from . import charsets as _charsets
 from . import native as _native
@@ -946,6 +947,11 @@ _ID4_FLAGS = struct.Struct("<IH")  # table id, flags
 _ID6_FLAGS = struct.Struct("<IHH")  # table id (low 4 bytes, high 2), flags
 
 
+# RowsEvent(...) with every field, built in C when the extension is there: once per rows event
+# the Arrow path lands (see protocol/frozen.py).
+_make_rows = positional_maker(RowsEvent)
+
+
 def decode_rows_event(header: EventHeader, body: memoryview | bytes, post_header_len: int,
                       table_maps: Mapping[int, TableMapEvent], *, version: int,
                       kind: RowsKind, partial: bool = False,
@@ -1041,9 +1047,9 @@ def decode_rows_event(header: EventHeader, body: memoryview | bytes, post_header
                                                      None if after is None else len(after)))
                 lazy_before: Any = None if before is None else LazyImage(lazy, 0, len(before))
                 lazy_after: Any = None if after is None else LazyImage(lazy, 1, len(after))
-                return RowsEvent(header, RowsKind.UPDATE if partial else kind, table, flags,
-                                 count, before or (), after or (), lazy_before, lazy_after,
-                                 extra, (before_chunks, after_chunks))
+                return _make_rows(header, RowsKind.UPDATE if partial else kind, table, flags,
+                                  count, before or (), after or (), lazy_before, lazy_after,
+                                  extra, (before_chunks, after_chunks))
     before_lists: tuple[list[Any], ...] | None = (
         tuple([[] for _ in before]) if before is not None else None)
     after_lists: tuple[list[Any], ...] | None = (

@@ -14,8 +14,8 @@ from dataclasses import dataclass
 
 import pytest
 
-from protocol.binlog.events import MariadbGtidEvent, XidEvent
-from protocol.binlog.model import BinlogPosition, EventHeader, TableMapEvent
+from protocol.binlog.events import AnnotateRowsEvent, MariadbGtidEvent, XidEvent
+from protocol.binlog.model import BinlogPosition, EventHeader, RowsEvent, RowsKind, TableMapEvent
 from protocol.binlog.transactions import TransactionBegin, TransactionCommit
 from protocol.frozen import fast_init, positional_maker
 from protocol.gtid import MariadbGtid
@@ -29,6 +29,9 @@ VALUES: dict[type, tuple[object, ...]] = {
     TableMapEvent: (HEADER, 70, 1, "db", "t", (), (0,), True, frozenset({1}), None),
     MariadbGtidEvent: (HEADER, 0, 7, 99, 8, None, None, 0, None, None, None),
     XidEvent: (HEADER, 12345),
+    AnnotateRowsEvent: (HEADER, b"INSERT INTO t VALUES (1)"),
+    RowsEvent: (HEADER, RowsKind.INSERT, TableMapEvent(HEADER, 70, 1, "db", "t", ()), 1, 1, (),
+                (0,), None, ((1,),), b"", (None, ("chunk",))),
     TransactionBegin: (MariadbGtid(0, 7, 99), BinlogPosition("bin.000001", 4200),
                        1_700_000_000, 7, False, False),
     TransactionCommit: (None, BinlogPosition("b", 4), BinlogPosition("b", 9), 10**15, 7, 5,
