@@ -10,7 +10,8 @@ with BINLOG_DUMP_NON_BLOCK to the server's end of binlog, and prints one JSON li
     raw packets only: the wire ceiling (no event decoding at all).
 ``decode``
     ``EventStream`` (CRC32 checked, every row value decoded into what the landing path takes)
-    + ``TransactionAssembler``: decode only, from the wire.
+    + ``TransactionAssembler``: decode only, from the wire, each read's events as one batch
+    as the daemon takes them (``ReplicationSession.buffered_events``).
 ``ack-on-receive`` / ``ack-after-land``
     a long-running semi-sync replica from the server's current end (blocking dump) for the
     commit-latency test: ACK on arrival, or land + flush the transaction and ACK its end.
@@ -68,8 +69,30 @@ async def catch_up(args: argparse.Namespace) -> dict[str, Any]:
     stream = landing_stream()
     assembler = TransactionAssembler()
     events = rows = values = nbytes = arrow_events = 0
+    # decode takes each read's events as one batch, as the daemon does (Pipeline._read); a
+    # tree from before batches (a --baseline-rev) takes them one at a time
+    batches = getattr(session, "buffered_events", None) if mode == "decode" else None
+
+    def count(decoded: list[Any]) -> None:
+        nonlocal rows, values, arrow_events
+        for event in decoded:
+            if isinstance(event, RowsEvent):
+                rows += event.row_count
+                arrow_events += getattr(event, "arrow", None) is not None
+                images = len(event.after_columns) + len(event.before_columns)
+                values += images * event.row_count
+
     try:
         while True:
+            batch = batches() if batches is not None else None
+            if batch:
+                events += len(batch)
+                nbytes += sum(map(len, batch))
+                decoded: list[Any] = []
+                stream.feed_into(batch, decoded)
+                count(decoded)
+                assembler.feed_many(decoded)
+                continue
             item = await session.next_event()
             if item is None:
                 break
@@ -77,12 +100,9 @@ async def catch_up(args: argparse.Namespace) -> dict[str, Any]:
             nbytes += len(item.data)
             if mode == "fetch":
                 continue
-            for event in stream.feed(item.data):
-                if isinstance(event, RowsEvent):
-                    rows += event.row_count
-                    arrow_events += getattr(event, "arrow", None) is not None
-                    images = len(event.after_columns) + len(event.before_columns)
-                    values += images * event.row_count
+            decoded = stream.feed(item.data)
+            count(decoded)
+            for event in decoded:
                 for _ in assembler.feed(event):
                     pass
     finally:
