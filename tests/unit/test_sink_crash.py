@@ -222,15 +222,17 @@ def test_a_crash_at_every_commit_step_recovers(tmp_path, monkeypatch):
     calls = {"n": 0, "limit": 0}
 
     def crashing(name: str) -> Any:
-        def op(*args: Any, **kwargs: Any) -> Any:
+        def op(self: C.FileSystem, *args: Any, **kwargs: Any) -> Any:
             calls["n"] += 1
             if calls["n"] == calls["limit"]:
                 raise _Crash(name)
             return real[name](*args, **kwargs)
         return op
 
+    # Patched on the class: monkeypatch undoes an instance's attribute by setting the bound
+    # method back on the instance, which would then hide every later patch of the class.
     for name in real:  # the commit protocol's filesystem (commit.FileSystem)
-        monkeypatch.setattr(C.OS, name, crashing(name))
+        monkeypatch.setattr(type(C.OS), name, crashing(name))
     land(str(tmp_path / "count"), transactions)
     total = calls["n"]
     # every step of the first commits (new directories, first manifest), then a sample

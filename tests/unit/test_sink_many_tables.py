@@ -108,13 +108,13 @@ def test_a_failed_file_write_breaks_the_flush_and_a_restart_lands_exactly_once(
     real_write = C.OS.write
     calls = {"n": 0}
 
-    def write(path: str, data: bytes) -> None:
+    def write(self: C.FileSystem, path: str, data: bytes) -> None:
         calls["n"] += 1
         if calls["n"] == 37:  # one file among the flush's 240 (data and schema files)
             raise C._named(OSError(errno.ENOSPC, os.strerror(errno.ENOSPC)), path)
         real_write(path, data)
 
-    monkeypatch.setattr(C.OS, "write", write)
+    monkeypatch.setattr(type(C.OS), "write", write)  # on the class: see test_sink_crash
     sink = ParquetSink(lake)
     sink.open()
     for item in items:
@@ -130,7 +130,7 @@ def test_a_failed_file_write_breaks_the_flush_and_a_restart_lands_exactly_once(
     assert _data_files(lake) == []  # nothing of the failed flush is visible
     assert not os.path.exists(os.path.join(lake, "_checkpoint.json"))
 
-    monkeypatch.setattr(C.OS, "write", real_write)
+    monkeypatch.undo()  # the restart writes for real
     _land(lake, items)  # restart: staging emptied, the whole stream landed once
     files = _data_files(lake)
     assert len(files) == TABLES
