@@ -419,12 +419,13 @@ class Pipeline:
     def _handle_rows(self, item: RowsEvent) -> None:
         table = item.table
         key = (table.schema, table.table)
-        if self.snapshots is not None and not self._skipping:
-            self.snapshots.observe(item)  # excluded tables too: one-time copies need them
+        snapshots = self.snapshots  # (tracking: see _handle_begin)
+        if snapshots is not None and snapshots.tracking and not self._skipping:
+            snapshots.observe(item)  # excluded tables too: one-time copies need them
         if self._skipping or not self._accepts(key):
             self.stats.filtered_rows += item.row_count
             return
-        self.sink.handle(item)
+        self.sink.handle_rows(item)
         stats = self.stats
         stats.rows += item.row_count
         stats.tables.add(key)
@@ -449,13 +450,18 @@ class Pipeline:
         self._skipping = self._skips(item)
         if self._skipping:
             self.stats.skipped_transactions += 1
-        if self.snapshots is not None:
-            self.snapshots.begin()
-        self.sink.handle(item)
+        # The coordinator's begin/observe/end change nothing while it is not tracking (no key
+        # log, nothing held for a transaction): skipped then, as they would be on every
+        # transaction. A key log started mid-transaction turns tracking on for the rest of it.
+        snapshots = self.snapshots
+        if snapshots is not None and snapshots.tracking:
+            snapshots.begin()
+        self.sink.handle_begin(item)
 
     def _handle_commit(self, item: TransactionCommit) -> None:
-        if self.snapshots is not None:
-            self.snapshots.end(item)
+        snapshots = self.snapshots  # XA COMMIT always: it ends a prepared part (see end)
+        if snapshots is not None and (snapshots.tracking or item.xa is not None):
+            snapshots.end(item)
         self.stats.transactions += 1
         self.stats.last_commit_time_us = item.commit_time_us
         rows = self._txn_rows
@@ -468,12 +474,12 @@ class Pipeline:
             for counter, n in rows.items():
                 unlanded[counter] = unlanded.get(counter, 0) + n
             skipped = self.sink.stats["skipped_transactions"]
-            self.sink.handle(item)  # may flush (size, row count): see _landed_flush
+            self.sink.handle_commit(item)  # may flush (size, row count): see _landed_flush
             if self.sink.stats["skipped_transactions"] != skipped:  # landed before
                 self._unlanded_rows.subtract(rows)
             rows.clear()
             return
-        self.sink.handle(item)
+        self.sink.handle_commit(item)
 
     def _handle_other(self, item: TransactionItem) -> None:
         """Statements, XA PREPARE/ROLLBACK, rollbacks — and subclasses of the three fast

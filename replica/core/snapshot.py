@@ -340,6 +340,12 @@ class SnapshotCoordinator:
         self.position: BinlogPosition | None = None  # stream position at the last boundary
         #: False while the stream is inside a transaction (set by the pipeline).
         self.between_transactions = False
+        #: False only while :meth:`begin`, :meth:`observe` and the :meth:`end` of a plain
+        #: commit would change nothing (no key log, no rows or watched tables held for the open
+        #: transaction): the pipeline then skips those three calls, made on every transaction.
+        #: A key log started mid-transaction sets it, so the transaction's later rows and end
+        #: are seen as if its begin had been (begin of an unwatched stream holds nothing).
+        self.tracking = False
         self.state: dict[str, Any] = sink.snapshot_state
 
     # --- the stream's side -------------------------------------------------------------------
@@ -364,6 +370,7 @@ class SnapshotCoordinator:
     def begin(self) -> None:
         self._txn_events = []
         self._txn_watched = frozenset(self._logs)
+        self.tracking = bool(self._logs)
 
     def end(self, item: TransactionCommit | TransactionPrepared | TransactionRollback) -> None:
         """The end of a streamed transaction: its rows changed the tables if it committed. An
@@ -377,8 +384,10 @@ class SnapshotCoordinator:
         the lake changed (it keeps them durable, see sinks/parquet/xa.py): such a table's
         waiting chunk is discarded and read again, as after DDL."""
         events, self._txn_events = self._txn_events, []
+        watched, self._txn_watched = self._txn_watched, frozenset()  # read by this end only
+        self.tracking = bool(self._logs)
         if isinstance(item, TransactionPrepared):
-            self._xa_events[item.xid] = (events, self._txn_watched)
+            self._xa_events[item.xid] = (events, watched)
             return
         if item.xa is not None:
             events_then, watched_then = self._xa_events.pop(item.xa, ([], frozenset()))
@@ -441,6 +450,7 @@ class SnapshotCoordinator:
         current = self._logs.get(key)
         if current is None or current.key_columns != key_columns:
             current = self._logs[key] = _KeyLog(key_columns, keep_images)
+            self.tracking = True
             if self.between_transactions and self.position is not None:
                 current.start = self.position
         return current.since

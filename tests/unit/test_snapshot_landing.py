@@ -198,6 +198,33 @@ def test_the_plan_keeps_requests_and_restarts_finished_tables():
     assert requests_done(state, "r1", [("shop", "users")]) == [state["tables"]["shop.users"]]
 
 
+def test_without_tracking_the_per_transaction_calls_are_skipped_yet_no_change_is_missed(tmp_path):
+    """The pipeline calls begin/observe/end (of a plain commit) only while ``tracking``: a key
+    log started mid-transaction (its begin skipped) still sees the transaction's later rows
+    at its commit, and one stopped mid-transaction leaves nothing for the next transactions."""
+    b, users, sink, _table, coordinator = _coordinated(tmp_path)
+    assert coordinator.tracking is False
+    b.begin()  # not tracking: the pipeline skips begin()
+    coordinator.watch("shop", "users", (0,), keep_images=False)  # a snapshot starts now
+    assert coordinator.tracking is True
+    coordinator.observe(b.update(users, [((2, "b", 2), (2, "B", 5))]))
+    coordinator.end(b.commit())
+    assert set(coordinator._logs[("shop", "users")].touched) == {(2,)}
+    b.begin()
+    coordinator.begin()
+    coordinator.observe(b.insert(users, [(7, "x", 0)]))
+    coordinator.unwatch("shop", "users")  # the table's snapshot ends mid-transaction
+    assert coordinator.tracking is True  # until the transaction ends
+    coordinator.end(b.commit())
+    assert coordinator.tracking is False
+    b.begin()  # skipped again: nothing of the earlier transactions may come back
+    coordinator.watch("shop", "users", (0,), keep_images=False)
+    coordinator.observe(b.insert(users, [(9, "y", 0)]))
+    coordinator.end(b.commit())
+    assert set(coordinator._logs[("shop", "users")].touched) == {(9,)}
+    sink.close()
+
+
 def test_rows_count_when_they_commit_and_xa_rows_at_their_xa_commit(tmp_path):
     b, users, sink, _table, coordinator = _coordinated(tmp_path)
     coordinator.watch("shop", "users", (0,), keep_images=False)
