@@ -5,7 +5,8 @@
 # text-row bulk parser's columns, binlake decode's line formatter, a snapshot's kept
 # text rows into Arrow chunks and the bulk copy that keeps them), ROUNDS corrupted events /
 # result sets / random row events each (default 3000); and the slot filler's instances
-# (protocol/_native_slots.c, tests/unit/test_native_slots.py).
+# (protocol/_native_slots.c, tests/unit/test_native_slots.py); and the sum of an event's Arrow buffers
+# (arrow_bytes, tests/unit/test_sink_memory_budget.py).
 #   bench/native_asan.sh [ROUNDS]
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -21,4 +22,5 @@ export ASAN_OPTIONS=detect_leaks=0  # the interpreter's own allocations are not 
 LD_PRELOAD="$(gcc -print-file-name=libasan.so) $(gcc -print-file-name=libubsan.so)" \
   "$python" -m pytest -q -p no:cacheprovider tests/unit/test_native_rows.py tests/unit/test_native_arrow.py \
     tests/unit/test_text_rows.py tests/unit/test_native_format.py \
-    tests/unit/test_snapshot_arrow.py tests/unit/test_native_slots.py
+    tests/unit/test_snapshot_arrow.py tests/unit/test_native_slots.py \
+    tests/unit/test_sink_memory_budget.py

@@ -1197,6 +1197,49 @@ fail:
     return NULL;
 }
 
+/* arrow_bytes(images) -> int
+ * The bytes of every buffer (validity, data, offsets) of the chunks of a rows event's Arrow
+ * images ``(before chunks or None, after chunks or None)``, each chunk None or
+ * ``(tag, nulls, validity, data, offsets)``: the sink's memory estimate per event
+ * (sinks/parquet/writer.py _estimate), a loop over every column that showed in profiles of
+ * one-row transactions. Anything else raises TypeError. */
+static PyObject *arrow_bytes(PyObject *self, PyObject *images) {
+    (void)self;
+    if (!PyTuple_Check(images)) {
+        PyErr_SetString(PyExc_TypeError, "arrow_bytes: images must be a tuple");
+        return NULL;
+    }
+    Py_ssize_t total = 0;
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(images); i++) {
+        PyObject *chunks = PyTuple_GET_ITEM(images, i);
+        if (chunks == Py_None)
+            continue;
+        if (!PyTuple_Check(chunks)) {
+            PyErr_SetString(PyExc_TypeError, "arrow_bytes: an image's chunks must be a tuple");
+            return NULL;
+        }
+        for (Py_ssize_t j = 0; j < PyTuple_GET_SIZE(chunks); j++) {
+            PyObject *chunk = PyTuple_GET_ITEM(chunks, j);
+            if (chunk == Py_None)
+                continue;
+            if (!PyTuple_Check(chunk) || PyTuple_GET_SIZE(chunk) != 5) {
+                PyErr_SetString(PyExc_TypeError, "arrow_bytes: a chunk must be a 5-tuple");
+                return NULL;
+            }
+            for (Py_ssize_t b = 2; b < 5; b++) {
+                PyObject *buffer = PyTuple_GET_ITEM(chunk, b);
+                if (buffer == Py_None && b != 3)
+                    continue;
+                Py_ssize_t n = PyObject_Size(buffer);  /* TypeError for a None data buffer */
+                if (n < 0)
+                    return NULL;
+                total += n;
+            }
+        }
+    }
+    return PyLong_FromSsize_t(total);
+}
+
 /* gather(tag, k, entries) -> concat's result, or None
  * Table column k of a batch from its entries (sinks/parquet/rows.py): per image (slots, chunks,
  * values, rows) — slots None means the table's order, values None an image the rows lack. The
@@ -1970,6 +2013,8 @@ static PyMethodDef methods[] = {
      "Decode a rows event's images into per-column Arrow buffers (see native.py)."},
     {"concat", (PyCFunction)(void (*)(void))concat, METH_FASTCALL,
      "Concatenate Arrow column chunks (and runs of NULLs) into one column's buffers."},
+    {"arrow_bytes", (PyCFunction)arrow_bytes, METH_O,
+     "The bytes of every buffer of a rows event's Arrow images' chunks."},
     {"gather", (PyCFunction)(void (*)(void))gather, METH_FASTCALL,
      "One table column of a batch from its images' chunks; None when one lacks a chunk."},
     {"text_row", (PyCFunction)(void (*)(void))text_row, METH_FASTCALL,

@@ -66,6 +66,12 @@ text_row: Callable[[bytes, tuple[bool, ...]], tuple[str | bytes | None, ...] | N
 ARROW = (ENABLED and os.environ.get("BINLAKE_NATIVE_ARROW", "1") != "0"
          and all(hasattr(_module, name) for name in ("decode_arrow", "concat", "gather")))
 
+#: ``arrow_bytes(images) -> int``: the bytes of every buffer (validity, data, offsets) of a rows
+#: event's Arrow chunks (``RowsEvent.arrow``), summed in C (the sink's memory estimate, per
+#: event); None with :data:`ARROW` off or an extension built before it (the sink then sums them).
+arrow_bytes: Callable[[Any], int] | None = (
+    getattr(_module, "arrow_bytes", None) if ARROW else None)
+
 #: ``text_rows(buf, start, end, seq, limit, kinds, columns) -> (start, seq, rows, fallbacks)``:
 #: every complete plain row packet buffered in ``buf[start:end]`` parsed straight into column
 #: lists (``protocol.packets.PacketCodec.text_rows`` says how); None as for ``text_row``.
