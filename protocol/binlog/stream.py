@@ -59,6 +59,9 @@ from .events import (
     TransactionPayloadEvent,
     decode_event,
     decode_format_description,
+    decode_mariadb_gtid,
+    decode_mysql_gtid,
+    decode_xid,
 )
 from .header import (
     CHECKSUM_LEN,
@@ -97,6 +100,12 @@ _ROTATE = int(EventType.ROTATE)
 _HEADER = struct.Struct("<IBIIIH")
 # zlib.crc32 of any bytes followed by their own CRC32 (little-endian): the CRC's residue.
 _CRC32_RESIDUE = 0x2144DF1C
+# The non-row events of every transaction, each decoded straight by its decoder (as
+# events.decode_event would, which they need nothing else of: no FDE, no inflating).
+_PER_TRANSACTION: dict[int, Callable[[EventHeader, bytes | memoryview], BinlogEvent]] = {
+    int(EventType.XID): decode_xid, int(EventType.MARIADB_GTID): decode_mariadb_gtid,
+    int(EventType.GTID): decode_mysql_gtid,
+}
 # EventHeader(...) with every field, built in C when the extension is there (once per event).
 _make_header = positional_maker(EventHeader)
 
@@ -307,9 +316,11 @@ class EventStream:
                 body = data[HEADER_LEN:size - CHECKSUM_LEN]
             else:
                 body = data[HEADER_LEN:]
-            if type_code in _ROW_LAYER:
-                try:
-                    decoded = self._decode_row_event(header, body)
+            plain = _PER_TRANSACTION.get(type_code)
+            if plain is not None or type_code in _ROW_LAYER:
+                try:  # GTID, XID: decode_event's dispatch without its call; rows, TABLE_MAP
+                    decoded = (plain(header, body) if plain is not None
+                               else self._decode_row_event(header, body))
                 except EventDecodeError:
                     raise
                 except MalformedPacket as exc:

@@ -61,6 +61,22 @@ def test_the_same_definition_with_4_byte_ids_is_its_own_entry() -> None:
     assert len(maps) == 2
 
 
+def test_a_body_repeated_byte_for_byte_gives_the_same_event_under_its_own_header() -> None:
+    # the stream hands bodies over as bytes: a repeat is then found by the whole body
+    maps = TableMapCache()
+    body = table_map_body(COLS, table_id=7005, table="cache_t")
+    first = maps.decode(header(19, 100), body, 8)
+    again = maps.decode(header(19, 900), bytes(bytearray(body)), 8)
+    assert again == dataclasses.replace(first, header=header(19, 900))
+    assert again.columns is first.columns and again.table_id == 7005
+    # ... but only under the id width and flavour it was parsed with
+    assert maps.decode(header(), body, 10).table_id == 7005
+    assert maps.decode(header(), body[2:], 6).table_id == 7005 >> 16
+    mariadb = maps.decode(header(), body, 8, mariadb=True)
+    assert mariadb == maps.decode(header(), memoryview(body), 8, mariadb=True)
+    assert len(maps) == 4  # post-header 8 and 10, 6, MariaDB's 8
+
+
 def test_an_altered_definition_gets_its_own_entry_and_decoder() -> None:
     maps, decoders = TableMapCache(), DecoderCache()
     before = table_map(maps, 7010)
