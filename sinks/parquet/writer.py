@@ -49,6 +49,7 @@ from protocol.binlog.transactions import (
     TransactionRollback,
 )
 from protocol.binlog.values import JsonDiff
+from protocol.frozen import positional_maker
 from protocol.gtid import GtidPosition, GtidSet, MariadbGtid, MysqlGtid
 
 from ..errors import LakeError, SinkStateError
@@ -193,6 +194,11 @@ class _Part:
     file_bytes: int = 0  # of the open file, as of its last row group accounted for
     staged: str = ""  # relative to the lake
     final: str = ""
+
+
+#: TransactionTags, built in C when protocol._native_slots is (one per transaction; every
+#: field positional, in declaration order).
+_make_tags = positional_maker(TransactionTags)
 
 
 def _gtid_tags(gtid: Any) -> tuple[str | None, int | None, int | None, str | None,
@@ -482,10 +488,13 @@ class ParquetSink:
         if self._txn is not None:
             log.warning("transaction at %s never ended; dropping its rows", self._txn.begin.position)
             self._discard(self._txn)
-        gtid_text, domain, server_id, uuid, tag, gtid_seq = _gtid_tags(begin.gtid)
+        gtid = begin.gtid
         position = begin.position
-        tags = TransactionTags(self._seq + 1, gtid_text, domain, server_id, uuid, tag, gtid_seq,
-                               position.file, position.pos)  # by position: one per transaction
+        if type(gtid) is MariadbGtid:  # the common case, without _gtid_tags' tuple
+            tags = _make_tags(self._seq + 1, str(gtid), gtid.domain, gtid.server_id, None, None,
+                              gtid.seq, position.file, position.pos)
+        else:
+            tags = _make_tags(self._seq + 1, *_gtid_tags(gtid), position.file, position.pos)
         self._txn = _Transaction(tags, begin, self._already_landed(begin))
 
     def _already_landed(self, begin: TransactionBegin) -> bool:
