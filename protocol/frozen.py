@@ -70,7 +70,7 @@ def fast_init(cls: _C) -> _C:
     return cls
 
 
-def positional_maker(cls: type[_T]) -> Callable[..., _T]:
+def positional_maker(cls: type[_T], *, checked_by_caller: bool = False) -> Callable[..., _T]:
     """``cls`` itself, or a callable building the same instances in C when the optional
     extension ``protocol._native_slots`` is built (and ``BINLAKE_NATIVE`` is not ``0``).
 
@@ -78,10 +78,14 @@ def positional_maker(cls: type[_T]) -> Callable[..., _T]:
     positionally (defaults too), and stores it in its slot (~0.1 µs for nine fields instead
     of ~0.5 µs). Only classes whose ``__init__`` does nothing else qualify: frozen, slotted,
     no ``__post_init__``, no keyword-only or factory fields; anything else gets ``cls``.
+    ``checked_by_caller``: a ``__post_init__`` that only validates does not disqualify the
+    class, for a caller whose values hold its invariants by construction (e.g. integers a
+    fixed-width unpack read); the maker then skips the check.
     """
     params = getattr(cls, "__dataclass_params__", None)
     if (params is None or not params.frozen or "__slots__" not in cls.__dict__
-            or hasattr(cls, "__post_init__") or os.environ.get("BINLAKE_NATIVE", "1") == "0"):
+            or (hasattr(cls, "__post_init__") and not checked_by_caller)
+            or os.environ.get("BINLAKE_NATIVE", "1") == "0"):
         return cls
     fields = dataclasses.fields(cls)  # type: ignore[arg-type]
     if any(not f.init or f.kw_only or f.default_factory is not dataclasses.MISSING

@@ -48,6 +48,9 @@ _U32 = struct.Struct("<I")
 _U64 = struct.Struct("<Q")
 
 _BUFFER_COMPACT_THRESHOLD = 1 << 16
+# next_payloads_after copies a buffer up to this size whole and splits it in one pass (a few
+# reads' worth); a larger one (a big event still arriving) is scanned first, then copied.
+_ONE_PASS_MAX = 1 << 20
 
 
 class PacketCodec:
@@ -202,6 +205,8 @@ class PacketCodec:
         and no view, where taking the packet and then a view past its first byte cost three
         objects (making a view costs more than copying a small event).
         """
+        if not self._scan_chunks and len(self._buf) - self._start <= _ONE_PASS_MAX:
+            return self._payloads_one_pass(status)
         stops, seq = self._plain_packets(status)
         if not stops:
             return []
@@ -217,6 +222,36 @@ class PacketCodec:
             out.append(data[begin + 5:stop])
             begin = stop
         self._take_until(stops, seq)
+        return out
+
+    def _payloads_one_pass(self, status: int) -> list[bytes]:
+        """:meth:`next_payloads_after` for a buffer of at most ``_ONE_PASS_MAX`` bytes: one
+        copy of all of it (a partial packet at its end included, bounded so), then each
+        packet checked and sliced in the same loop, as :meth:`_plain_packets` checks them."""
+        start = self._start
+        with memoryview(self._buf) as view:
+            data = bytes(view[start:])
+        end = len(data)
+        pos = 0
+        seq = self.sequence
+        check = self.check_sequence
+        limit = min(self.max_packet_size, MAX_CHUNK - 1)
+        unpack = _HEADER.unpack_from
+        out: list[bytes] = []
+        append = out.append
+        while end - pos >= 5:
+            (header,) = unpack(data, pos)
+            length = header & 0xFFFFFF
+            stop = pos + 4 + length
+            if ((check and header >> 24 != seq) or length > limit or stop > end
+                    or not length or data[pos + 4] != status):
+                break
+            append(data[pos + 5:stop])
+            seq = ((header >> 24) + 1) & 0xFF
+            pos = stop
+        if out:
+            self._start = start + pos
+            self.sequence = seq
         return out
 
     def _plain_packets(self, status: int | None) -> tuple[list[int], int]:

@@ -121,6 +121,9 @@ class TransactionPrepared:
 _make_begin = positional_maker(TransactionBegin)
 _make_commit = positional_maker(TransactionCommit)
 _make_position = positional_maker(BinlogPosition)
+# A MariaDB GTID from a decoded GTID event, once per transaction: its domain and sequence were
+# read as u32/u64 and its server id from the header's u32, so they are in range already.
+_make_mariadb_gtid = positional_maker(MariadbGtid, checked_by_caller=True)
 
 TransactionItem = (TransactionBegin | RowsEvent | Statement | TransactionCommit
                    | TransactionRollback | TransactionPrepared)
@@ -278,7 +281,7 @@ class TransactionAssembler:
         gtid: Gtid | None
         if isinstance(event, MariadbGtidEvent):  # one per transaction: flags tested in place
             flags = event.flags
-            gtid = MariadbGtid(event.domain_id, event.server_id, event.seq_no)
+            gtid = _make_mariadb_gtid(event.domain_id, event.server_id, event.seq_no)
             items.append(self._begin(gtid, event.header, bool(flags & _FL_DDL),
                                      standalone=bool(flags & _FL_STANDALONE_OR_COMPLETED_XA),
                                      is_xa=bool(flags & _FL_XA)))

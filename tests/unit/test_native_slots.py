@@ -106,9 +106,23 @@ def test_classes_it_cannot_build_exactly_get_the_class() -> None:
         assert positional_maker(cls) is cls
 
 
+def test_a_validating_class_is_built_natively_only_when_the_caller_checks() -> None:
+    make = positional_maker(MariadbGtid, checked_by_caller=True)
+    assert type(make) is not type
+    made, built = make(0, 7, 2**64 - 1), MariadbGtid(0, 7, 2**64 - 1)
+    assert type(made) is MariadbGtid
+    assert made == built and hash(made) == hash(built) and str(made) == "0-7-18446744073709551615"
+    assert pickle.loads(pickle.dumps(made)) == built and made < MariadbGtid(0, 8, 0)
+    assert positional_maker(_Checked, checked_by_caller=True)(-1).value == -1  # not checked
+    with pytest.raises(ValueError, match="negative"):
+        _Checked(-1)
+
+
 def test_native_off_gives_the_class() -> None:
     code = ("from protocol.frozen import positional_maker; "
             "from protocol.binlog.model import EventHeader; "
-            "assert positional_maker(EventHeader) is EventHeader")
+            "from protocol.gtid import MariadbGtid; "
+            "assert positional_maker(EventHeader) is EventHeader; "
+            "assert positional_maker(MariadbGtid, checked_by_caller=True) is MariadbGtid")
     subprocess.run([sys.executable, "-c", code], check=True, env={
         **os.environ, "BINLAKE_NATIVE": "0"})
