@@ -250,7 +250,7 @@ class _OsFileSystem(FileSystem):
     def watch(self, lake: str) -> None:
         if _OsFileSystem._syncfs is None:
             _OsFileSystem._syncfs = _load_syncfs() or False
-        if not _OsFileSystem._syncfs:
+        if not _OsFileSystem._syncfs or lake in self._lakes:  # watched already: once per lake
             return
         fd = os.open(lake, os.O_RDONLY | os.O_DIRECTORY)
         try:
@@ -263,9 +263,6 @@ class _OsFileSystem(FileSystem):
         except BaseException:
             os.close(fd)
             raise
-        if lake in self._lakes:  # watched already: once per lake
-            os.close(fd)
-            return
         held = self._watched.get(device)
         if held is not None:
             os.close(fd)
