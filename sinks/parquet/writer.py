@@ -32,7 +32,7 @@ import logging
 import os
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NoReturn
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -425,13 +425,17 @@ class ParquetSink:
             raise SinkStateError(f"the sink stopped after a lake error ({self._broken}); "
                                  "open a new one to recover")
 
+    def _refuse(self) -> NoReturn:
+        """Why an item cannot be landed now: a broken sink, or one not open."""
+        self._check_usable()
+        raise SinkStateError("ParquetSink.handle() before open() or after close()")
+
     # --- the item stream -----------------------------------------------------------------------
 
     def handle(self, item: TransactionItem) -> None:
         """Consume one item of the transaction stream (see ``protocol.binlog.transactions``)."""
         if not self._opened or self._broken is not None:
-            self._check_usable()
-            raise SinkStateError("ParquetSink.handle() before open() or after close()")
+            self._refuse()
         try:  # free in CPython 3.11+ while nothing is raised
             if isinstance(item, RowsEvent):
                 self._on_rows(item)
@@ -457,8 +461,7 @@ class ParquetSink:
     def handle_begin(self, begin: TransactionBegin) -> None:
         """:meth:`handle` of a :class:`TransactionBegin` (or a subclass)."""
         if not self._opened or self._broken is not None:
-            self._check_usable()
-            raise SinkStateError("ParquetSink.handle() before open() or after close()")
+            self._refuse()
         try:
             self._on_begin(begin)
         except OSError as exc:
@@ -467,8 +470,7 @@ class ParquetSink:
     def handle_rows(self, event: RowsEvent) -> None:
         """:meth:`handle` of a :class:`RowsEvent` (or a subclass)."""
         if not self._opened or self._broken is not None:
-            self._check_usable()
-            raise SinkStateError("ParquetSink.handle() before open() or after close()")
+            self._refuse()
         try:
             self._on_rows(event)
         except OSError as exc:
@@ -477,8 +479,7 @@ class ParquetSink:
     def handle_commit(self, commit: TransactionCommit) -> None:
         """:meth:`handle` of a :class:`TransactionCommit` (or a subclass)."""
         if not self._opened or self._broken is not None:
-            self._check_usable()
-            raise SinkStateError("ParquetSink.handle() before open() or after close()")
+            self._refuse()
         try:
             self._on_commit(commit)
         except OSError as exc:
