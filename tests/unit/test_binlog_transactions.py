@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import zlib
+
 import pytest
 
 from protocol.binlog.ddl import DdlKind, classify
@@ -14,7 +16,7 @@ from protocol.binlog.transactions import (
     TransactionPrepared,
     TransactionRollback,
 )
-from protocol.errors import ChecksumMismatch
+from protocol.errors import ChecksumMismatch, EventDecodeError
 from protocol.gtid import MariadbGtid
 
 from .test_binlog_events import decode_files, fixture_files, new_stream, split_binlog
@@ -195,3 +197,27 @@ def test_a_bad_event_in_a_batch_keeps_the_events_before_it() -> None:
     expected.start_file(path.name)
     assert out == [event for raw in raws[:5] for event in expected.feed(raw)]
     assert stream.position == expected.position  # the bad event did not move it
+
+
+@pytest.mark.parametrize("flavor", ["mariadb-10.11", "mysql-9.7"])
+def test_truncated_per_transaction_events_in_a_batch_raise_event_decode_errors(
+        flavor: str) -> None:
+    """feed_into's direct GTID/XID decoding and the TABLE_MAP caches: every truncation of
+    such an event (its size and CRC made consistent) decodes or raises EventDecodeError."""
+    path = fixture_files(flavor)[0]
+    raws = [raw for _, raw in split_binlog(path.read_bytes())]
+    stream = new_stream()
+    stream.start_file(path.name)
+    for index, raw in enumerate(raws):
+        if raw[4] in (16, 19, 33, 162):  # XID, TABLE_MAP, GTID, MariaDB GTID
+            for cut in range(19, len(raw) - 4):
+                event = bytearray(raw[:cut])
+                event[9:13] = (cut + 4).to_bytes(4, "little")
+                event += zlib.crc32(event).to_bytes(4, "little")
+                try:
+                    stream.feed_into([bytes(event), bytes(event)], [])
+                except EventDecodeError:
+                    pass
+        stream.feed_into([raw], [])  # on to the next event, as read
+        if index > 60:
+            break
