@@ -155,3 +155,31 @@ def test_a_failed_syncfs_breaks_the_flush_and_a_restart_lands_exactly_once(
     assert len(files) == TABLES
     ids = sorted(i for path in files for i in pq.read_table(path, columns=["id"])["id"].to_pylist())
     assert ids == list(range(TABLES * 3 * 2))
+
+
+def test_the_real_syncfs_is_taken_on_a_filesystem_that_has_it(tmp_path, monkeypatch,
+                                                              fsynced) -> None:
+    """libc's own ``syncfs`` and ``statfs``, only counted: on the test machine's ext4/XFS/btrfs
+    the many-tables flush really goes through one ``syncfs`` per commit step."""
+    loaded = C._load_syncfs()
+    if not loaded:
+        pytest.skip("no syncfs that reports write-back errors (Linux < 5.8)")
+    real_syncfs, real_statfs = loaded
+    buffer = ctypes.create_string_buffer(256)
+    assert real_statfs(os.fsencode(str(tmp_path)), buffer) == 0
+    if ctypes.c_long.from_buffer(buffer).value not in C._SYNCFS_TYPES:
+        pytest.skip("the temporary directory is not on ext4, XFS or btrfs")
+    results: list[int] = []
+
+    def syncfs(fd: int) -> int:
+        results.append(real_syncfs(fd))
+        return results[-1]
+
+    monkeypatch.setattr(C._OsFileSystem, "_syncfs", (syncfs, real_statfs))
+    monkeypatch.setattr(C._OsFileSystem, "_watched", {})
+    monkeypatch.setattr(C._OsFileSystem, "_lakes", {})
+    lake = str(tmp_path / "lake")
+    _land(lake)
+    assert results == [0, 0, 0]
+    assert not [p for p in fsynced if p.endswith((".parquet", ".json")) and "_staging" in p]
+    assert len(_data_files(lake)) == TABLES
