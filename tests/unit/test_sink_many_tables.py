@@ -20,6 +20,7 @@ from protocol.binlog.coltypes import FieldType as T
 from sinks.errors import LakeError, SinkStateError
 from sinks.parquet import ParquetSink, SinkOptions
 from sinks.parquet import commit as C
+from sinks.parquet.compact import max_seq
 from sinks.parquet.testing import StreamBuilder, col
 
 TABLES = 120
@@ -99,6 +100,28 @@ def test_the_codec_of_a_file_written_whole(tmp_path, compression: str, rows: int
     assert meta.row_group(0).column(1).compression == codec
     # a dictionary is tried on the big file's columns only (the small ones: files.ParquetJob)
     assert meta.row_group(0).column(0).has_dictionary_page == (rows == 4000)
+
+
+@pytest.mark.parametrize("rows", [10, 4000])
+def test_a_small_file_keeps_the_statistics_readers_use(tmp_path, rows: int) -> None:
+    """A small file's footer has statistics on ``_seq`` and ``_commit_ts`` only (the rest cost
+    CPU per column chunk and no reader uses them); a big one keeps them on every column."""
+    b = StreamBuilder()
+    table = b.table("many", "t", COLUMNS)
+    lake = str(tmp_path / "lake")
+    _land(lake, [b.begin(), b.insert(table, [(i, "x" * 120, i) for i in range(rows)]),
+                 b.commit(), b.begin(), b.insert(table, [(rows, "y", -1)]), b.commit()])
+    [path] = _data_files(lake)
+    group = pq.ParquetFile(path).metadata.row_group(0)
+    with_statistics = {group.column(i).path_in_schema for i in range(group.num_columns)
+                       if group.column(i).statistics is not None}
+    if rows == 10:
+        assert with_statistics == {"_seq", "_commit_ts"}
+    else:
+        assert len(with_statistics) == group.num_columns == 20
+    seq = group.column(pq.ParquetFile(path).schema_arrow.get_field_index("_seq")).statistics
+    assert (seq.min, seq.max, seq.null_count) == (1, 2, 0)
+    assert max_seq(path) == 2  # what retention and _covered.json read
 
 
 def test_a_failed_file_write_breaks_the_flush_and_a_restart_lands_exactly_once(
