@@ -6,7 +6,8 @@
 # text rows into Arrow chunks and the bulk copy that keeps them), ROUNDS corrupted events /
 # result sets / random row events each (default 3000); and the slot filler's instances
 # (protocol/_native_slots.c, tests/unit/test_native_slots.py); and the sum of an event's Arrow buffers
-# (arrow_bytes, tests/unit/test_sink_memory_budget.py).
+# (arrow_bytes, tests/unit/test_sink_memory_budget.py); a batch's columns gathered at once and
+# its metadata columns filled (gather_all, meta_columns: tests/unit/test_batch_fast_path.py).
 #   bench/native_asan.sh [ROUNDS]
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -23,4 +24,4 @@ LD_PRELOAD="$(gcc -print-file-name=libasan.so) $(gcc -print-file-name=libubsan.s
   "$python" -m pytest -q -p no:cacheprovider tests/unit/test_native_rows.py tests/unit/test_native_arrow.py \
     tests/unit/test_text_rows.py tests/unit/test_native_format.py \
     tests/unit/test_snapshot_arrow.py tests/unit/test_native_slots.py \
-    tests/unit/test_sink_memory_budget.py
+    tests/unit/test_sink_memory_budget.py tests/unit/test_batch_fast_path.py

@@ -1307,6 +1307,178 @@ done:
     return result;
 }
 
+/* gather_all(tags, entries) -> [gather's result or None per column]
+ * Every table column of a batch at once (tags: each column's native tag, None for a column
+ * the native layouts do not cover): one call per batch instead of one per column, which
+ * showed at a flush over thousands of small tables. None for a column without a tag, one
+ * gather gives None for, or one over 2 GiB of strings (OverflowError: the caller converts
+ * its Python values, which splits it). */
+static PyObject *gather_all(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 2 || !PyTuple_Check(args[0])) {
+        PyErr_SetString(PyExc_TypeError, "gather_all(tags: tuple, entries)");
+        return NULL;
+    }
+    Py_ssize_t width = PyTuple_GET_SIZE(args[0]);
+    PyObject *out = PyList_New(width);
+    if (out == NULL) return NULL;
+    for (Py_ssize_t k = 0; k < width; k++) {
+        PyObject *tag = PyTuple_GET_ITEM(args[0], k), *column;
+        if (tag == Py_None) {
+            column = Py_NewRef(Py_None);
+        } else {
+            PyObject *index = PyLong_FromSsize_t(k);
+            if (index == NULL) { Py_DECREF(out); return NULL; }
+            PyObject *gargs[3] = {tag, index, args[1]};
+            column = gather(self, gargs, 3);
+            Py_DECREF(index);
+            if (column == NULL) {
+                if (!PyErr_ExceptionMatches(PyExc_OverflowError)) { Py_DECREF(out); return NULL; }
+                PyErr_Clear();
+                column = Py_NewRef(Py_None);
+            }
+        }
+        PyList_SET_ITEM(out, k, column);
+    }
+    return out;
+}
+
+/* meta_columns(tags, ends, kinds) -> tuple: per kind, (nulls, validity | None, data,
+ * offsets | None), or None for a column of NULLs only (or a kind "-": not wanted)
+ * The metadata columns of a batch (sinks/parquet/rows.py) from its events' tags: event i's
+ * rows end at ends[i] (batch-wide, non-decreasing) and carry tags[i][c] in column c. Kinds:
+ * "i" int64 (int or None), "s" UTF-8 string (str or None), "r" int64 row number: the row's
+ * index in the batch plus tags[i][c] (an int), "-" skipped. A value of another type or out of
+ * int64 raises TypeError / OverflowError (the caller then takes its Python path, which raises
+ * or converts as ever); so does a string column over 2 GiB. */
+static PyObject *meta_columns(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    (void)self;
+    if (nargs != 3 || !PyList_Check(args[0]) || !PyList_Check(args[1])
+        || !PyBytes_Check(args[2])) {
+        PyErr_SetString(PyExc_TypeError, "meta_columns(tags: list, ends: list, kinds: bytes)");
+        return NULL;
+    }
+    PyObject *tags = args[0], *ends = args[1];
+    Py_ssize_t events = PyList_GET_SIZE(tags), width = PyBytes_GET_SIZE(args[2]);
+    const char *kinds = PyBytes_AS_STRING(args[2]);
+    if (PyList_GET_SIZE(ends) != events) {
+        PyErr_SetString(PyExc_ValueError, "meta_columns: one end per event");
+        return NULL;
+    }
+    Py_ssize_t *end = PyMem_Malloc(sizeof(Py_ssize_t) * (size_t)(events + 1));
+    if (end == NULL) return PyErr_NoMemory();
+    PyObject *out = NULL;
+    Py_ssize_t rows = 0;
+    for (Py_ssize_t e = 0; e < events; e++) {
+        PyObject *t = PyList_GET_ITEM(tags, e);
+        Py_ssize_t at = PyLong_AsSsize_t(PyList_GET_ITEM(ends, e));
+        if (at == -1 && PyErr_Occurred()) goto fail;
+        if (at < rows || !PyTuple_Check(t) || PyTuple_GET_SIZE(t) < width) {
+            PyErr_SetString(PyExc_ValueError, "meta_columns: malformed tags or ends");
+            goto fail;
+        }
+        end[e] = rows = at;
+    }
+    if (rows > PY_SSIZE_T_MAX / 8 - 8) { PyErr_NoMemory(); goto fail; }
+    out = PyTuple_New(width);
+    if (out == NULL) goto fail;
+    for (Py_ssize_t c = 0; c < width; c++) {
+        char kind = kinds[c];
+        if (kind == '-') {
+            PyTuple_SET_ITEM(out, c, Py_NewRef(Py_None));
+            continue;
+        }
+        if (kind != 'i' && kind != 's' && kind != 'r') {
+            PyErr_SetString(PyExc_ValueError, "meta_columns: unknown kind");
+            goto fail;
+        }
+        /* First pass: NULL rows, string bytes, values checked. */
+        Py_ssize_t nulls = 0, bytes = 0, start = 0;
+        for (Py_ssize_t e = 0; e < events; e++) {
+            PyObject *v = PyTuple_GET_ITEM(PyList_GET_ITEM(tags, e), c);
+            Py_ssize_t n = end[e] - start;
+            start = end[e];
+            if (v == Py_None && kind != 'r') {
+                nulls += n;
+            } else if (kind == 's') {
+                Py_ssize_t len;
+                if (!PyUnicode_Check(v)) {
+                    PyErr_SetString(PyExc_TypeError, "meta_columns: a string column holds a non-str");
+                    goto fail;
+                }
+                if (PyUnicode_AsUTF8AndSize(v, &len) == NULL) goto fail;
+                if (n && len > (INT32_MAX - bytes) / n) {
+                    PyErr_SetString(PyExc_OverflowError, "meta_columns: string column over 2 GiB");
+                    goto fail;
+                }
+                bytes += len * n;
+            } else if (!PyLong_Check(v) || PyBool_Check(v)) {
+                PyErr_SetString(PyExc_TypeError, "meta_columns: an int64 column holds a non-int");
+                goto fail;
+            }
+        }
+        if (nulls == rows) {
+            PyTuple_SET_ITEM(out, c, Py_NewRef(Py_None));
+            continue;
+        }
+        PyObject *data = PyBytes_FromStringAndSize(NULL, kind == 's' ? bytes : 8 * rows);
+        PyObject *offsets = kind == 's' ? PyBytes_FromStringAndSize(NULL, 4 * (rows + 1))
+                                        : Py_NewRef(Py_None);
+        PyObject *valid = nulls ? PyBytes_FromStringAndSize(NULL, (rows + 7) / 8)
+                                : Py_NewRef(Py_None);
+        PyObject *column = NULL;
+        if (data && offsets && valid)
+            column = Py_BuildValue("(nOOO)", nulls, valid, data, offsets);
+        Py_XDECREF(data);
+        Py_XDECREF(offsets);
+        Py_XDECREF(valid);
+        if (column == NULL) goto fail;
+        PyTuple_SET_ITEM(out, c, column);
+        char *dp = PyBytes_AS_STRING(data);
+        int32_t *op = kind == 's' ? (int32_t *)PyBytes_AS_STRING(offsets) : NULL;
+        unsigned char *vp = nulls ? (unsigned char *)PyBytes_AS_STRING(valid) : NULL;
+        if (vp) memset(vp, 0, (size_t)(rows + 7) / 8);
+        if (op) op[0] = 0;
+        /* Second pass: the values (checked above; only int64's range is left to check). */
+        Py_ssize_t row = 0, pos = 0;
+        for (Py_ssize_t e = 0; e < events; e++) {
+            PyObject *v = PyTuple_GET_ITEM(PyList_GET_ITEM(tags, e), c);
+            int valid_run = v != Py_None;
+            if (kind == 's') {
+                Py_ssize_t len = 0;
+                const char *s = valid_run ? PyUnicode_AsUTF8AndSize(v, &len) : "";
+                if (s == NULL) goto fail;
+                for (; row < end[e]; row++) {
+                    if (len) memcpy(dp + pos, s, (size_t)len);
+                    pos += len;
+                    op[row + 1] = (int32_t)pos;
+                    if (vp && valid_run) vp[row >> 3] |= (unsigned char)(1u << (row & 7));
+                }
+                continue;
+            }
+            long long x = 0;
+            if (valid_run) {
+                x = PyLong_AsLongLong(v);
+                if (x == -1 && PyErr_Occurred()) goto fail;
+            }
+            for (; row < end[e]; row++) {
+                int64_t value = x;
+                if (kind == 'r' && __builtin_add_overflow((int64_t)row, (int64_t)x, &value)) {
+                    PyErr_SetString(PyExc_OverflowError, "meta_columns: row number over int64");
+                    goto fail;
+                }
+                memcpy(dp + 8 * row, &value, 8);
+                if (vp && valid_run) vp[row >> 3] |= (unsigned char)(1u << (row & 7));
+            }
+        }
+    }
+    PyMem_Free(end);
+    return out;
+fail:
+    PyMem_Free(end);
+    Py_XDECREF(out);
+    return NULL;
+}
+
 
 /* What text_rows makes of one non-NULL value (protocol.results.TEXT_* say the same). */
 enum { T_STR = 0, T_BYTES = 1, T_INT = 2, T_FLOAT = 3, T_UTF8 = 4 };
@@ -2017,6 +2189,10 @@ static PyMethodDef methods[] = {
      "The bytes of every buffer of a rows event's Arrow images' chunks."},
     {"gather", (PyCFunction)(void (*)(void))gather, METH_FASTCALL,
      "One table column of a batch from its images' chunks; None when one lacks a chunk."},
+    {"gather_all", (PyCFunction)(void (*)(void))gather_all, METH_FASTCALL,
+     "Every table column of a batch, as gather's; None per column gather leaves to Python."},
+    {"meta_columns", (PyCFunction)(void (*)(void))meta_columns, METH_FASTCALL,
+     "A batch's metadata columns' buffers from its events' tags and where their rows end."},
     {"text_row", (PyCFunction)(void (*)(void))text_row, METH_FASTCALL,
      "Parse one text-protocol row; None when malformed (the Python parser then raises)."},
     {"text_rows", (PyCFunction)(void (*)(void))text_rows, METH_FASTCALL,

@@ -11,7 +11,8 @@ reference's own Python functions), GEOMETRY, VECTOR — and an image with any ot
 same values and the same typed errors.
 
 For the Parquet landing path it also decodes an image straight into Arrow buffers
-(:func:`decode_arrow`; :func:`gather` and :func:`concat` join a batch's): per column a *chunk*
+(:func:`decode_arrow`; :func:`gather`, :data:`gather_all` and :func:`concat` join a batch's, and
+:data:`meta_columns` fills the sink's per-event metadata columns): per column a *chunk*
 ``(tag, nulls, validity, data, offsets)`` — the validity bitmap (None: no NULL), the values in
 Arrow's layout (integers of the landed width, DECIMAL <= 38 digits and BIGINT UNSIGNED as
 128-bit scaled integers, FLOAT/DOUBLE as stored, DATE as days, DATETIME2/TIMESTAMP2 as epoch
@@ -39,8 +40,8 @@ from collections.abc import Callable
 from typing import Any
 
 __all__ = ["AVAILABLE", "ENABLED", "ARROW", "TEXT_ARROW", "UNAVAILABLE_REASON", "plan", "decode",
-           "decode_arrow", "concat", "gather", "text_row", "text_rows", "text_collect",
-           "text_arrow", "text_lists", "TEXT_SKIP", "warn_once"]
+           "decode_arrow", "concat", "gather", "gather_all", "meta_columns", "text_row",
+           "text_rows", "text_collect", "text_arrow", "text_lists", "TEXT_SKIP", "warn_once"]
 
 _module: Any = None
 UNAVAILABLE_REASON = ""
@@ -71,6 +72,22 @@ ARROW = (ENABLED and os.environ.get("BINLAKE_NATIVE_ARROW", "1") != "0"
 #: event); None with :data:`ARROW` off or an extension built before it (the sink then sums them).
 arrow_bytes: Callable[[Any], int] | None = (
     getattr(_module, "arrow_bytes", None) if ARROW else None)
+
+#: ``gather_all(tags, entries) -> list``: every table column of a batch as :func:`gather` gives
+#: it (None for a column whose tag is None, that gather leaves to Python, or over 2 GiB of
+#: strings), one call per batch; None with :data:`ARROW` off or an extension built before it.
+gather_all: Callable[[tuple[str | None, ...], list[tuple[Any, Any, Any, int]]],
+                     list[tuple[int, int, bytes | None, bytes, bytes | None] | None]] | None = (
+    getattr(_module, "gather_all", None) if ARROW else None)
+
+#: ``meta_columns(tags, ends, kinds) -> tuple``: a batch's metadata columns, per ``kinds`` byte
+#: (``i`` int64, ``s`` string, ``r`` row number = the row's index plus the tag, ``-`` none),
+#: as ``(nulls, validity | None, data, offsets | None)``, or None when all NULL; ``tags[i]``
+#: holds event i's values, its rows end at ``ends[i]``. TypeError / OverflowError for a value
+#: the column cannot hold (the caller then converts in Python). None as for :data:`gather_all`.
+meta_columns: Callable[[list[tuple[Any, ...]], list[int], bytes],
+                       tuple[tuple[int, bytes | None, bytes, bytes | None] | None, ...]] | None = (
+    getattr(_module, "meta_columns", None) if ARROW else None)
 
 #: ``text_rows(buf, start, end, seq, limit, kinds, columns) -> (start, seq, rows, fallbacks)``:
 #: every complete plain row packet buffered in ``buf[start:end]`` parsed straight into column

@@ -11,7 +11,12 @@ a snapshot chunk — wraps that image's chunk as it is, without the copy). Any o
 decoder does not cover, a value it leaves to Python: a zero date, a string that is not
 well-formed in its charset) gathers the Python values with C-speed ``list.extend`` and is
 converted with a single ``pa.array`` call, as before — the same array either way
-(tests/unit/test_native_arrow.py). Grouping matters for OLTP streams: thousands of one-row
+(tests/unit/test_native_arrow.py). Every column of a batch is gathered in one C call
+(``native.gather_all``), and the metadata columns that vary per event (``_seq``, ``_row``, the
+GTID's parts, ``_binlog_file``/``_pos``, ``_commit_ts``) are filled in another
+(``native.meta_columns``): a flush over thousands of tables converts thousands of parts of a few
+dozen rows, where one Python step per column and per event was most of the cost
+(tests/unit/test_batch_fast_path.py: the same batches as the per-column Python way). Grouping matters for OLTP streams: thousands of one-row
 transactions cost one conversion per few hundred events, not one per event. Per-row Python work
 is limited to UPDATEs that change a primary key.
 
@@ -194,8 +199,18 @@ class _Runs:
     def array(self, arrow_type: pa.DataType) -> pa.Array:
         """The column, expanded in C: one value repeated, or run-end decoded."""
         if len(self.values) == 1:
-            return pa.repeat(pa.scalar(self.values[0], arrow_type), self.ends[0])
+            value = self.values[0]
+            if value is None:  # no _missing, no _json_diff: the usual case
+                return pa.nulls(self.ends[0], arrow_type)
+            scalar = _OP_SCALARS.get(value) if arrow_type == _STRING else None
+            if scalar is None:
+                scalar = pa.scalar(value, arrow_type)
+            return pa.repeat(scalar, self.ends[0])
         return _runs_array(self.values, self.ends, arrow_type)
+
+
+#: The ``_op`` values as scalars, made once (a batch of one op repeats one of them).
+_OP_SCALARS = {op: pa.scalar(op, _STRING) for op in ("I", "U", "D", "R")}
 
 
 #: Up to this many rows a run-length column is expanded by Python into a plain list: a batch of
@@ -276,6 +291,28 @@ class _Builder:
         self.json_diffs.add(json_diff, self.count)
 
 
+def _wrap(arrow_type: pa.DataType, rows: int, nulls: int, valid: bytes | None, data: bytes,
+          offsets: bytes | None) -> pa.Array:
+    """An array over buffers filled in C (``protocol.binlog.native``), without a copy."""
+    buffers = [None if valid is None else pa.py_buffer(valid)]
+    if offsets is not None:
+        buffers.append(pa.py_buffer(offsets))
+    buffers.append(pa.py_buffer(data))
+    return pa.Array.from_buffers(arrow_type, rows, buffers, null_count=nulls)
+
+
+def _columns(version: TableVersion, entries: list[Entry]) -> list[pa.Array]:
+    """Every table column of a batch (:func:`_column`), the native ones gathered in one call."""
+    gather_all = _native.gather_all
+    slots, chunks, image, _ = entries[0]
+    if gather_all is None or not _native.ARROW or (
+            len(entries) == 1 and slots is None and chunks is not None and image is not None):
+        return [_column(version, k, entries) for k in range(len(version.names))]
+    types = version.arrow_types
+    return [_python_column(version, k, entries) if native is None else _wrap(types[k], *native)
+            for k, native in enumerate(gather_all(version.native_tags, entries))]
+
+
 def _column(version: TableVersion, k: int, entries: list[Entry]) -> pa.Array:
     """Table column ``k`` of a batch: its chunks gathered and concatenated in C when they all
     have the layout its Arrow type needs, else its Python values converted as one list."""
@@ -293,13 +330,12 @@ def _column(version: TableVersion, k: int, entries: list[Entry]) -> pa.Array:
             except OverflowError:  # strings over 2 GiB: pa.array below splits them as ever
                 native = None
         if native is not None:
-            rows, nulls, valid, data, offsets = native
-            buffers = [None if valid is None else pa.py_buffer(valid)]
-            if offsets is not None:
-                buffers.append(pa.py_buffer(offsets))
-            buffers.append(pa.py_buffer(data))
-            return pa.Array.from_buffers(version.arrow_types[k], rows, buffers,
-                                         null_count=nulls)
+            return _wrap(version.arrow_types[k], *native)
+    return _python_column(version, k, entries)
+
+
+def _python_column(version: TableVersion, k: int, entries: list[Entry]) -> pa.Array:
+    """Table column ``k`` of a batch from its Python values, converted as one list."""
     if len(entries) == 1 and entries[0][0] is None and entries[0][2] is not None:
         values: Sequence[Any] = entries[0][2][k]
     else:
@@ -461,16 +497,52 @@ def _row_numbers(offsets: Sequence[int], ends: list[int]) -> pa.Array:
     return _add_function.call([_IOTA.slice(0, count), _per_event(offsets, ends, _INT64)])
 
 
+#: The per-event tags of a batch (``_Builder.tags``) as ``native.meta_columns`` kinds, and the
+#: Arrow type of each: seq, gtid, domain, server id, uuid, tag, gtid seq, file, pos, commit
+#: time (``-``: not wanted, the staging schema has no ``_commit_ts``), row offset.
+_META_KINDS = {True: b"isiissisiir", False: b"isiissisi-r"}
+_META_TYPES = (_INT64, _STRING, _INT64, _INT64, _STRING, _STRING, _INT64, _STRING, _INT64,
+               COMMIT_TS_FIELD.type, _INT64)
+#: Where each metadata column of the batch comes from in the tags: _seq, _row, _gtid…
+_META_ORDER = {True: (0, 10, 1, 2, 3, 4, 5, 6, 7, 8, 9), False: (0, 10, 1, 2, 3, 4, 5, 6, 7, 8)}
+
+
+def _meta_columns(out: _Builder, with_commit_time: bool) -> list[pa.Array] | None:
+    """The per-event metadata columns (``_seq`` … ``_commit_ts``) filled in C in one call, or
+    None when the extension lacks it or a value does not fit (the Python way then converts,
+    or raises, as ever). Their cost is one Arrow array each, whatever the events."""
+    meta_columns = _native.meta_columns
+    if meta_columns is None:
+        return None
+    try:
+        buffers = meta_columns(out.tags, out.ends, _META_KINDS[with_commit_time])
+    except (TypeError, ValueError, OverflowError):
+        return None
+    count = out.count
+    columns = []
+    for c in _META_ORDER[with_commit_time]:
+        arrow_type = _META_TYPES[c]
+        column = buffers[c]
+        columns.append(pa.nulls(count, arrow_type) if column is None
+                       else _wrap(arrow_type, count, *column))
+    return columns
+
+
 def _to_batch(version: TableVersion, out: _Builder, with_commit_time: bool) -> pa.RecordBatch:
     count = out.count
-    width = len(version.names)
-    arrays = [_column(version, k, out.main) for k in range(width)]
+    arrays = _columns(version, out.main)
     if out.before is not None:
-        before_arrays = [_column(version, k, out.before) for k in range(width)]
+        before_arrays = _columns(version, out.before)
         before = pa.StructArray.from_arrays(before_arrays, fields=list(version.data_fields),
                                             mask=pa.array(out.before_null, pa.bool_()))
     else:
         before = pa.nulls(count, version.before_type)
+    schema = version.schema if with_commit_time else version.staging_schema
+    meta = _meta_columns(out, with_commit_time)
+    if meta is not None:
+        return pa.RecordBatch.from_arrays(
+            [*arrays, out.ops.array(_STRING), *meta, out.missing.array(_MISSING),
+             out.json_diffs.array(_STRING), before], schema=schema)
     ends = out.ends
     (seq, gtid, domain, server_id, uuid, tag, gtid_seq, file, pos, commit_time,
      row_offsets) = zip(*out.tags, strict=True)
@@ -491,5 +563,4 @@ def _to_batch(version: TableVersion, out: _Builder, with_commit_time: bool) -> p
     if with_commit_time:
         columns.append(_per_event(commit_time, ends, COMMIT_TS_FIELD.type))
     columns += [out.missing.array(_MISSING), out.json_diffs.array(_STRING), before]
-    schema = version.schema if with_commit_time else version.staging_schema
     return pa.RecordBatch.from_arrays(columns, schema=schema)
