@@ -94,6 +94,14 @@ _MAX_CACHED_SHAPES = 64
 _COMPILED: dict[str, Any] = {}
 _MAX_COMPILED = 512
 
+#: Per columns tuple, what a TableDecoder derives from the columns alone (JSON columns, the
+#: unsupported ones, native specs): thousands of tables of one shape share it (building the
+#: native specs was most of a new table's decoder cost). Pure functions of the columns, never
+#: mutated; bounded like _COMPILED.
+_DERIVED: dict[tuple[Column, ...], tuple[list[int], dict[int, int],
+                                         list[tuple[Any, ...] | None] | None]] = {}
+_MAX_DERIVED = 4096
+
 _S = struct.Struct
 # Names the generated code may use (its globals).
 _NAMESPACE: dict[str, Any] = {
@@ -198,6 +206,20 @@ def text_decoder(collation: int | None) -> Callable[[bytes], str | bytes]:
     return decode
 
 
+def _derive(columns: tuple[Column, ...]) -> tuple[
+        list[int], dict[int, int], list[tuple[Any, ...] | None] | None]:
+    """What a TableDecoder needs of its columns beyond the code: the JSON columns, the
+    unsupported ones (by type) and, with the native decoder on, each column's native spec."""
+    json_columns = [c.index for c in columns if c.type_code == FieldType.JSON]
+    unsupported = {
+        c.index: c.type_code for c in columns
+        if c.type_code in (FieldType.DECIMAL, FieldType.TYPED_ARRAY, FieldType.INVALID,
+                           FieldType.BOOL)
+    }
+    specs = [native_spec(c) for c in columns] if _native.ENABLED else None
+    return json_columns, unsupported, specs
+
+
 class TableDecoder:
     """Decodes the row images of one table (one TABLE_MAP) into per-column lists.
 
@@ -212,14 +234,13 @@ class TableDecoder:
         self._consts: dict[str, Any] = {}
         self._shapes: dict[tuple[Any, ...], Callable[..., int]] = {}
         self._sources: dict[tuple[Any, ...], str] = {}
-        self._json_columns = [c.index for c in table.columns if c.type_code == FieldType.JSON]
-        self._unsupported = {
-            c.index: c.type_code for c in table.columns
-            if c.type_code in (FieldType.DECIMAL, FieldType.TYPED_ARRAY, FieldType.INVALID,
-                               FieldType.BOOL)
-        }
-        self._native_specs = ([native_spec(c) for c in table.columns]
-                              if _native.ENABLED else None)
+        derived = _DERIVED.get(table.columns)
+        if derived is None or (derived[2] is not None) != bool(_native.ENABLED):
+            derived = _derive(table.columns)
+            if len(_DERIVED) >= _MAX_DERIVED:
+                _DERIVED.clear()
+            _DERIVED[table.columns] = derived
+        self._json_columns, self._unsupported, self._native_specs = derived
         self._native_plans: dict[tuple[Any, ...], tuple[object, object] | None] = {}
 
     # --- code generation ---------------------------------------------------------------------
@@ -771,14 +792,16 @@ class DecoderCache:
     Generating the code is by far the dearest step of decoding a small transaction, so it
     happens once per definition, not once per TABLE_MAP: a repeated TABLE_MAP (the
     ``tablemap.TableMapCache`` hands on the same columns tuple) finds its decoder by the
-    identity of that tuple, one dict lookup per rows event; a map whose columns are new objects
+    table's name and the identity of that tuple, one dict lookup per rows event (tables of one
+    shape share the tuple, and each gets a decoder of its own: its errors name it); what the
+    decoder derives from the columns alone is shared between them; a map whose columns are new objects
     of a known definition (completed from a schema source, which builds them per TABLE_MAP)
     finds it by value. Both maps are LRU-bounded. An :class:`~.stream.EventStream` owns one, so
     no decoder outlives its stream and nothing is shared between streams or mutated on the
     frozen TableMapEvent.
     """
 
-    __slots__ = ("size", "built", "arrow", "_by_definition", "_by_identity")
+    __slots__ = ("size", "built", "arrow", "_by_definition", "_by_name")
 
     def __init__(self, size: int = DECODER_CACHE_SIZE, arrow: bool = False) -> None:
         self.size = size
@@ -788,9 +811,10 @@ class DecoderCache:
         self.built = 0  # decoders generated so far (what the cache saves is visible in tests)
         self._by_definition: OrderedDict[tuple[str, str, tuple[Column, ...]], TableDecoder] = \
             OrderedDict()
-        # id(columns) -> (columns, schema, table, decoder); holding ``columns`` keeps its id
-        # from being reused while the entry lives.
-        self._by_identity: dict[int, tuple[tuple[Column, ...], str, str, TableDecoder]] = {}
+        # (schema, table) -> (columns, decoder) of its last TABLE_MAP: tables of one shape
+        # share a columns tuple (tablemap.TableMapCache), so the identity of the tuple alone
+        # does not name the table.
+        self._by_name: dict[tuple[str, str], tuple[tuple[Column, ...], TableDecoder]] = {}
 
     def __len__(self) -> int:
         return len(self._by_definition)
@@ -798,10 +822,10 @@ class DecoderCache:
     def decoder_for(self, table: TableMapEvent) -> TableDecoder:
         """The decoder of ``table``'s definition, built on first use."""
         columns = table.columns
-        known = self._by_identity.get(id(columns))
-        if known is not None and known[0] is columns and known[1] == table.schema \
-                and known[2] == table.table:
-            return known[3]
+        name = (table.schema, table.table)
+        known = self._by_name.get(name)
+        if known is not None and known[0] is columns:
+            return known[1]
         key = (table.schema, table.table, columns)
         decoder = self._by_definition.get(key)
         if decoder is None:
@@ -811,9 +835,9 @@ class DecoderCache:
                 self._by_definition.popitem(last=False)
         else:
             self._by_definition.move_to_end(key)
-        if len(self._by_identity) >= self.size:
-            del self._by_identity[next(iter(self._by_identity))]  # oldest first
-        self._by_identity[id(columns)] = (columns, table.schema, table.table, decoder)
+        if known is None and len(self._by_name) >= self.size:
+            del self._by_name[next(iter(self._by_name))]  # oldest first
+        self._by_name[name] = (columns, decoder)
         return decoder
 
 

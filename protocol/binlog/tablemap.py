@@ -115,8 +115,14 @@ def decode_table_map(header: EventHeader, body: memoryview | bytes,
     Raises:
         EventDecodeError: the body is truncated or inconsistent.
     """
+    return _guarded(header, bytes(body), post_header_len, mariadb, None)
+
+
+def _guarded(header: EventHeader, buf: bytes, post_header_len: int, mariadb: bool,
+             definitions: _Definitions | None) -> TableMapEvent:
+    """:func:`_decode`, every way a body can be malformed raised as one EventDecodeError."""
     try:
-        return _decode(header, bytes(body), post_header_len, mariadb)
+        return _decode(header, buf, post_header_len, mariadb, definitions)
     except MalformedPacket as exc:  # EventDecodeError, or a truncated/invalid lenenc
         if isinstance(exc, EventDecodeError) and exc.type_code is not None:
             raise
@@ -142,9 +148,13 @@ class TableMapCache:
     repeats one seen before), a dict lookup and a new TableMapEvent sharing the
     columns tuple (by which ``rows.DecoderCache`` finds the row decoder at once). An ALTER
     changes the body, so it gets a new entry; old ones age out (LRU, ``size`` entries).
+
+    A table seen for the first time is parsed up to its name only when another table of the
+    same definition (the bytes after the name) came before: thousands of tables of a few
+    shapes cost a few parses, and share their columns tuple.
     """
 
-    __slots__ = ("size", "_maps", "_bodies")
+    __slots__ = ("size", "_maps", "_bodies", "_definitions")
 
     def __init__(self, size: int = TABLE_MAP_CACHE_SIZE) -> None:
         self.size = size
@@ -153,6 +163,8 @@ class TableMapCache:
         # make, under the id width and flavour they were parsed with: the usual TABLE_MAP
         # repeats its predecessor byte for byte, and then costs one lookup and no slicing.
         self._bodies: dict[bytes, tuple[int, bool, tuple[Any, ...]]] = {}
+        # A definition first seen under another table's name: one parse per table shape.
+        self._definitions: _Definitions = {}
 
     def __len__(self) -> int:
         return len(self._maps)
@@ -174,7 +186,10 @@ class TableMapCache:
                 known.table, known.columns, known.primary_key, known.has_full_metadata,
                 known.optional_metadata, known.described_by)
         else:
-            table = decode_table_map(header, body, post_header_len, mariadb=mariadb)
+            definitions = self._definitions
+            table = _guarded(header, bytes(body), post_header_len, mariadb, definitions)
+            if len(definitions) > self.size:
+                del definitions[next(iter(definitions))]  # the oldest
             self._maps[key] = table
             if len(self._maps) > self.size:
                 self._maps.popitem(last=False)
@@ -189,8 +204,15 @@ class TableMapCache:
         return table
 
 
-def _decode(header: EventHeader, buf: bytes, post_header_len: int,
-            mariadb: bool) -> TableMapEvent:
+#: A table definition as the bytes after the table's name give it (column count, types,
+#: metadata, nullability, optional metadata) under the server's flavour → the fields of the
+#: TableMapEvent those bytes make: columns, primary key, full metadata, optional metadata seen.
+_Definition = tuple[tuple[Column, ...], tuple[int, ...], bool, frozenset[int]]
+_Definitions = dict[tuple[bool, bytes], _Definition]
+
+
+def _decode(header: EventHeader, buf: bytes, post_header_len: int, mariadb: bool,
+            definitions: _Definitions | None) -> TableMapEvent:
     id_width = 4 if post_header_len == 6 else 6
     if len(buf) < id_width + 2:
         raise EventDecodeError("TABLE_MAP post-header truncated")
@@ -199,6 +221,24 @@ def _decode(header: EventHeader, buf: bytes, post_header_len: int,
     off = post_header_len if post_header_len in (6, 8) else id_width + 2
     schema, off = _name(buf, off, "schema")
     table, off = _name(buf, off, "table")
+    if definitions is None:
+        definition = _definition(buf, off, mariadb)
+    else:
+        # The definition depends on nothing before it: tables of one shape (a table per
+        # customer, per month...) share one parse and one columns tuple, which every cache
+        # keyed by that tuple (row decoders, schema signatures) then finds at once.
+        key = (mariadb, buf[off:])
+        known = definitions.get(key)
+        if known is None:
+            known = definitions[key] = _definition(buf, off, mariadb)
+        definition = known
+    columns, primary_key, has_full_metadata, optional_metadata = definition
+    return _make_table_map(header, table_id, flags, schema, table, columns, primary_key,
+                           has_full_metadata, optional_metadata, None)
+
+
+def _definition(buf: bytes, off: int, mariadb: bool) -> _Definition:
+    """Parse the table definition that starts at ``off`` (after the table's name)."""
     count, off = read_lenenc(buf, off)
     types = buf[off:off + count]
     if len(types) != count:
@@ -315,11 +355,7 @@ def _decode(header: EventHeader, buf: bytes, post_header_len: int,
             length=length,
         ))
 
-    return TableMapEvent(
-        header=header, table_id=table_id, flags=flags, schema=schema, table=table,
-        columns=tuple(columns), primary_key=primary_key, has_full_metadata=names is not None,
-        optional_metadata=frozenset(opt.seen),
-    )
+    return tuple(columns), primary_key, names is not None, frozenset(opt.seen)
 
 
 class _OptionalFields:

@@ -18,7 +18,7 @@ from __future__ import annotations
 import functools
 import json
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 import pyarrow as pa
 
@@ -50,6 +50,9 @@ METADATA_FIELDS: tuple[pa.Field, ...] = (
 METADATA_NAMES = frozenset(f.name for f in METADATA_FIELDS) | {"_before", "schema_version",
                                                                "commit_date"}
 COMMIT_TS_FIELD = next(f for f in METADATA_FIELDS if f.name == "_commit_ts")
+#: The metadata columns as every ``_schema/v<N>.json`` lists them (the same in each).
+_METADATA_COLUMNS = tuple({"name": f.name, "spark_type": T.spark_type_name(f.type)}
+                          for f in METADATA_FIELDS)
 
 #: (bit, name) of every column flag, as plain ints: ``Flag.__and__`` builds a Flag object per
 #: test, ~200 per table (a third of the schema cost of a new table over thousands of them).
@@ -112,15 +115,28 @@ def _field_metadata(column: Column, name: str) -> dict[bytes, bytes]:
     return {k.encode(): v.encode() for k, v in meta.items()}
 
 
+class _Resolved(NamedTuple):
+    """What a column list (and its landed names) resolves to, shared by every table of it."""
+
+    arrow_types: tuple[pa.DataType, ...]
+    native_tags: tuple[str | None, ...]
+    data_fields: tuple[pa.Field, ...]
+    before_type: pa.StructType
+    schema: pa.Schema  # as landed, without the table's own metadata
+    staging_schema: pa.Schema  # the same minus _commit_ts
+    commit_ts_index: int
+    json_columns: tuple[dict[str, Any], ...]  # the columns of _schema/v<N>.json
+
+
 @functools.lru_cache(maxsize=4096)
-def _resolved_columns(columns: tuple[Column, ...], names: tuple[str, ...]) -> tuple[
-        tuple[pa.DataType, ...], tuple[str | None, ...], tuple[pa.Field, ...], pa.StructType,
-        list[pa.Field]]:
-    """A column list's Arrow types, native tags, fields, ``_before`` type and landed fields.
+def _resolved_columns(columns: tuple[Column, ...], names: tuple[str, ...]) -> _Resolved:
+    """A column list's Arrow types, native tags, fields, ``_before`` type, landed schemas and
+    schema-file columns.
 
     Cached by the columns themselves: real schemas repeat a few table shapes over thousands of
     tables (a table per customer, per month...), and building the fields with their metadata
-    was most of the cost of a table's first sight (0.3 ms of CPU each)."""
+    was most of the cost of a table's first sight (0.3 ms of CPU each); what differs per table
+    (the schema's metadata) is added to the shared schemas by ``with_metadata``."""
     arrow_types = tuple(T.arrow_type_for(c) for c in columns)
     native_tags = tuple(T.native_tag(c, t) for c, t in zip(columns, arrow_types, strict=True))
     data_fields = tuple(
@@ -128,8 +144,37 @@ def _resolved_columns(columns: tuple[Column, ...], names: tuple[str, ...]) -> tu
         for column, name, arrow_type in zip(columns, names, arrow_types, strict=True)
     )
     before_type = pa.struct(list(data_fields))
-    landed = [*data_fields, *METADATA_FIELDS, pa.field("_before", before_type)]
-    return arrow_types, native_tags, data_fields, before_type, landed
+    landed = pa.schema([*data_fields, *METADATA_FIELDS, pa.field("_before", before_type)])
+    commit_ts_index = landed.get_field_index("_commit_ts")
+    json_columns = tuple(
+        _json_column(column, name, arrow_type)
+        for column, name, arrow_type in zip(columns, names, arrow_types, strict=True)
+    )
+    return _Resolved(arrow_types, native_tags, data_fields, before_type, landed,
+                     landed.remove(commit_ts_index), commit_ts_index, json_columns)
+
+
+def _json_column(column: Column, name: str, arrow_type: pa.DataType) -> dict[str, Any]:
+    """One column as ``_schema/v<N>.json`` describes it."""
+    return {
+        "name": name,
+        "source_name": column.name,
+        "index": column.index,
+        "mysql_type": column.type_code,
+        "mysql_type_name": T.type_description(column),
+        "meta": column.meta,
+        "flags": int(column.flags),
+        "flag_names": _flag_names(column),
+        "charset": column.charset,
+        "precision": column.precision,
+        "scale": column.scale,
+        "length": column.length,
+        "enum_values": list(column.enum_values) if column.enum_values is not None else None,
+        "set_values": list(column.set_values) if column.set_values is not None else None,
+        "geometry_type": column.geometry_type,
+        "arrow_type": str(arrow_type),
+        "spark_type": T.spark_type_name(arrow_type),
+    }
 
 
 @dataclass(frozen=True, slots=True)
@@ -165,7 +210,9 @@ class TableVersion:
     schema: pa.Schema = field(default_factory=lambda: pa.schema([]))  # as landed
     staging_schema: pa.Schema = field(default_factory=lambda: pa.schema([]))  # minus _commit_ts
     commit_ts_index: int = 0
-    converters: tuple[T.Converter, ...] = ()
+    _converters: tuple[T.Converter, ...] | None = None  # see ``converters``
+    _counter: Any = None  # counts zero dates landed as NULL (the sink's)
+    _resolved: _Resolved | None = None
     #: Per column, the native chunks' tag it lands from as they are (``types.native_tag``).
     native_tags: tuple[str | None, ...] = ()
     # Cache: tuple of present column indexes → position of each table column in the image.
@@ -189,22 +236,34 @@ class TableVersion:
         return result
 
     def _resolve(self, counter: Any) -> None:
-        (self.arrow_types, self.native_tags, self.data_fields,
-         self.before_type, landed) = _resolved_columns(self.columns, self.names)
+        resolved = self._resolved = _resolved_columns(self.columns, self.names)
+        self.arrow_types = resolved.arrow_types
+        self.native_tags = resolved.native_tags
+        self.data_fields = resolved.data_fields
+        self.before_type = resolved.before_type
         meta = {
             b"binlake.database": self.database.encode(),
             b"binlake.table": self.table.encode(),
             b"binlake.schema_version": str(self.version).encode(),
         }
-        self.schema = pa.schema(landed, metadata=meta)
-        self.commit_ts_index = self.schema.get_field_index("_commit_ts")
-        self.staging_schema = self.schema.remove(self.commit_ts_index)
-        qualified = f"{self.database}.{self.table}"
-        self.converters = tuple(
-            T.converter_for(column, arrow_type, f"{qualified}.{name}", counter)
-            for column, name, arrow_type in zip(self.columns, self.names, self.arrow_types,
-                                                strict=True)
-        )
+        self.schema = resolved.schema.with_metadata(meta)
+        self.commit_ts_index = resolved.commit_ts_index
+        self.staging_schema = resolved.staging_schema.with_metadata(meta)
+        self._counter = counter
+
+    @property
+    def converters(self) -> tuple[T.Converter, ...]:
+        """Per column, its Python values → Arrow (``types.converter_for``); built on first use:
+        a table whose columns all land from the native decoder's chunks never needs them."""
+        converters = self._converters
+        if converters is None:
+            qualified = f"{self.database}.{self.table}"
+            converters = self._converters = tuple(
+                T.converter_for(column, arrow_type, f"{qualified}.{name}", self._counter)
+                for column, name, arrow_type in zip(self.columns, self.names, self.arrow_types,
+                                                    strict=True)
+            )
+        return converters
 
     def slots_for(self, present: tuple[int, ...]) -> tuple[int | None, ...]:
         """For each table column, its position in an image with these present columns."""
@@ -222,28 +281,8 @@ class TableVersion:
     # --- _schema/v<N>.json ---------------------------------------------------------------------
 
     def to_json(self) -> dict[str, Any]:
-        columns = []
-        for column, name, arrow_type in zip(self.columns, self.names, self.arrow_types,
-                                            strict=True):
-            columns.append({
-                "name": name,
-                "source_name": column.name,
-                "index": column.index,
-                "mysql_type": column.type_code,
-                "mysql_type_name": T.type_description(column),
-                "meta": column.meta,
-                "flags": int(column.flags),
-                "flag_names": _flag_names(column),
-                "charset": column.charset,
-                "precision": column.precision,
-                "scale": column.scale,
-                "length": column.length,
-                "enum_values": list(column.enum_values) if column.enum_values is not None else None,
-                "set_values": list(column.set_values) if column.set_values is not None else None,
-                "geometry_type": column.geometry_type,
-                "arrow_type": str(arrow_type),
-                "spark_type": T.spark_type_name(arrow_type),
-            })
+        resolved = self._resolved or _resolved_columns(self.columns, self.names)
+        columns = [dict(column) for column in resolved.json_columns]
         return {
             "format": 1,
             "database": self.database,
@@ -253,9 +292,7 @@ class TableVersion:
             "described_by": self.described_by,
             "primary_key": list(self.key_names),
             "columns": columns,
-            "metadata_columns": [
-                {"name": f.name, "spark_type": T.spark_type_name(f.type)} for f in METADATA_FIELDS
-            ],
+            "metadata_columns": [dict(column) for column in _METADATA_COLUMNS],
             "created": {
                 "seq": self.origin.seq,
                 "gtid": self.origin.gtid,

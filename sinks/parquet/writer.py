@@ -264,9 +264,10 @@ class ParquetSink:
         self._last_commit_us: int | None = None
         self._last_server_id: int | None = None
         self._versions: dict[tuple[str, str], TableVersion | None] = {}
-        # id(columns) -> (columns, (database, table), primary key, full metadata, version)
-        self._table_maps: dict[int, tuple[tuple[Column, ...], tuple[str, str], tuple[int, ...],
-                                          bool, TableVersion]] = {}
+        # (database, table) -> (columns, primary key, full metadata, version) of its last
+        # TABLE_MAP: tables of one shape share their columns tuple (tablemap.TableMapCache)
+        self._table_maps: dict[tuple[str, str], tuple[tuple[Column, ...], tuple[int, ...],
+                                                      bool, TableVersion]] = {}
         # id(columns) → (columns, primary key, full metadata, signature): see _signature_of
         self._signatures: dict[int, tuple[Any, tuple[int, ...], bool, tuple[Any, ...]]] = {}
         self._new_versions: list[TableVersion] = []
@@ -960,12 +961,12 @@ class ParquetSink:
         # still the table's current one (the same answer as the signature comparison below).
         columns = table_map.columns
         key = (table_map.schema, table_map.table)
-        cached = self._table_maps.get(id(columns))
-        if (cached is not None and cached[0] is columns and cached[1] == key
-                and cached[2] == table_map.primary_key
-                and cached[3] == table_map.has_full_metadata
-                and self._versions.get(key) is cached[4]):
-            return cached[4]
+        cached = self._table_maps.get(key)
+        if (cached is not None and cached[0] is columns
+                and cached[1] == table_map.primary_key
+                and cached[2] == table_map.has_full_metadata
+                and self._versions.get(key) is cached[3]):
+            return cached[3]
         if key not in self._versions:
             self._versions[key] = self._load_latest_version(*key)
         current = self._versions[key]
@@ -987,8 +988,8 @@ class ParquetSink:
                             len(table_map.columns))
         if len(self._table_maps) > 4096:
             self._table_maps.clear()
-        self._table_maps[id(columns)] = (columns, key, table_map.primary_key,
-                                         table_map.has_full_metadata, current)
+        self._table_maps[key] = (columns, table_map.primary_key, table_map.has_full_metadata,
+                                 current)
         return current
 
     def _signature_of(self, table_map: TableMapEvent) -> tuple[Any, ...]:
