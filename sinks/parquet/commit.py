@@ -5,13 +5,15 @@ even across a crash at any instant. The protocol:
 
 1. every staged file is written, ``fsync``-ed and closed (in ``<lake>/_staging/``), then the
    staging directory is ``fsync``-ed (so that the names the manifest uses are durable too);
-   a flush of many files makes them durable with one ``syncfs`` instead (``_OsFileSystem``);
+   a flush of many files makes them durable with one ``syncfs`` instead (``_OsFileSystem``).
+   A file whose final directory is new is staged at its final place in a *staged tree*
+   (``trees.py``), whose directories are made durable with the files;
 2. the *manifest* ``<lake>/_commit.json`` — the renames to do, the files to delete (prepared XA
    parts whose outcome came, see ``xa.py``) and the checkpoint to write — is
    written to a temporary name, ``fsync``-ed, renamed into place, and the lake dir ``fsync``-ed.
    From this instant the commit has happened;
-3. each staged file is renamed to its final name (``os.replace``, atomic) and its directory
-   ``fsync``-ed (new directories also get their parent ``fsync``-ed); the deletions are done
+3. each staged file (or staged tree: one directory) is renamed to its final name
+   (``os.replace``, atomic) and its directory ``fsync``-ed (new directories also get their parent ``fsync``-ed); the deletions are done
    and their directories ``fsync``-ed;
 4. the checkpoint is replaced atomically the same way;
 5. the manifest is removed.

@@ -8,6 +8,7 @@
     <lake>/_binlake_demo_lake                      marks a lake `binlake demo` made (and may replace)
     <lake>/_snapshot_requests/<id>.json            `binlake snapshot` asks the running daemon
     <lake>/_staging/                               files being written (emptied at start)
+    <lake>/_staging/tree-<k>/                      a new directory being built (trees.py)
     <lake>/_xa/xa-<seq>-<k>.arrow                  rows of XA transactions prepared, not yet ended
     <lake>/_ddl/<db>/ddl-<first seq>.jsonl         the DDL log, one file per commit that had DDL
                                                    (<db> = _no_database for DDL without one)
@@ -143,6 +144,15 @@ def part_file(database: str, table: str, version: int, commit_date: str, first_s
         table_dir(database, table), version_dir(version), date_dir(commit_date),
         f"part-{first_seq:016d}-{index:03d}{DATA_SUFFIX}",
     )
+
+
+#: Staged trees: ``_staging/tree-<k>``, renamed whole onto a directory new to the lake.
+STAGED_TREE_PREFIX = f"{STAGING}/tree-"
+
+
+def staged_tree(count: int) -> str:
+    """A new directory being built in staging, until a commit renames it into the lake."""
+    return f"{STAGED_TREE_PREFIX}{count}"
 
 
 def staged_file(count: int) -> str:

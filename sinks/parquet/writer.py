@@ -58,6 +58,7 @@ from . import ddl as D
 from . import files as F
 from . import layout as L
 from . import pieces as P
+from . import trees as T
 from . import xa as X
 from .encoder import RowGroupEncoder
 from .lock import LakeLock
@@ -194,6 +195,7 @@ class _Part:
     file_bytes: int = 0  # of the open file, as of its last row group accounted for
     staged: str = ""  # relative to the lake
     final: str = ""
+    prepared: str = ""  # its first file, made ahead on the trees' thread (see _prepare_part)
 
 
 #: TransactionTags, built in C when protocol._native_slots is (one per transaction; every
@@ -289,6 +291,9 @@ class ParquetSink:
         self._flush_wanted = False
         self._staged_count = 0
         self._known_dirs: set[str] = set()
+        #: New directories staged whole, created ahead on a thread (see trees.py).
+        self._trees = T.StagedTrees(self.lake, self._known_dirs)
+        self._version_staged: dict[int, str] = {}  # id(new version) -> its schema file, staged
         self._warned: set[str] = set()
         self._lock = LakeLock(self.lake)
         self._xa: dict[str, X.Prepared] = {}  # in doubt: prepared, no outcome yet (see xa.py)
@@ -384,6 +389,7 @@ class ParquetSink:
             if self._broken is not None:
                 self._abandon_files()
             self._encoder.shutdown()
+            self._trees.close()
             self._opened = False
             C.OS.unwatch(self.lake)
             self._lock.release()
@@ -981,6 +987,7 @@ class ParquetSink:
                                                   self._signature_of(table_map))
             self._versions[key] = current
             self._new_versions.append(current)
+            self._prepare_version(current)
             if not table_map.has_full_metadata and "names" + repr(key) not in self._warned:
                 self._warned.add("names" + repr(key))
                 log.warning("%s.%s: no column names in the binlog (binlog_row_metadata is not "
@@ -1068,6 +1075,7 @@ class ParquetSink:
         part = self._parts.get(key)
         if part is None:
             part = self._parts[key] = _Part(version, commit_date, first_seq=seq)
+            self._prepare_part(part)
         elif part.writer is None and not part.batches and not part.pending:
             part.first_seq = seq
         return part
@@ -1237,18 +1245,58 @@ class ParquetSink:
             self._close_file(part)
             self._flush_wanted = True
 
-    def _name(self, part: _Part) -> None:
-        """Give ``part`` its staged and its final file name."""
+    def _prepare_part(self, part: _Part) -> None:
+        """A part first appears: have its first file (and, in a new directory, the staged
+        tree around it) made on the trees' thread now, while this one decodes on (trees.py)."""
         version = part.version
-        self._staged_count += 1
-        part.staged = L.staged_file(self._staged_count)
-        self._io_path = os.path.join(self.lake, part.staged)
+        final = L.part_file(version.database, version.table, version.version,
+                            part.commit_date, part.first_seq, 0)
+        staged = self._trees.place(final, create=True)
+        if staged is None:
+            self._staged_count += 1
+            staged = L.staged_file(self._staged_count)
+            self._trees.submit([], [os.path.join(self.lake, staged)])
+        part.prepared = staged
+
+    def _prepare_version(self, version: TableVersion) -> None:
+        """:meth:`_prepare_part` for a new schema version's file (written at the flush)."""
+        final = L.schema_file(version.database, version.table, version.version)
+        staged = self._trees.place(final, create=True)
+        if staged is None:
+            self._staged_count += 1
+            staged = f"{L.STAGING}/schema-{self._staged_count:08d}.json"
+            self._trees.submit([], [os.path.join(self.lake, staged)])
+        self._version_staged[id(version)] = staged
+
+    def _name(self, part: _Part) -> None:
+        """Give ``part`` its staged and its final file name: the file made ahead for it if
+        the name is the one foreseen, in a staged tree if its directory is new."""
+        version = part.version
         name_key = (L.table_dir(version.database, version.table)
                     + f"/{version.version}/{part.commit_date}", part.first_seq)
         index = self._name_index.get(name_key, 0)
         self._name_index[name_key] = index + 1
         part.final = L.part_file(version.database, version.table, version.version,
                                  part.commit_date, part.first_seq, index)
+        prepared, part.prepared = part.prepared, ""
+        staged = self._trees.place(part.final, now=True)
+        if staged is None and prepared and not T.in_tree(prepared):
+            staged, prepared = prepared, ""
+        elif staged is None:
+            self._staged_count += 1
+            staged = L.staged_file(self._staged_count)
+        elif staged == prepared:
+            prepared = ""
+        part.staged = staged
+        self._io_path = os.path.join(self.lake, staged)
+        if prepared:
+            self._drop_prepared(prepared)
+
+    def _drop_prepared(self, staged: str) -> None:
+        """Remove a file made ahead under a name its part did not take (another file of the
+        partition took it first): in a staged tree it would become visible, empty."""
+        self._trees.wait()
+        C.OS.remove(os.path.join(self.lake, staged))
 
     def _one_shot(self, part: _Part) -> F.ParquetJob:
         """The job writing a part none of whose rows are written yet: its whole file, one row
@@ -1271,6 +1319,7 @@ class ParquetSink:
     def _open_part_file(self, part: _Part) -> pq.ParquetWriter:
         """A new staged Parquet file for ``part``, named for its final place."""
         self._name(part)
+        self._trees.wait()  # its directory, if new, may still be in the making
         return F.open_writer(os.path.join(self.lake, part.staged), part.version.schema,
                              self.options.compression, self.options.compression_level,
                              DICTIONARY_PAGE_LIMIT)
@@ -1331,19 +1380,27 @@ class ParquetSink:
         # Step 1 of the commit protocol (commit.py) for all of the flush's files at once: the
         # Parquet files, the new schema versions and DDL logs are written side by side
         # (files.py) and fsync-ed together (FileSystem.fsync_many), not one after another.
-        documents, document_renames = self._documents()
+        # New directories come as staged trees, made ahead with the files in them (trees.py).
         self._io_path = os.path.join(self.lake, L.STAGING)
+        self._trees.wait()
+        documents, document_renames = self._documents()
         F.run_all(itertools.chain(self._file_jobs(), F.write_jobs(documents)))
         self._finish_row_group()
         for part in self._parts.values():
             if part.writer is not None:
                 self._close_file(part)
-        renames = list(self._closed_files)
+            if part.prepared:  # never named (defensive): must not land empty
+                self._drop_prepared(part.prepared)
+                part.prepared = ""
+        renames = [(staged, final) for staged, final in self._closed_files
+                   if not T.in_tree(staged)]
         for prepared in self._xa.values():
             renames += [(f.staged, f.final) for f in prepared.files if f.staged is not None]
         renames += document_renames
+        renames += self._trees.renames()
         durable = [os.path.join(self.lake, staged) for staged, _ in self._closed_files]
-        C.OS.fsync_many(durable + [path for path, _ in documents])
+        C.OS.fsync_many(durable + [path for path, _ in documents]
+                        + self._trees.directories())
         checkpoint = C.Checkpoint(
             seq=self._seq, position=self._last_end, gtid=self._last_gtid,
             gtid_state=self._gtid_state_text(), gtid_flavor=self._flavor,
@@ -1364,6 +1421,7 @@ class ParquetSink:
             C.commit(self.lake, renames, doc, self._known_dirs, self._xa_deletes)
         else:
             C.write_checkpoint(self.lake, doc)
+        self._trees.committed()
         for prepared in self._xa.values():
             for f in prepared.files:
                 f.staged = None  # now in _xa
@@ -1400,12 +1458,17 @@ class ParquetSink:
         documents: list[tuple[str, bytes]] = []
         renames: list[tuple[str, str]] = []
         for version in self._new_versions:
-            self._staged_count += 1
-            staged = f"{L.STAGING}/schema-{self._staged_count:08d}.json"
+            staged = self._version_staged.pop(id(version), "")
+            final = L.schema_file(version.database, version.table, version.version)
+            if not staged:
+                staged = self._trees.place(final, now=True) or ""
+            if not staged:
+                self._staged_count += 1
+                staged = f"{L.STAGING}/schema-{self._staged_count:08d}.json"
             documents.append((os.path.join(self.lake, staged),
                               C.dumps(version.to_json(), compact=True)))
-            renames.append((staged, L.schema_file(version.database, version.table,
-                                                  version.version)))
+            if not T.in_tree(staged):  # else its tree's rename moves it
+                renames.append((staged, final))
         for database, entries in self._ddl_log.items():
             self._staged_count += 1
             staged = f"{L.STAGING}/ddl-{self._staged_count:08d}.jsonl"

@@ -18,14 +18,16 @@ matters):
   file empty;
 * a directory entry — a creation, a ``mkdir``, an unlink — is durable once its directory is
   ``fsync``-ed; a rename once the destination directory is (renames are atomic: the journal
-  commits both halves together);
+  commits both halves together), a directory's rename — a staged tree's
+  (``sinks/parquet/trees.py``) — moving everything under it;
 * anything not yet durable may or may not have reached the disk, independently of everything
   else (every subset is tried).
 
 What it found: a staged file's *name* in ``_staging/`` was never made durable before the
 manifest that names it (its data was ``fsync``-ed, its directory was not); a power loss then left
 a manifest whose file no directory held, and recovery stopped with ``LakeCorrupted``. ``commit``
-now ``fsync``s the staging directory first.
+now ``fsync``s the staging directory first. The workload stages as ``ParquetSink`` does: files
+in new directories go to staged trees made on the trees' thread, renamed whole by the commit.
 """
 
 from __future__ import annotations
@@ -40,6 +42,7 @@ from typing import Any
 import pytest
 
 from sinks.parquet import commit as C
+from sinks.parquet.trees import StagedTrees, in_tree
 
 LAKE = "/lake"
 STAGING = f"{LAKE}/_staging"
@@ -51,7 +54,7 @@ SAMPLES = int(os.environ.get("BINLAKE_POWER_LOSS_SAMPLES", "256"))
 
 @dataclass(frozen=True)
 class Op:
-    kind: str  # create, write, mkdir, rename, unlink, rmtree, fsync
+    kind: str  # create, write, mkdir, rename, renamedir, unlink, rmtree, fsync
     path: str
     dst: str = ""
     inode: int = 0
@@ -120,6 +123,12 @@ class ModelFs(C.FileSystem):
 
     def replace(self, src: str, dst: str) -> None:
         self._need_dir(dst)
+        if src in self.state.dirs:  # a staged tree (sinks/parquet/trees.py)
+            if dst in self.state.dirs or dst in self.state.entries:
+                raise FileExistsError(17, "File exists", dst)
+            _move_tree(self.state, src, dst)
+            self.log.append(Op("renamedir", src, dst))
+            return
         inode = self.state.entries.pop(src)
         self.state.entries[dst] = inode
         self.log.append(Op("rename", src, dst, inode=inode))
@@ -150,7 +159,7 @@ def _durable_after(ops: list[Op], crash: int) -> set[int]:
             elif op.kind in ("create", "mkdir", "unlink", "rmtree") and \
                     posixpath.dirname(op.path) == sync.path:
                 durable.add(i)
-            elif op.kind == "rename" and posixpath.dirname(op.dst) == sync.path:
+            elif op.kind in ("rename", "renamedir") and posixpath.dirname(op.dst) == sync.path:
                 durable.add(i)
     return durable
 
@@ -173,6 +182,9 @@ def _replay(base: State, ops: list[Op], kept: set[int]) -> State:
                 del state.entries[op.path]
             state.entries[op.dst] = op.inode
             state.data.setdefault(op.inode, b"")
+        elif op.kind == "renamedir":
+            if op.path in state.dirs and op.dst not in state.dirs:
+                _move_tree(state, op.path, op.dst)
         elif op.kind == "unlink":
             state.entries.pop(op.path, None)
         elif op.kind == "rmtree":
@@ -183,6 +195,15 @@ def _replay(base: State, ops: list[Op], kept: set[int]) -> State:
     state.entries = {p: n for p, n in state.entries.items() if _reachable(state, p)}
     state.dirs = {d for d in state.dirs if d == "/" or _reachable(state, d)}
     return state
+
+
+def _move_tree(state: State, src: str, dst: str) -> None:
+    """``rename(src, dst)`` of a directory: everything under it moves with it."""
+    def moved(path: str) -> str:
+        return dst + path[len(src):] if path == src or path.startswith(src + "/") else path
+
+    state.dirs = {moved(d) for d in state.dirs}
+    state.entries = {moved(p): n for p, n in state.entries.items()}
 
 
 def _reachable(state: State, path: str) -> bool:
@@ -228,21 +249,39 @@ def _run_commits(fs: ModelFs) -> list[int]:
     """Land COMMITS as the sink does; returns, per commit, the log length when it returned."""
     C.recover(LAKE, fs)
     known: set[str] = set()
+    trees = StagedTrees(LAKE, known, fs)
     returned = []
     staged_count = 0
-    for seq, c in enumerate(COMMITS, start=1):
-        renames = []
-        for path, data in c.files:  # step 1: staged, fsync-ed (ParquetSink._close_file)
-            staged_count += 1
-            staged = f"_staging/part-{staged_count:08d}"
-            C.write_durably(f"{LAKE}/{staged}", data, fs)
-            renames.append((staged, path))
-        doc = {"seq": seq}
-        if renames or c.deletes:
-            C.commit(LAKE, renames, doc, known, c.deletes, fs)
-        else:
-            C.write_checkpoint(LAKE, doc, fs)
-        returned.append(len(fs.log))
+    try:
+        for seq, c in enumerate(COMMITS, start=1):
+            # step 1 as ParquetSink._flush does it: a file in a new directory goes to a staged
+            # tree, made with its directories on the trees' thread; one in an existing directory
+            # (and an _xa file, as the sink's XA parts) is staged flat, made on the thread too
+            staged_paths = []
+            for path, _ in c.files:
+                staged = None if path.startswith("_") else trees.place(path, create=True)
+                if staged is None:
+                    staged_count += 1
+                    staged = f"_staging/part-{staged_count:08d}"
+                    trees.submit([], [f"{LAKE}/{staged}"])
+                staged_paths.append(staged)
+            trees.wait()
+            for staged, (_, data) in zip(staged_paths, c.files, strict=True):
+                fs.write(f"{LAKE}/{staged}", data)  # the made file, reopened
+            fs.fsync_many([f"{LAKE}/{staged}" for staged in staged_paths]
+                          + trees.directories())
+            renames = [(staged, path) for staged, (path, _) in zip(staged_paths, c.files,
+                                                                  strict=True)
+                       if not in_tree(staged)] + trees.renames()
+            doc = {"seq": seq}
+            if renames or c.deletes:
+                C.commit(LAKE, renames, doc, known, c.deletes, fs)
+            else:
+                C.write_checkpoint(LAKE, doc, fs)
+            trees.committed()
+            returned.append(len(fs.log))
+    finally:
+        trees.close()
     return returned
 
 
@@ -330,7 +369,31 @@ def explore() -> dict[str, int]:
 def test_every_power_loss_recovers_to_a_prefix_of_the_commits() -> None:
     result = explore()
     assert result["prefixes"] == len(COMMITS) + 1  # every prefix, 0..5, was reached
-    assert result == {"operations": 123, "states": 659, "during_recovery": 78357, "prefixes": 6}
+    assert result == {"operations": 129, "states": 5078, "during_recovery": 2926, "prefixes": 6}
+
+
+def test_the_workload_stages_new_directories_as_trees() -> None:
+    """What the model explores: the staged trees' directories made on the trees' thread, and
+    the renames of whole trees (a new database, a new schema version) next to flat files."""
+    fs = ModelFs()
+    _run_commits(fs)
+    renamed = [(op.path, op.dst) for op in fs.log if op.kind == "renamedir"]
+    assert renamed == [(f"{STAGING}/tree-1", f"{LAKE}/shop"), (f"{STAGING}/tree-2", f"{LAKE}/bank"),
+                       (f"{STAGING}/tree-3", f"{LAKE}/shop/orders/v=2")]
+    made = [op.path for op in fs.log if op.kind == "mkdir" and op.path.startswith(STAGING + "/")]
+    assert len(made) == 7 + 4 + 2  # the three trees: shop (two tables), bank, orders v=2
+    flat = [(op.path, op.dst) for op in fs.log if op.kind == "rename" and "/_staging/p" in op.path]
+    assert [dst for _, dst in flat] == [f"{LAKE}/shop/orders/v=1/d=1/part-2.parquet",
+                                        f"{LAKE}/_xa/xa-2-0.arrow",
+                                        f"{LAKE}/bank/acct/v=1/d=2/part-5.parquet"]
+
+
+def test_the_model_catches_a_tree_directory_not_made_durable(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Without the fsync of the trees' directories before the manifest, the model fails."""
+    monkeypatch.setattr(StagedTrees, "directories", lambda self: [])
+    with pytest.raises(AssertionError, match="the lake holds"):
+        explore()
 
 
 def test_the_model_catches_a_missing_directory_fsync(monkeypatch: pytest.MonkeyPatch) -> None:

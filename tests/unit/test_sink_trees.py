@@ -1,0 +1,250 @@
+"""New directories land as staged trees made ahead on a thread (sinks/parquet/trees.py).
+
+Through the sink's own interface, counting the exact ``commit.FileSystem`` calls of each flush:
+a new table's directories and files are made in ``_staging/tree-<k>/`` while the stream is
+handled, the flush reopens the files, and the commit renames one directory per tree. A crash
+between the manifest and the renames is rolled forward; a failure on the thread breaks the sink
+at the flush with nothing visible, and a restart lands every transaction exactly once.
+"""
+
+from __future__ import annotations
+
+import errno
+import glob
+import os
+from collections import Counter
+from typing import Any
+
+import pyarrow.parquet as pq
+import pytest
+
+from protocol.binlog.coltypes import FieldType as T
+from sinks.errors import LakeError
+from sinks.parquet import ParquetSink
+from sinks.parquet import commit as C
+from sinks.parquet.testing import StreamBuilder, col
+
+COLUMNS = [col(0, T.LONGLONG, "id", pk=True), col(1, T.VARCHAR, "name", charset=45)]
+DAY_US = 86_400 * 1_000_000
+DATE = "2026-01-01"  # StreamBuilder's first commit date
+
+
+class Calls:
+    """Every call of the commit protocol's filesystem, by method (both threads)."""
+
+    def __init__(self) -> None:
+        self.log: list[tuple[str, tuple[Any, ...]]] = []
+
+    def of(self, name: str) -> list[tuple[Any, ...]]:
+        return [args for method, args in self.log if method == name]
+
+    def counts(self) -> Counter[str]:
+        return Counter(method for method, _ in self.log)
+
+
+@pytest.fixture
+def calls(monkeypatch: pytest.MonkeyPatch) -> Calls:
+    recorded = Calls()
+    cls = type(C.OS)
+    for name in ("mkdir", "write", "replace", "remove", "fsync"):
+        real = getattr(cls, name)
+
+        def method(self: C.FileSystem, *args: Any, _real: Any = real, _name: str = name) -> Any:
+            recorded.log.append((_name, args))
+            return _real(self, *args)
+
+        monkeypatch.setattr(cls, name, method)  # the class: the sink's threads call C.OS
+    return recorded
+
+
+def _rel(lake: str, path: str) -> str:
+    return os.path.relpath(path, lake)
+
+
+def _ids(lake: str, db: str = "shop") -> list[int]:
+    files = glob.glob(os.path.join(lake, db, "*", "schema_version=*", "*", "*.parquet"))
+    return sorted(i for f in files for i in pq.read_table(f, columns=["id"])["id"].to_pylist())
+
+
+def _txn(b: StreamBuilder, table: Any, key: int, **commit: Any) -> list[Any]:
+    return [b.begin(), b.insert(table, [(key, "x")]), b.commit(**commit)]
+
+
+def test_two_new_tables_cost_nine_directories_in_staging_and_one_rename(tmp_path,
+                                                                        calls) -> None:
+    lake = str(tmp_path / "lake")
+    b = StreamBuilder()
+    t1, t2 = b.table("shop", "t1", COLUMNS), b.table("shop", "t2", COLUMNS)
+    sink = ParquetSink(lake)
+    sink.open()
+    calls.log.clear()
+    for item in _txn(b, t1, 1) + _txn(b, t2, 2):
+        sink.handle(item)
+    sink.flush()
+    # made ahead on the thread: the tree (the new database), per table its directory, _schema,
+    # schema_version=1 and commit_date=…, and its two files, empty
+    made = [_rel(lake, args[0]) for args in calls.of("mkdir")]
+    assert made == ["_staging/tree-1",
+                    "_staging/tree-1/t1", "_staging/tree-1/t1/_schema",
+                    "_staging/tree-1/t1/schema_version=1",
+                    f"_staging/tree-1/t1/schema_version=1/commit_date={DATE}",
+                    "_staging/tree-1/t2", "_staging/tree-1/t2/_schema",
+                    "_staging/tree-1/t2/schema_version=1",
+                    f"_staging/tree-1/t2/schema_version=1/commit_date={DATE}"]
+    empty = sorted(_rel(lake, path) for path, data in calls.of("write") if not data)
+    assert empty == ["_staging/tree-1/t1/_schema/v1.json",
+                     f"_staging/tree-1/t1/schema_version=1/commit_date={DATE}/"
+                     "part-0000000000000001-000.parquet",
+                     "_staging/tree-1/t2/_schema/v1.json",
+                     f"_staging/tree-1/t2/schema_version=1/commit_date={DATE}/"
+                     "part-0000000000000002-000.parquet"]
+    # the flush writes them (reopened) and the manifest and checkpoint; the commit renames the
+    # tree onto the new database, the manifest and checkpoint into place, creates nothing
+    written = [_rel(lake, path) for path, data in calls.of("write") if data]
+    assert sorted(written) == sorted([*empty, "_commit.json.tmp", "_checkpoint.json.tmp"])
+    assert [(_rel(lake, s), _rel(lake, d)) for s, d in calls.of("replace")] == [
+        ("_commit.json.tmp", "_commit.json"), ("_staging/tree-1", "shop"),
+        ("_checkpoint.json.tmp", "_checkpoint.json")]
+    # durable before the manifest: the 4 files and the tree's 9 directories; then the commit's
+    fsynced = [_rel(lake, args[0]) for args in calls.of("fsync")]
+    assert sorted(fsynced[:13]) == sorted([*empty, *made])
+    assert fsynced[13:] == ["_staging", "_commit.json.tmp", ".", ".", "_checkpoint.json.tmp",
+                            ".", "."]
+    assert calls.counts() == {"mkdir": 9, "write": 10, "fsync": 20, "replace": 3, "remove": 1}
+    assert _ids(lake) == [1, 2]
+
+    # the tables exist now: the next flush stages its two files flat and renames them
+    calls.log.clear()
+    for item in _txn(b, t1, 3) + _txn(b, t2, 4):
+        sink.handle(item)
+    sink.flush()
+    assert calls.of("mkdir") == []
+    assert sorted((_rel(lake, s), _rel(lake, d)) for s, d in calls.of("replace")) == [
+        ("_checkpoint.json.tmp", "_checkpoint.json"), ("_commit.json.tmp", "_commit.json"),
+        ("_staging/part-00000001.parquet",
+         f"shop/t1/schema_version=1/commit_date={DATE}/part-0000000000000003-000.parquet"),
+        ("_staging/part-00000002.parquet",
+         f"shop/t2/schema_version=1/commit_date={DATE}/part-0000000000000004-000.parquet")]
+    assert calls.counts() == {"write": 6, "fsync": 10, "replace": 4, "remove": 1}
+
+    # a new table in the database: a tree of its own; a new commit date: a tree of one directory
+    calls.log.clear()
+    t3 = b.table("shop", "t3", COLUMNS)
+    for item in _txn(b, t1, 5, advance_us=DAY_US) + _txn(b, t3, 6) + _txn(b, t1, 7):
+        sink.handle(item)
+    sink.close()
+    assert [_rel(lake, args[0]) for args in calls.of("mkdir")] == [
+        "_staging/tree-2", "_staging/tree-2/_schema", "_staging/tree-2/schema_version=1",
+        "_staging/tree-2/schema_version=1/commit_date=2026-01-02", "_staging/tree-3"]
+    assert sorted((_rel(lake, s), _rel(lake, d)) for s, d in calls.of("replace")) == [
+        ("_checkpoint.json.tmp", "_checkpoint.json"), ("_commit.json.tmp", "_commit.json"),
+        ("_staging/part-00000003.parquet",
+         f"shop/t1/schema_version=1/commit_date={DATE}/part-0000000000000005-000.parquet"),
+        ("_staging/tree-2", "shop/t3"),
+        ("_staging/tree-3", "shop/t1/schema_version=1/commit_date=2026-01-02")]
+    assert _ids(lake) == [1, 2, 3, 4, 5, 6, 7]
+    assert os.listdir(os.path.join(lake, "_staging")) == []
+    assert sorted(os.listdir(os.path.join(lake, "shop", "t3"))) == ["_schema",
+                                                                    "schema_version=1"]
+
+
+def test_a_new_schema_version_of_a_table_is_a_tree_of_its_own(tmp_path, calls) -> None:
+    lake = str(tmp_path / "lake")
+    b = StreamBuilder()
+    t1 = b.table("shop", "t1", COLUMNS)
+    sink = ParquetSink(lake)
+    sink.open()
+    for item in _txn(b, t1, 1):
+        sink.handle(item)
+    sink.flush()
+    calls.log.clear()
+    wider = b.table("shop", "t1", [*COLUMNS, col(2, T.LONG, "n")])
+    for item in [b.begin(), b.ddl("shop", "ALTER TABLE t1 ADD n INT"), b.commit(),
+                 b.begin(), b.insert(wider, [(2, "y", 7)]), b.commit()]:
+        sink.handle(item)
+    sink.close()
+    # the schema file goes to the existing _schema (flat); the new version's partition is a tree
+    assert [_rel(lake, args[0]) for args in calls.of("mkdir")] == [
+        "_staging/tree-2", f"_staging/tree-2/commit_date={DATE}", "_ddl", "_ddl/shop"]
+    assert sorted(_rel(lake, d) for _, d in calls.of("replace")) == [
+        "_checkpoint.json", "_commit.json", "_ddl/shop/ddl-0000000000000002.jsonl",
+        "shop/t1/_schema/v2.json", "shop/t1/schema_version=2"]
+    assert _ids(lake) == [1, 2]
+
+
+def test_a_crash_between_the_manifest_and_the_tree_rename_rolls_forward(
+        tmp_path, monkeypatch: pytest.MonkeyPatch) -> None:
+    lake = str(tmp_path / "lake")
+    b = StreamBuilder()
+    t1, t2 = b.table("shop", "t1", COLUMNS), b.table("shop", "t2", COLUMNS)
+    items = _txn(b, t1, 1) + _txn(b, t2, 2)
+
+    class Crash(BaseException):
+        pass
+
+    real = type(C.OS).replace
+
+    def replace(self: C.FileSystem, src: str, dst: str) -> None:
+        if "/_staging/tree-" in src:
+            raise Crash
+        real(self, src, dst)
+
+    monkeypatch.setattr(type(C.OS), "replace", replace)
+    sink = ParquetSink(lake)
+    sink.open()
+    for item in items:
+        sink.handle(item)
+    with pytest.raises(Crash):
+        sink.flush()
+    sink._lock.release()  # the process "died": its lock goes with it
+    assert os.path.exists(os.path.join(lake, "_commit.json"))
+    assert not os.path.exists(os.path.join(lake, "shop"))
+    monkeypatch.setattr(type(C.OS), "replace", real)
+    again = ParquetSink(lake)
+    checkpoint = again.open()  # recovery renames the tree, writes the checkpoint
+    assert checkpoint is not None and checkpoint.seq == 2
+    assert _ids(lake) == [1, 2]
+    assert sorted(os.listdir(os.path.join(lake, "shop", "t1"))) == ["_schema",
+                                                                    "schema_version=1"]
+    for item in items:  # replayed from the start: the checkpoint covers both
+        again.handle(item)
+    again.close()
+    assert _ids(lake) == [1, 2]
+    assert os.listdir(os.path.join(lake, "_staging")) == []
+
+
+@pytest.mark.parametrize(("method", "code"), [("mkdir", errno.ENOSPC), ("write", errno.EACCES)])
+def test_a_failure_on_the_thread_breaks_the_sink_at_the_flush_with_nothing_visible(
+        tmp_path, monkeypatch: pytest.MonkeyPatch, method: str, code: int) -> None:
+    lake = str(tmp_path / "lake")
+    b = StreamBuilder()
+    t1, t2 = b.table("shop", "t1", COLUMNS), b.table("shop", "t2", COLUMNS)
+    items = _txn(b, t1, 1) + _txn(b, t2, 2)
+    sink = ParquetSink(lake)
+    sink.open()
+    real = getattr(type(C.OS), method)
+    failing = os.path.join(lake, "_staging", "tree-1", "t2")
+
+    def fail(self: C.FileSystem, path: str, *args: Any) -> None:
+        if path.startswith(failing):
+            raise OSError(code, os.strerror(code), path)
+        real(self, path, *args)
+
+    monkeypatch.setattr(type(C.OS), method, fail)
+    for item in items:
+        sink.handle(item)  # the thread failed meanwhile: said at the flush
+    with pytest.raises(LakeError) as caught:
+        sink.flush()
+    assert caught.value.errno == code
+    assert caught.value.path.startswith(failing)
+    assert sink.durable_position is None
+    sink.close()  # broken: lands nothing more
+    assert sorted(os.listdir(lake)) == ["_lock", "_staging"]
+    monkeypatch.setattr(type(C.OS), method, real)
+    again = ParquetSink(lake)
+    assert again.open() is None
+    for item in items:
+        again.handle(item)
+    again.close()
+    assert _ids(lake) == [1, 2]
+    assert os.listdir(os.path.join(lake, "_staging")) == []
