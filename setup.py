@@ -1,5 +1,6 @@
 """The one thing pyproject.toml cannot say: the optional C extensions (the native row decoder,
-the line formatter of `binlake decode`, and the slot filler that builds each event's header).
+the line formatter of `binlake decode`, the slot filler that builds each event's header, and the
+framing of a dump's packets and plain events).
 
 ``optional=True``: a machine without a C compiler or Python headers still installs binlake, and
 the daemon then decodes rows with the pure-Python reference (saying so once, see
@@ -16,6 +17,9 @@ setup(ext_modules=[
               extra_compile_args=["-O2", "-Wall", "-Wextra", "-Wno-unused-parameter"],
               optional=True),
     Extension("protocol._native_slots", ["protocol/_native_slots.c"],
+              extra_compile_args=["-O2", "-Wall", "-Wextra", "-Wno-unused-parameter"],
+              optional=True),
+    Extension("protocol._native_frames", ["protocol/_native_frames.c"],
               extra_compile_args=["-O2", "-Wall", "-Wextra", "-Wno-unused-parameter"],
               optional=True),
 ])

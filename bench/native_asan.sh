@@ -7,7 +7,9 @@
 # result sets / random row events each (default 3000); and the slot filler's instances
 # (protocol/_native_slots.c, tests/unit/test_native_slots.py); and the sum of an event's Arrow buffers
 # (arrow_bytes, tests/unit/test_sink_memory_budget.py); a batch's columns gathered at once and
-# its metadata columns filled (gather_all, meta_columns: tests/unit/test_batch_fast_path.py).
+# its metadata columns filled (gather_all, meta_columns: tests/unit/test_batch_fast_path.py);
+# and a dump's framing in C (protocol/_native_frames.c: packets split, plain events framed,
+# the session's positions; tests/unit/test_native_frames.py, test_packets.py, test_session.py).
 #   bench/native_asan.sh [ROUNDS]
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -24,4 +26,5 @@ LD_PRELOAD="$(gcc -print-file-name=libasan.so) $(gcc -print-file-name=libubsan.s
   "$python" -m pytest -q -p no:cacheprovider tests/unit/test_native_rows.py tests/unit/test_native_arrow.py \
     tests/unit/test_text_rows.py tests/unit/test_native_format.py \
     tests/unit/test_snapshot_arrow.py tests/unit/test_native_slots.py \
-    tests/unit/test_sink_memory_budget.py tests/unit/test_batch_fast_path.py
+    tests/unit/test_sink_memory_budget.py tests/unit/test_batch_fast_path.py \
+    tests/unit/test_native_frames.py tests/unit/test_packets.py tests/unit/test_session.py

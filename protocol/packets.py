@@ -24,6 +24,7 @@ from typing import Any
 from .binlog.native import text_collect as _native_text_collect
 from .binlog.native import text_rows as _native_text_rows
 from .errors import MalformedPacket, PacketSequenceError, PacketTooLarge, TruncatedData
+from .native_frames import split_payloads as _native_split_payloads
 
 __all__ = [
     "MAX_CHUNK",
@@ -205,8 +206,17 @@ class PacketCodec:
         and no view, where taking the packet and then a view past its first byte cost three
         objects (making a view costs more than copying a small event).
         """
-        if not self._scan_chunks and len(self._buf) - self._start <= _ONE_PASS_MAX:
-            return self._payloads_one_pass(status)
+        if not self._scan_chunks:
+            if _native_split_payloads is not None:  # in C: no copy of the buffer, no loop
+                payloads, pos, seq = _native_split_payloads(
+                    self._buf, self._start, len(self._buf), self.sequence,
+                    self.check_sequence, self.max_packet_size, status)
+                if payloads:
+                    self._start = pos
+                    self.sequence = seq
+                return payloads
+            if len(self._buf) - self._start <= _ONE_PASS_MAX:
+                return self._payloads_one_pass(status)
         stops, seq = self._plain_packets(status)
         if not stops:
             return []

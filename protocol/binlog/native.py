@@ -135,11 +135,19 @@ def warn_once(log: Callable[[str], None]) -> None:
     """Say once per process that rows decode with the Python reference because the extension
     is missing (nothing when it was switched off on purpose with BINLAKE_NATIVE=0)."""
     global _warned
-    if AVAILABLE or _warned or os.environ.get("BINLAKE_NATIVE", "1") == "0":
+    if _warned or os.environ.get("BINLAKE_NATIVE", "1") == "0":
         return
-    _warned = True
-    log(f"{UNAVAILABLE_REASON}: rows decode with the pure-Python decoder (same values, slower); "
-        "install gcc and the Python headers (python3-dev) and reinstall binlake to build it")
+    from ..native_frames import UNAVAILABLE_REASON as frames_missing
+
+    if not AVAILABLE:
+        _warned = True
+        log(f"{UNAVAILABLE_REASON}: rows decode with the pure-Python decoder (same values, "
+            "slower); install gcc and the Python headers (python3-dev) and reinstall binlake to "
+            "build it")
+    elif frames_missing:
+        _warned = True
+        log(f"{frames_missing}: events are framed in Python (same events, slower); reinstall "
+            "binlake (or `python setup.py build_ext --inplace` in a checkout) to build it")
 
 
 def plan(specs: tuple[tuple[Any, ...], ...]) -> object:

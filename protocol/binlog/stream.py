@@ -45,6 +45,7 @@ from typing import Any
 
 from ..errors import EventDecodeError, MalformedPacket
 from ..frozen import positional_maker
+from ..native_frames import feed_plain as _native_feed_plain
 from .compression import (
     MAX_DECOMPRESSED_SIZE,
     decompress_rows_event,
@@ -164,6 +165,7 @@ class EventStream:
         self._decode_rows = rows_decoder
         self._row_decoder_cache: Any = None
         self._table_map_hook = table_map_hook
+        self._plain_decoders: tuple[Callable[..., Event] | None, ...] | None = None
 
     # --- state -----------------------------------------------------------------------------------
 
@@ -267,7 +269,47 @@ class EventStream:
         For a batch of events (all those received in one read): one call, not one per event.
         When an event fails, ``out`` holds those decoded before it, and the error is raised
         as :meth:`feed` raises it.
+
+        A list's plain events (GTID, TABLE_MAP, rows, XID of an FDE'd stream) go through the
+        C loop of ``protocol/_native_frames.c`` when it is built: the same headers, positions,
+        CRC32 checks and decoders, stopping before any other event, which the Python loop
+        (:meth:`_feed_python`) then takes. An event that fails to decode in C is fed again
+        in Python, which raises the error :meth:`feed` raises.
         """
+        native = _native_feed_plain
+        if native is None or type(events) is not list:
+            self._feed_python(events, out)
+            return
+        plain = self._plain_decoders
+        if plain is None:
+            plain = self._plain_decoders = self._plain_table()
+        index, count = 0, len(events)
+        while index < count:
+            crc = self._fde_crc
+            if crc is not None:
+                index, self._position, error = native(
+                    events, index, out, self._file, self._position, crc, self._verify,
+                    _make_header, plain, zlib.crc32)
+                if error is not None and not isinstance(error, MalformedPacket):
+                    raise error
+                if index >= count:
+                    return
+            self._feed_python((events[index],), out)
+            index += 1
+
+    def _plain_table(self) -> tuple[Callable[..., Event] | None, ...]:
+        """The decoder of each plain event type by type code, for the C loop (None: not
+        plain, the Python loop takes it)."""
+        table: list[Callable[..., Event] | None] = [None] * 256
+        for type_code, decoder in _PER_TRANSACTION.items():
+            table[type_code] = decoder
+        for type_code in _ROW_LAYER:
+            table[type_code] = self._decode_row_event
+        return tuple(table)
+
+    def _feed_python(self, events: Iterable[bytes | bytearray | memoryview],
+                     out: list[Event]) -> None:
+        """:meth:`feed_into` in Python: the reference, and every event the C loop leaves."""
         append = out.append
         unpack = _HEADER.unpack_from
         crc32 = zlib.crc32

@@ -233,7 +233,7 @@ class TransactionAssembler:
             handler = _HANDLERS[cls] = _handler_for(cls)
         return handler(self, event)
 
-    def feed_many(self, events: Iterable[object]) -> list[TransactionItem]:
+    def feed_many(self, events: Iterable[Any]) -> list[TransactionItem]:
         """The items of ``events`` in order: what ``feed`` returns for each, concatenated.
 
         One call for a batch of events (all those received in one read): a one-row
@@ -241,12 +241,35 @@ class TransactionAssembler:
         event showed in profiles.
         """
         out: list[TransactionItem] = []
+        append = out.append
         handlers = _HANDLERS
         nothing = TransactionAssembler._nothing
         for event in events:
             cls = type(event)
             if cls is RowsEvent and self._open is not None:  # most items: no list of one
-                out.append(event)  # type: ignore[arg-type]
+                append(event)
+                continue
+            # A MariaDB GTID with nothing open and an XID closing what a GTID opened: what
+            # _begin_gtid/_begin and _xid/_commit do, without their three calls and list.
+            if cls is MariadbGtidEvent and self._open is None:
+                header = event.header
+                flags = event.flags
+                gtid = _make_mariadb_gtid(event.domain_id, event.server_id, event.seq_no)
+                begin = _make_position(header.file, header.position)
+                is_xa = bool(flags & _FL_XA)
+                self._open = _Open(gtid, begin, header.server_id,
+                                   bool(flags & _FL_STANDALONE_OR_COMPLETED_XA), None, is_xa)
+                append(_make_begin(gtid, begin, header.timestamp, header.server_id,
+                                   bool(flags & _FL_DDL), is_xa))
+                continue
+            open_ = self._open
+            if cls is XidEvent and open_ is not None and open_.mysql_commit_us is None:
+                header = event.header
+                self._open = None
+                append(_make_commit(open_.gtid, open_.begin,
+                                    _make_position(header.file, header.next_position),
+                                    header.timestamp * 1_000_000, open_.server_id,
+                                    event.xid, None))
                 continue
             handler = handlers.get(cls)
             if handler is None:

@@ -39,6 +39,7 @@ import trio
 from protocol.binlog.model import BinlogPosition
 from protocol.errors import BinlogDumpError, ProtocolError, ServerError
 from protocol.gtid import GtidPosition, GtidSet
+from protocol.native_frames import end_positions as _native_end_positions
 from protocol.replication import (
     DUMP_GTID_NON_BLOCK,
     DUMP_NON_BLOCK,
@@ -375,8 +376,14 @@ class ReplicationSession:
         tracker = self._tracker
         file, pos, crc = tracker.file, tracker.pos, tracker.crc
         unpack = _HEADER.unpack_from
-        taken = 0
-        for data in events:
+        native = _native_end_positions if type(events) is list else None  # in C when built
+        taken, count = 0, len(events)
+        while taken < count:
+            if native is not None:
+                taken, pos = native(events, taken, pos)
+                if taken >= count:
+                    break
+            data = events[taken]
             if len(data) < _HEADER_SIZE:  # next_event's parse_dump_packet says what it is
                 break
             taken += 1

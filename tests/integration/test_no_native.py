@@ -32,11 +32,11 @@ import sys
 
 
 class _NoNative:
-    """Finds protocol.binlog._native_rows and refuses it, as when it was never built."""
+    """Finds the native row decoder and framing and refuses them, as when never built."""
 
     def find_spec(self, name, path=None, target=None):
-        if name == "protocol.binlog._native_rows":
-            raise ImportError("No module named 'protocol.binlog._native_rows'")
+        if name in ("protocol.binlog._native_rows", "protocol._native_frames"):
+            raise ImportError(f"No module named {name!r}")
         return None
 
 

@@ -353,6 +353,20 @@ def test_the_switch_and_the_warning() -> None:
             mock.patch.dict(os.environ, {"BINLAKE_NATIVE": "0"}):
         native.warn_once(lines.append)  # switched off on purpose: nothing to say
     assert lines == []
+    # the rows decoder built, the framing not (an in-place build older than it): said too
+    from protocol import native_frames
+
+    with mock.patch.object(native, "AVAILABLE", True), \
+            mock.patch.object(native, "_warned", False), \
+            mock.patch.object(native_frames, "UNAVAILABLE_REASON", "the native binlog framing "
+                              "is not built (No module named 'protocol._native_frames')"), \
+            mock.patch.dict(os.environ, {"BINLAKE_NATIVE": "1"}):
+        native.warn_once(lines.append)
+        native.warn_once(lines.append)
+    assert lines == ["the native binlog framing is not built (No module named "
+                     "'protocol._native_frames'): events are framed in Python (same events, "
+                     "slower); reinstall binlake (or `python setup.py build_ext --inplace` in a "
+                     "checkout) to build it"]
 
 
 def _mixed_cost() -> None:

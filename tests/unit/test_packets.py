@@ -234,16 +234,22 @@ def _drain(codec: PacketCodec, batched: bool | str) -> list[bytes | str]:
         out.append(packet[1])
 
 
-@pytest.mark.parametrize("one_pass_max", [1 << 20, 0], ids=["one-pass", "scan-first"])
+@pytest.mark.parametrize("one_pass_max", [1 << 20, 0, "native"],
+                         ids=["one-pass", "scan-first", "native"])
 @pytest.mark.parametrize("seed", range(40))
-def test_next_packets_takes_what_next_packet_would(seed: int, one_pass_max: int,
+def test_next_packets_takes_what_next_packet_would(seed: int, one_pass_max: int | str,
                                                    monkeypatch: pytest.MonkeyPatch) -> None:
     """The batched split (also of the payloads after a given first byte) returns the same payloads and errors as
     one-by-one and leaves the same next sequence id and buffered bytes, with split (16 MiB)
     packets, a wrong sequence id or an oversized packet in the stream, and bytes arriving in
-    arbitrary pieces; the payloads after a byte both ways (one pass over a small buffer, or
-    a scan before the copy)."""
-    monkeypatch.setattr(packets, "_ONE_PASS_MAX", one_pass_max)
+    arbitrary pieces; the payloads after a byte all three ways (one pass over a small buffer,
+    a scan before the copy, the C split of protocol/_native_frames.c)."""
+    if one_pass_max == "native":
+        if packets._native_split_payloads is None:
+            pytest.skip("protocol._native_frames is not built")
+    else:
+        monkeypatch.setattr(packets, "_native_split_payloads", None)
+        monkeypatch.setattr(packets, "_ONE_PASS_MAX", one_pass_max)
 
     rng = random.Random(seed)
     seq = rng.randrange(256)

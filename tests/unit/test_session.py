@@ -282,11 +282,20 @@ def test_version_comparison_for_annotate_rows() -> None:
     assert not _version_at_least("garbage", (11, 4))
 
 
+@pytest.mark.parametrize("native", [True, False], ids=["native", "python"])
 @pytest.mark.parametrize("zero_log_pos", [False, True])
-async def test_buffered_events_match_taking_events_one_at_a_time(zero_log_pos):
+async def test_buffered_events_match_taking_events_one_at_a_time(zero_log_pos, native,
+                                                                 monkeypatch):
     """The batch (one call per read) gives the same bytes, positions and packet count as
     next_buffered_event; it ends after a heartbeat (the position is then the heartbeat's)
-    and leaves the end of the dump to next_event."""
+    and leaves the end of the dump to next_event. Both with the plain events' positions
+    followed in C (protocol/_native_frames.c) and in Python."""
+    import replica.core.session as session_module
+
+    if not native:
+        monkeypatch.setattr(session_module, "_native_end_positions", None)
+    elif session_module._native_end_positions is None:
+        pytest.skip("protocol._native_frames is not built")
     trx1, _ = transaction(256, zero_log_pos)
     trx2, _ = transaction(256, zero_log_pos)
     heartbeat = event(27, b"bin.000005", 0, 0x20)
