@@ -1,6 +1,7 @@
 """The one thing pyproject.toml cannot say: the optional C extensions (the native row decoder,
-the line formatter of `binlake decode`, the slot filler that builds each event's header, and the
-framing of a dump's packets and plain events).
+the line formatter of `binlake decode`, the slot filler that builds each event's header, the
+framing of a dump's packets and plain events, and the lake's batch of directories and empty files
+made without the GIL, sinks/parquet/trees.py).
 
 ``optional=True``: a machine without a C compiler or Python headers still installs binlake, and
 the daemon then decodes rows with the pure-Python reference (saying so once, see
@@ -20,6 +21,9 @@ setup(ext_modules=[
               extra_compile_args=["-O2", "-Wall", "-Wextra", "-Wno-unused-parameter"],
               optional=True),
     Extension("protocol._native_frames", ["protocol/_native_frames.c"],
+              extra_compile_args=["-O2", "-Wall", "-Wextra", "-Wno-unused-parameter"],
+              optional=True),
+    Extension("sinks.parquet._native_fs", ["sinks/parquet/_native_fs.c"],
               extra_compile_args=["-O2", "-Wall", "-Wextra", "-Wno-unused-parameter"],
               optional=True),
 ])

@@ -12,6 +12,7 @@ from __future__ import annotations
 import errno
 import glob
 import os
+import threading
 from collections import Counter
 from typing import Any
 
@@ -30,28 +31,44 @@ DATE = "2026-01-01"  # StreamBuilder's first commit date
 
 
 class Calls:
-    """Every call of the commit protocol's filesystem, by method (both threads)."""
+    """Every call of the commit protocol's filesystem, by method (both threads). The trees'
+    thread batches what was queued meanwhile (``make_many``): its directories and files are
+    counted one by one (:meth:`made`), however the thread happened to batch them."""
 
     def __init__(self) -> None:
         self.log: list[tuple[str, tuple[Any, ...]]] = []
+        self.inside = threading.local()
 
     def of(self, name: str) -> list[tuple[Any, ...]]:
         return [args for method, args in self.log if method == name]
 
+    def made(self, lake: str) -> tuple[list[str], list[str]]:
+        """The directories and the empty files made (relative to ``lake``), in order."""
+        dirs = [_rel(lake, d) for batch, _ in self.of("make_many") for d in batch]
+        files = [_rel(lake, f) for _, batch in self.of("make_many") for f in batch]
+        return dirs, files
+
     def counts(self) -> Counter[str]:
-        return Counter(method for method, _ in self.log)
+        return Counter(method for method, _ in self.log if method != "make_many")
 
 
 @pytest.fixture
 def calls(monkeypatch: pytest.MonkeyPatch) -> Calls:
     recorded = Calls()
     cls = type(C.OS)
-    for name in ("mkdir", "write", "replace", "remove", "fsync"):
+    for name in ("mkdir", "write", "replace", "remove", "fsync", "make_many"):
         real = getattr(cls, name)
 
         def method(self: C.FileSystem, *args: Any, _real: Any = real, _name: str = name) -> Any:
-            recorded.log.append((_name, args))
-            return _real(self, *args)
+            if getattr(recorded.inside, "batch", False):  # make_many's own, if not native
+                return _real(self, *args)
+            recorded.log.append((_name, tuple(list(a) if isinstance(a, list) else a
+                                              for a in args)))
+            recorded.inside.batch = _name == "make_many"
+            try:
+                return _real(self, *args)
+            finally:
+                recorded.inside.batch = False
 
         monkeypatch.setattr(cls, name, method)  # the class: the sink's threads call C.OS
     return recorded
@@ -83,7 +100,7 @@ def test_two_new_tables_cost_nine_directories_in_staging_and_one_rename(tmp_path
     sink.flush()
     # made ahead on the thread: the tree (the new database), per table its directory, _schema,
     # schema_version=1 and commit_date=…, and its two files, empty
-    made = [_rel(lake, args[0]) for args in calls.of("mkdir")]
+    made, empty = calls.made(lake)
     assert made == ["_staging/tree-1",
                     "_staging/tree-1/t1", "_staging/tree-1/t1/_schema",
                     "_staging/tree-1/t1/schema_version=1",
@@ -91,13 +108,12 @@ def test_two_new_tables_cost_nine_directories_in_staging_and_one_rename(tmp_path
                     "_staging/tree-1/t2", "_staging/tree-1/t2/_schema",
                     "_staging/tree-1/t2/schema_version=1",
                     f"_staging/tree-1/t2/schema_version=1/commit_date={DATE}"]
-    empty = sorted(_rel(lake, path) for path, data in calls.of("write") if not data)
-    assert empty == ["_staging/tree-1/t1/_schema/v1.json",
-                     f"_staging/tree-1/t1/schema_version=1/commit_date={DATE}/"
-                     "part-0000000000000001-000.parquet",
-                     "_staging/tree-1/t2/_schema/v1.json",
-                     f"_staging/tree-1/t2/schema_version=1/commit_date={DATE}/"
-                     "part-0000000000000002-000.parquet"]
+    assert sorted(empty) == ["_staging/tree-1/t1/_schema/v1.json",
+                             f"_staging/tree-1/t1/schema_version=1/commit_date={DATE}/"
+                             "part-0000000000000001-000.parquet",
+                             "_staging/tree-1/t2/_schema/v1.json",
+                             f"_staging/tree-1/t2/schema_version=1/commit_date={DATE}/"
+                             "part-0000000000000002-000.parquet"]
     # the flush writes them (reopened) and the manifest and checkpoint; the commit renames the
     # tree onto the new database, the manifest and checkpoint into place, creates nothing
     written = [_rel(lake, path) for path, data in calls.of("write") if data]
@@ -110,7 +126,7 @@ def test_two_new_tables_cost_nine_directories_in_staging_and_one_rename(tmp_path
     assert sorted(fsynced[:13]) == sorted([*empty, *made])
     assert fsynced[13:] == ["_staging", "_commit.json.tmp", ".", ".", "_checkpoint.json.tmp",
                             ".", "."]
-    assert calls.counts() == {"mkdir": 9, "write": 10, "fsync": 20, "replace": 3, "remove": 1}
+    assert calls.counts() == {"write": 6, "fsync": 20, "replace": 3, "remove": 1}
     assert _ids(lake) == [1, 2]
 
     # the tables exist now: the next flush stages its two files flat and renames them
@@ -118,14 +134,15 @@ def test_two_new_tables_cost_nine_directories_in_staging_and_one_rename(tmp_path
     for item in _txn(b, t1, 3) + _txn(b, t2, 4):
         sink.handle(item)
     sink.flush()
-    assert calls.of("mkdir") == []
+    assert calls.of("mkdir") == [] and calls.made(lake)[0] == []
+    assert len(calls.made(lake)[1]) == 2  # the flat staged files, made ahead too
     assert sorted((_rel(lake, s), _rel(lake, d)) for s, d in calls.of("replace")) == [
         ("_checkpoint.json.tmp", "_checkpoint.json"), ("_commit.json.tmp", "_commit.json"),
         ("_staging/part-00000001.parquet",
          f"shop/t1/schema_version=1/commit_date={DATE}/part-0000000000000003-000.parquet"),
         ("_staging/part-00000002.parquet",
          f"shop/t2/schema_version=1/commit_date={DATE}/part-0000000000000004-000.parquet")]
-    assert calls.counts() == {"write": 6, "fsync": 10, "replace": 4, "remove": 1}
+    assert calls.counts() == {"write": 4, "fsync": 10, "replace": 4, "remove": 1}
 
     # a new table in the database: a tree of its own; a new commit date: a tree of one directory
     calls.log.clear()
@@ -133,7 +150,7 @@ def test_two_new_tables_cost_nine_directories_in_staging_and_one_rename(tmp_path
     for item in _txn(b, t1, 5, advance_us=DAY_US) + _txn(b, t3, 6) + _txn(b, t1, 7):
         sink.handle(item)
     sink.close()
-    assert [_rel(lake, args[0]) for args in calls.of("mkdir")] == [
+    assert calls.made(lake)[0] == [
         "_staging/tree-2", "_staging/tree-2/_schema", "_staging/tree-2/schema_version=1",
         "_staging/tree-2/schema_version=1/commit_date=2026-01-02", "_staging/tree-3"]
     assert sorted((_rel(lake, s), _rel(lake, d)) for s, d in calls.of("replace")) == [
@@ -164,8 +181,8 @@ def test_a_new_schema_version_of_a_table_is_a_tree_of_its_own(tmp_path, calls) -
         sink.handle(item)
     sink.close()
     # the schema file goes to the existing _schema (flat); the new version's partition is a tree
-    assert [_rel(lake, args[0]) for args in calls.of("mkdir")] == [
-        "_staging/tree-2", f"_staging/tree-2/commit_date={DATE}", "_ddl", "_ddl/shop"]
+    assert calls.made(lake)[0] == ["_staging/tree-2", f"_staging/tree-2/commit_date={DATE}"]
+    assert [_rel(lake, d) for d, in calls.of("mkdir")] == ["_ddl", "_ddl/shop"]  # the commit's
     assert sorted(_rel(lake, d) for _, d in calls.of("replace")) == [
         "_checkpoint.json", "_commit.json", "_ddl/shop/ddl-0000000000000002.jsonl",
         "shop/t1/_schema/v2.json", "shop/t1/schema_version=2"]
@@ -213,34 +230,36 @@ def test_a_crash_between_the_manifest_and_the_tree_rename_rolls_forward(
     assert os.listdir(os.path.join(lake, "_staging")) == []
 
 
-@pytest.mark.parametrize(("method", "code"), [("mkdir", errno.ENOSPC), ("write", errno.EACCES)])
+@pytest.mark.parametrize(("failing", "code"), [("t2", errno.ENOSPC),
+                                               ("t2/_schema/v1.json", errno.EACCES)])
 def test_a_failure_on_the_thread_breaks_the_sink_at_the_flush_with_nothing_visible(
-        tmp_path, monkeypatch: pytest.MonkeyPatch, method: str, code: int) -> None:
+        tmp_path, monkeypatch: pytest.MonkeyPatch, failing: str, code: int) -> None:
     lake = str(tmp_path / "lake")
     b = StreamBuilder()
     t1, t2 = b.table("shop", "t1", COLUMNS), b.table("shop", "t2", COLUMNS)
     items = _txn(b, t1, 1) + _txn(b, t2, 2)
     sink = ParquetSink(lake)
     sink.open()
-    real = getattr(type(C.OS), method)
-    failing = os.path.join(lake, "_staging", "tree-1", "t2")
+    real = type(C.OS).make_many
+    failing = os.path.join(lake, "_staging", "tree-1", failing)
 
-    def fail(self: C.FileSystem, path: str, *args: Any) -> None:
-        if path.startswith(failing):
-            raise OSError(code, os.strerror(code), path)
-        real(self, path, *args)
+    def fail(self: C.FileSystem, dirs: list[str], files: list[str]) -> None:
+        for path in (*dirs, *files):  # a directory (ENOSPC) or a file (EACCES) of table t2
+            if path == failing:
+                raise OSError(code, os.strerror(code), path)
+        real(self, dirs, files)
 
-    monkeypatch.setattr(type(C.OS), method, fail)
+    monkeypatch.setattr(type(C.OS), "make_many", fail)
     for item in items:
         sink.handle(item)  # the thread failed meanwhile: said at the flush
     with pytest.raises(LakeError) as caught:
         sink.flush()
     assert caught.value.errno == code
-    assert caught.value.path.startswith(failing)
+    assert caught.value.path == failing
     assert sink.durable_position is None
     sink.close()  # broken: lands nothing more
     assert sorted(os.listdir(lake)) == ["_lock", "_staging"]
-    monkeypatch.setattr(type(C.OS), method, real)
+    monkeypatch.setattr(type(C.OS), "make_many", real)
     again = ParquetSink(lake)
     assert again.open() is None
     for item in items:
@@ -248,3 +267,26 @@ def test_a_failure_on_the_thread_breaks_the_sink_at_the_flush_with_nothing_visib
     again.close()
     assert _ids(lake) == [1, 2]
     assert os.listdir(os.path.join(lake, "_staging")) == []
+
+
+def test_the_thread_makes_a_batch_in_one_call_without_the_gil(tmp_path) -> None:
+    """The real filesystem's ``make_many`` is one C call (``_native_fs``, when built): what
+    the thread found queued, made in order, and a failure named like ``os.mkdir``'s."""
+    native = C._native_fs
+    if native is None:
+        pytest.skip("sinks.parquet._native_fs is not built")
+    base = str(tmp_path)
+    C.OS.make_many([f"{base}/a", f"{base}/a/b"], [f"{base}/a/b/f", f"{base}/a/g"])
+    assert sorted(os.listdir(f"{base}/a")) == ["b", "g"]
+    assert os.path.getsize(f"{base}/a/b/f") == 0
+    with open(f"{base}/a/g", "wb") as f:
+        f.write(b"x")
+    C.OS.make_many([], [f"{base}/a/g"])  # an existing file is truncated, as O_TRUNC does
+    assert os.path.getsize(f"{base}/a/g") == 0
+    with pytest.raises(FileExistsError) as exists:
+        C.OS.make_many([f"{base}/c", f"{base}/a"], [])
+    assert (exists.value.errno, exists.value.filename) == (errno.EEXIST, f"{base}/a")
+    assert os.path.isdir(f"{base}/c")  # made before the failure
+    with pytest.raises(FileNotFoundError) as missing:
+        C.OS.make_many([], [f"{base}/none/f"])
+    assert missing.value.filename == f"{base}/none/f"
