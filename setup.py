@@ -26,4 +26,7 @@ setup(ext_modules=[
     Extension("sinks.parquet._native_fs", ["sinks/parquet/_native_fs.c"],
               extra_compile_args=["-O2", "-Wall", "-Wextra", "-Wno-unused-parameter"],
               optional=True),
+    Extension("sinks.parquet._native_parquet", ["sinks/parquet/_native_parquet.c"],
+              extra_compile_args=["-O2", "-Wall", "-Wextra", "-Wno-unused-parameter"],
+              optional=True),
 ])

@@ -9,7 +9,9 @@
 # (arrow_bytes, tests/unit/test_sink_memory_budget.py); a batch's columns gathered at once and
 # its metadata columns filled (gather_all, meta_columns: tests/unit/test_batch_fast_path.py);
 # and a dump's framing in C (protocol/_native_frames.c: packets split, plain events framed,
-# the session's positions; tests/unit/test_native_frames.py, test_packets.py, test_session.py).
+# the session's positions; tests/unit/test_native_frames.py, test_packets.py, test_session.py); the
+# small-file Parquet writer's random tables and damaged templates (sinks/parquet/_native_parquet.c,
+# tests/unit/test_native_parquet.py).
 #   bench/native_asan.sh [ROUNDS]
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -27,4 +29,5 @@ LD_PRELOAD="$(gcc -print-file-name=libasan.so) $(gcc -print-file-name=libubsan.s
     tests/unit/test_text_rows.py tests/unit/test_native_format.py \
     tests/unit/test_snapshot_arrow.py tests/unit/test_native_slots.py \
     tests/unit/test_sink_memory_budget.py tests/unit/test_batch_fast_path.py \
-    tests/unit/test_native_frames.py tests/unit/test_packets.py tests/unit/test_session.py
+    tests/unit/test_native_frames.py tests/unit/test_packets.py tests/unit/test_session.py \
+    tests/unit/test_native_parquet.py

@@ -310,8 +310,9 @@ class LakeConfig:
         "and by time only this often, in seconds: a flush writes a file per table it touched.",
         unit="seconds"))
     compression: str = field(default="zstd", metadata=_key(
-        "Parquet compression codec (a file of less than 256 KiB of rows gets snappy instead "
-        "of zstd or gzip, whose set-up costs more than they save there).",
+        "Parquet compression codec (a file of less than 256 KiB of rows is written "
+        "uncompressed instead of with zstd or gzip, whose set-up costs more than they save "
+        "there).",
         choices=COMPRESSIONS))
     compact_interval: float = field(default=0.0, metadata=_key(
         "Compact the lake in the background this often, in seconds; 0 = off (run `binlake "

@@ -232,3 +232,34 @@ def test_a_column_added_with_a_default_has_it_in_older_rows(spark, tmp_path):  #
     state = read_current_state(spark, lake, "db", "d")
     assert sorted(_as_tuple(r, state.columns) for r in state.collect()) == [
         (1, 7, None), (2, 9, None), (3, 8, "x")]
+
+
+def test_native_small_files_read_in_spark_as_in_pyarrow(spark, tmp_path, monkeypatch):  # noqa: F811
+    """Files the native small-file writer wrote (sinks/parquet/small_file.py) — every operation,
+    ``_before``, ``_missing``, ``_json_diff``, NULLs — read in Spark as pyarrow reads them."""
+    from tests.unit.test_native_parquet import land, spy_native, stream
+
+    lake = str(tmp_path / "lake")
+    wrote = spy_native(monkeypatch)
+    files = land(lake, stream())
+    assert wrote == [True, True]
+    names = ["id", "name", "amount", "ts", "ratio", "tiny", "day", "bin", "doc", "u64", "_op",
+             "_seq", "_row", "_gtid", "_binlog_pos", "_missing", "_json_diff"]
+    for table, path in (("t1", files[0]), ("t2", files[1])):
+        want = pq.read_table(path).to_pylist()
+        df = read_changes(spark, lake, "db", table).orderBy("_seq", "_row")
+        got = df.collect()
+        assert len(got) == len(want) == (8 if table == "t1" else 2)
+        for row, expected in zip(got, want, strict=True):
+            present = [n for n in names if n in expected]
+            assert [bytes(v) if isinstance(v, bytearray) else v
+                    for v in _as_tuple(row, present)] == [expected[n] for n in present]
+            before = row["_before"].asDict() if row["_before"] is not None else None
+            if before is not None:
+                before = {k: bytes(v) if isinstance(v, bytearray) else v
+                          for k, v in before.items()}
+            assert before == expected["_before"]
+        utc = df.selectExpr("unix_micros(_commit_ts) AS us").collect()
+        assert [r["us"] for r in utc] == [
+            int(r["_commit_ts"].timestamp() * 1_000_000) for r in want]
+

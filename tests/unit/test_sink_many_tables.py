@@ -64,9 +64,10 @@ def test_one_flush_writes_a_whole_file_per_table(tmp_path) -> None:
     for path in files:
         meta = pq.ParquetFile(path).metadata
         assert (meta.num_rows, meta.num_row_groups) == (6, 1)
-        # a few rows: snappy, not the configured zstd, whose set-up costs more than it saves
+        # a few rows: no codec, not the configured zstd, whose set-up costs more than it saves
+        # (so the native writer writes it, small_file.py)
         assert {meta.row_group(0).column(i).compression
-                for i in range(meta.num_columns)} == {"SNAPPY"}
+                for i in range(meta.num_columns)} == {"UNCOMPRESSED"}
         # and plain encoding: a dictionary per column chunk costs more than a few rows save
         assert not any(meta.row_group(0).column(i).has_dictionary_page
                        for i in range(meta.num_columns))
@@ -79,21 +80,22 @@ def test_one_flush_writes_a_whole_file_per_table(tmp_path) -> None:
     assert json.load(open(os.path.join(lake, "_checkpoint.json")))["seq"] == TABLES * 3
 
 
-@pytest.mark.parametrize(("compression", "rows", "codec"), [
-    ("zstd", 4000, "ZSTD"),  # ~600 KB of Arrow data: the configured codec
-    ("zstd", 10, "SNAPPY"),
-    ("none", 10, "UNCOMPRESSED"),  # no codec asked for: none, small or not
-    ("lz4", 10, "LZ4"),  # cheap to set up already
-    ("snappy", 4000, "SNAPPY"),  # takes no level: once refused at the first write
-    ("none", 4000, "UNCOMPRESSED"),
+@pytest.mark.parametrize(("compression", "small", "rows", "codec"), [
+    ("zstd", "none", 4000, "ZSTD"),  # ~600 KB of Arrow data: the configured codec
+    ("zstd", "none", 10, "UNCOMPRESSED"),  # small: the native writer's
+    ("zstd", "snappy", 10, "SNAPPY"),  # small, a codec asked for: pyarrow's
+    ("none", "none", 10, "UNCOMPRESSED"),  # no codec asked for: none, small or not
+    ("lz4", "none", 10, "LZ4"),  # cheap to set up already
+    ("snappy", "none", 4000, "SNAPPY"),  # takes no level: once refused at the first write
+    ("none", "none", 4000, "UNCOMPRESSED"),
 ])
-def test_the_codec_of_a_file_written_whole(tmp_path, compression: str, rows: int,
+def test_the_codec_of_a_file_written_whole(tmp_path, compression: str, small: str, rows: int,
                                            codec: str) -> None:
     b = StreamBuilder()
     table = b.table("many", "t", COLUMNS)
     lake = str(tmp_path / "lake")
     _land(lake, [b.begin(), b.insert(table, [(i, "x" * 120, i) for i in range(rows)]),
-                 b.commit()], SinkOptions(compression=compression))
+                 b.commit()], SinkOptions(compression=compression, small_file_compression=small))
     [path] = _data_files(lake)
     meta = pq.ParquetFile(path).metadata
     assert meta.num_rows == rows

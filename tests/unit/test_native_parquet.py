@@ -1,0 +1,347 @@
+"""The native small-file Parquet writer against pyarrow, its reference (sinks/parquet/small_file.py).
+
+Every file the native writer produces must read back — through pyarrow — as the table pyarrow's
+own file of the same rows reads back as: the same values, types, schema and field metadata, the
+same Parquet schema, and the same footer statistics on ``_seq`` and ``_commit_ts``. Covered here:
+the type matrix (every Arrow type the sink lands, NULLs everywhere, required fields, a struct with
+NULL structs and NULL children, a list with NULL and empty lists and NULL elements, slices and
+several chunks), random tables (``BINLAKE_NATIVE_FUZZ_ROUNDS`` of them, a few by default; more
+under the sanitizers, bench/native_asan.sh), what it does not cover (None: pyarrow writes those),
+damaged templates (None, never a crash), and the sink's every operation (I/U/D, ``_before``,
+``_missing``, ``_json_diff``) landed through ``ParquetSink`` by each writer.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+import glob
+import os
+import random
+from decimal import Decimal
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from protocol.binlog.coltypes import FieldType as T
+from protocol.binlog.events import EventType
+from protocol.binlog.values import JsonDiff
+from sinks.parquet import ParquetSink, SinkOptions, small_file
+from sinks.parquet import files as F
+from sinks.parquet.testing import StreamBuilder, col
+
+pytestmark = pytest.mark.skipif(not small_file.ENABLED,
+                                reason="the native Parquet writer is not built")
+
+STATS = F.SMALL_FILE_STATISTICS
+ROUNDS = int(os.environ.get("BINLAKE_NATIVE_FUZZ_ROUNDS", "60"))
+
+
+def _reference(table: pa.Table) -> bytes:
+    sink = pa.BufferOutputStream()
+    with pq.ParquetWriter(sink, table.schema, compression="none", use_dictionary=False,
+                          write_statistics=list(STATS)) as writer:
+        writer.write_table(table, row_group_size=max(1, table.num_rows))
+    return bytes(sink.getvalue())
+
+
+def _statistics(data: bytes) -> dict[str, Any]:
+    meta = pq.ParquetFile(pa.BufferReader(data)).metadata
+    out = {}
+    for group in range(meta.num_row_groups):
+        for i in range(meta.num_columns):
+            column = meta.row_group(group).column(i)
+            s = column.statistics
+            if s is not None:
+                out[column.path_in_schema] = (s.has_min_max, s.min if s.has_min_max else None,
+                                              s.max if s.has_min_max else None, s.null_count)
+    return out
+
+
+def _same(table: pa.Table) -> bytes:
+    """The native file of ``table``, once checked against pyarrow's."""
+    native = small_file.write(table, STATS)
+    assert native is not None
+    reference = _reference(table)
+    got = pq.read_table(pa.BufferReader(native))
+    want = pq.read_table(pa.BufferReader(reference))
+    assert got.schema.equals(want.schema, check_metadata=True)
+    for field in want.schema:
+        assert got.schema.field(field.name).metadata == field.metadata
+    assert got.equals(want)
+    assert got.equals(table.combine_chunks()) or got.to_pylist() == table.to_pylist()
+    ours = pq.ParquetFile(pa.BufferReader(native)).metadata
+    theirs = pq.ParquetFile(pa.BufferReader(reference)).metadata
+    assert ours.schema.equals(theirs.schema)
+    assert (ours.num_rows, ours.num_row_groups) == (theirs.num_rows, 1)
+    assert _statistics(native) == _statistics(reference)
+    return native
+
+
+def _decimal_type(precision: int) -> pa.DataType:
+    return pa.decimal128(precision, min(precision, 3))
+
+
+def _values(arrow_type: pa.DataType, n: int, rng: random.Random, nulls: float) -> list[Any]:
+    def one() -> Any:
+        if pa.types.is_integer(arrow_type):
+            bits = arrow_type.bit_width
+            return rng.choice([-(2 ** (bits - 1)), 2 ** (bits - 1) - 1, 0, -1,
+                               rng.randrange(-(2 ** (bits - 1)), 2 ** (bits - 1))])
+        if pa.types.is_floating(arrow_type):
+            return rng.choice([0.0, -0.0, 1.5, -2.25e300 if arrow_type.bit_width == 64 else -2.5,
+                               float("inf"), rng.random()])
+        if pa.types.is_decimal(arrow_type):
+            digits = rng.randrange(arrow_type.precision + 1)
+            unscaled = rng.randrange(-(10 ** digits) + 1, 10 ** digits) if digits else 0
+            return Decimal(unscaled).scaleb(-arrow_type.scale)
+        if pa.types.is_date32(arrow_type):
+            return dt.date(1, 1, 1) + dt.timedelta(days=rng.randrange(3_652_058))
+        if pa.types.is_timestamp(arrow_type):
+            micros = rng.randrange(-62_135_596_800_000_000, 253_402_300_799_999_999)
+            return pa.scalar(micros, pa.int64()).cast(arrow_type).as_py()
+        if pa.types.is_string(arrow_type):
+            return "".join(rng.choice("aé€😀 ") for _ in range(rng.randrange(6)))
+        if pa.types.is_binary(arrow_type):
+            return bytes(rng.randrange(256) for _ in range(rng.randrange(6)))
+        raise AssertionError(arrow_type)
+    return [None if rng.random() < nulls else one() for _ in range(n)]
+
+
+PRIMITIVES = [pa.int8(), pa.int16(), pa.int32(), pa.int64(), pa.float32(), pa.float64(),
+              pa.date32(), pa.timestamp("us"), pa.timestamp("us", tz="UTC"), pa.string(),
+              pa.binary(), pa.decimal128(20, 0), pa.decimal128(12, 2), pa.decimal128(38, 10),
+              pa.decimal128(1, 0)]
+
+
+def _array(arrow_type: pa.DataType, n: int, rng: random.Random, nulls: float) -> pa.Array:
+    return pa.array(_values(arrow_type, n, rng, nulls), arrow_type)
+
+
+def _metadata_columns(n: int, rng: random.Random, nulls: float) -> list[tuple[pa.Field, pa.Array]]:
+    seq = sorted(rng.randrange(1, 2**62) for _ in range(n))
+    commit = _array(pa.timestamp("us", tz="UTC"), n, rng, nulls)
+    return [(pa.field("_op", pa.string(), nullable=False),
+             pa.array([rng.choice("IUD") for _ in range(n)])),
+            (pa.field("_seq", pa.int64(), nullable=False), pa.array(seq, pa.int64())),
+            (pa.field("_commit_ts", pa.timestamp("us", tz="UTC")), commit)]
+
+
+def _struct(fields: list[pa.Field], n: int, rng: random.Random, nulls: float) -> pa.Array:
+    children = [_array(f.type, n, rng, nulls if f.nullable else 0.0) for f in fields]
+    mask = pa.array([rng.random() < nulls for _ in range(n)])
+    return pa.StructArray.from_arrays(children, fields=fields, mask=mask)
+
+
+def _list(n: int, rng: random.Random, nulls: float, item_nullable: bool = True) -> pa.Array:
+    rows: list[list[str | None] | None] = []
+    for _ in range(n):
+        if rng.random() < nulls:
+            rows.append(None)
+        else:
+            rows.append([None if item_nullable and rng.random() < nulls else rng.choice("abc")
+                         for _ in range(rng.randrange(4))])
+    return pa.array(rows, pa.list_(pa.field("element", pa.string(), nullable=item_nullable)))
+
+
+def _random_table(rng: random.Random) -> pa.Table:
+    n = rng.choice([1, 2, 7, 8, 9, 50, 300])
+    nulls = rng.choice([0.0, 0.1, 0.5, 1.0])
+    fields: list[pa.Field] = []
+    arrays: list[pa.Array] = []
+    for i in range(rng.randrange(1, 8)):
+        arrow_type = rng.choice(PRIMITIVES + [_decimal_type(rng.randrange(1, 39))])
+        nullable = rng.random() < 0.8
+        meta = {"mysql_type": str(i).encode()} if rng.random() < 0.5 else None
+        fields.append(pa.field(f"c{i}", arrow_type, nullable=nullable, metadata=meta))
+        arrays.append(_array(arrow_type, n, rng, nulls if nullable else 0.0))
+    for field, array in _metadata_columns(n, rng, nulls):
+        fields.append(field)
+        arrays.append(array)
+    if rng.random() < 0.7:
+        fields.append(pa.field("_missing", pa.list_(pa.field("element", pa.string()))))
+        arrays.append(_list(n, rng, nulls))
+    if rng.random() < 0.7:
+        children = [pa.field(f.name, f.type, nullable=f.nullable, metadata=f.metadata)
+                    for f in fields[: max(1, len(fields) - 3)] if not f.name.startswith("_")]
+        if children:
+            fields.append(pa.field("_before", pa.struct(children)))
+            arrays.append(_struct(children, n, rng, nulls))
+    schema = pa.schema(fields, metadata={"binlake.table": "t"} if rng.random() < 0.5 else None)
+    table = pa.Table.from_arrays(arrays, schema=schema)
+    if rng.random() < 0.3 and n > 2:  # a slice: offsets into every buffer
+        start = rng.randrange(1, n)
+        table = table.slice(start, rng.randrange(1, n - start + 1))
+    if rng.random() < 0.2 and table.num_rows > 1:  # several chunks: combined first
+        half = table.num_rows // 2
+        table = pa.concat_tables([table.slice(0, half), table.slice(half)])
+    return table
+
+
+def test_the_type_matrix_reads_back_as_pyarrow_writes_it() -> None:
+    rng = random.Random(17)
+    n = 64
+    fields = [pa.field(f"p{i}", t, metadata={"mysql_type_name": str(t).encode()})
+              for i, t in enumerate(PRIMITIVES)]
+    fields += [pa.field(f"d{p}", _decimal_type(p)) for p in range(1, 39)]  # every FLBA width
+    fields += [pa.field("required_int", pa.int32(), nullable=False),
+               pa.field("required_text", pa.string(), nullable=False)]
+    arrays = [_array(f.type, n, rng, 0.3 if f.nullable else 0.0) for f in fields]
+    for field, array in _metadata_columns(n, rng, 0.3):
+        fields.append(field)
+        arrays.append(array)
+    fields.append(pa.field("_missing", pa.list_(pa.field("element", pa.string()))))
+    arrays.append(_list(n, rng, 0.3))
+    fields.append(pa.field("required_list", pa.list_(pa.field("element", pa.string(),
+                                                                nullable=False)),
+                           nullable=False))
+    arrays.append(_list(n, rng, 0.0, item_nullable=False))
+    fields.append(pa.field("_json_diff", pa.string()))
+    arrays.append(_array(pa.string(), n, rng, 0.8))
+    children = [pa.field(f.name, f.type, nullable=f.nullable, metadata=f.metadata)
+                for f in fields[:20]]
+    fields.append(pa.field("_before", pa.struct(children)))
+    arrays.append(_struct(children, n, rng, 0.3))
+    schema = pa.schema(fields, metadata={"binlake.database": "db", "binlake.table": "t"})
+    table = pa.Table.from_arrays(arrays, schema=schema)
+    _same(table)
+    _same(table.slice(5, 40))  # offsets
+    _same(pa.concat_tables([table.slice(0, 10), table.slice(10)]))  # chunks
+    for null_rows in ([None] * n,):  # every value NULL: no min/max, all nulls counted
+        commit = pa.array(null_rows, pa.timestamp("us", tz="UTC"))
+        _same(table.set_column(table.schema.get_field_index("_commit_ts"),
+                               table.schema.field("_commit_ts"), commit))
+
+
+def test_random_tables_read_back_as_pyarrow_writes_them() -> None:
+    rng = random.Random(1717)
+    for _ in range(ROUNDS):
+        _same(_random_table(rng))
+
+
+@pytest.mark.parametrize("arrow_type", [
+    pa.bool_(), pa.large_string(), pa.uint32(), pa.uint64(), pa.timestamp("ns"),
+    pa.decimal256(40, 2), pa.dictionary(pa.int32(), pa.string()), pa.time64("us"),
+    pa.struct([pa.field("inner", pa.struct([pa.field("x", pa.int32())]))]),
+    pa.list_(pa.struct([pa.field("x", pa.int32())])), pa.null(),
+])
+def test_what_it_does_not_cover_is_left_to_pyarrow(arrow_type: pa.DataType) -> None:
+    values = pa.array([None, None], arrow_type) if arrow_type != pa.bool_() else pa.array(
+        [True, None])
+    table = pa.table({"x": values, "_seq": pa.array([1, 2], pa.int64())})
+    assert small_file.write(table, STATS) is None
+
+
+def test_statistics_on_a_column_that_is_not_int64_are_left_to_pyarrow() -> None:
+    table = pa.table({"_seq": pa.array(["a"]), "x": pa.array([1])})
+    assert small_file.write(table, STATS) is None
+    assert small_file.write(table.slice(0, 0), STATS) is None  # no rows: pyarrow's
+
+
+def test_a_damaged_template_is_refused_never_read_past() -> None:
+    from sinks.parquet import _native_parquet as N
+    rng = random.Random(4)
+    table = _random_table(rng)
+    batch = table.combine_chunks().to_batches()[0]
+    good = small_file.template(table.schema, STATS)
+    schema_capsule, array_capsule = batch.__arrow_c_array__()
+    assert N.write(schema_capsule, array_capsule, good, STATS) is not None
+    for k in range(ROUNDS * 5):
+        damaged = bytearray(good)
+        if k % 3 == 0:
+            damaged = damaged[: rng.randrange(len(damaged))]
+        else:
+            for _ in range(rng.randrange(1, 4)):
+                damaged[rng.randrange(len(damaged))] = rng.randrange(256)
+        schema_capsule, array_capsule = batch.__arrow_c_array__()
+        data = N.write(schema_capsule, array_capsule, bytes(damaged), STATS)
+        if data is not None:  # the damage left the spliced fields parseable: still a file
+            assert data[:4] == b"PAR1" and data[-4:] == b"PAR1"
+
+
+COLUMNS = [col(0, T.LONG, "id", pk=True), col(1, T.VARCHAR, "name", charset=45),
+           col(2, T.NEWDECIMAL, "amount", precision=12, scale=2), col(3, T.DATETIME2, "ts"),
+           col(4, T.DOUBLE, "ratio"), col(5, T.TINY, "tiny"), col(6, T.DATE, "day"),
+           col(7, T.STRING, "bin", binary=True), col(8, T.JSON, "doc"),
+           col(9, T.LONGLONG, "u64", unsigned=True)]
+
+
+def stream() -> list[Any]:
+    """Every operation: inserts with NULLs, updates (full and MINIMAL images, a key change, a
+    partial JSON update), deletes, over two tables, in several transactions."""
+    b = StreamBuilder()
+    t1 = b.table("db", "t1", COLUMNS)
+    t2 = b.table("db", "t2", COLUMNS[:3])
+    row = (1, "é", Decimal("12.50"), dt.datetime(2024, 1, 2, 3, 4, 5, 6), 0.5, -128,
+           dt.date(2024, 2, 29), b"\x00\x01", '{"a": 1}', 2**64 - 1)
+    nulls = (2,) + (None,) * 9
+    items: list[Any] = [b.begin(), b.insert(t1, [row, nulls]), b.insert(t2, [(1, "x", None)]),
+                        b.commit()]
+    items += [b.begin(), b.update(t1, [(row, (1, "new",) + row[2:])]), b.commit()]
+    items += [b.begin(), b.update(t1, [((1,), (1, None))], columns=[0, 1], before_columns=[0]),
+              b.commit()]  # MINIMAL: _missing on both sides
+    partial = b.update(t1, [((2,), (2, JsonDiff(((0, "$.a", "5"),))))], columns=[0, 8],
+                       before_columns=[0])
+    partial = dataclasses.replace(partial, header=dataclasses.replace(
+        partial.header, type_code=EventType.PARTIAL_UPDATE_ROWS))
+    items += [b.begin(), partial, b.commit()]  # partial JSON without a before value: _json_diff
+    items += [b.begin(), b.update(t1, [(row, (3,) + row[1:])]), b.commit()]  # key change
+    items += [b.begin(), b.delete(t1, [nulls]), b.delete(t2, [(1, "x", None)]), b.commit()]
+    return items
+
+
+def spy_native(monkeypatch: pytest.MonkeyPatch) -> list[bool]:
+    """Records, per small file the sink writes, whether the native writer wrote it."""
+    wrote: list[bool] = []
+    real = small_file.write
+
+    def write(table: pa.Table, statistics: tuple[str, ...]) -> bytes | None:
+        data = real(table, statistics)
+        wrote.append(data is not None)
+        return data
+
+    monkeypatch.setattr(small_file, "write", write)
+    return wrote
+
+
+def land(lake: str, items: list[Any]) -> list[str]:
+    sink = ParquetSink(lake, SinkOptions())
+    sink.open()
+    for item in items:
+        sink.handle(item)
+    sink.close()
+    return sorted(glob.glob(os.path.join(lake, "db", "*", "*", "*", "*.parquet")))
+
+
+def test_the_sink_lands_the_same_tables_through_either_writer(tmp_path, monkeypatch) -> None:
+    items = stream()
+    wrote = spy_native(monkeypatch)
+    native = land(str(tmp_path / "native"), items)
+    assert wrote == [True, True]
+    monkeypatch.setattr(small_file, "ENABLED", False)
+    reference = land(str(tmp_path / "reference"), items)
+    assert wrote == [True, True, False, False]
+    assert len(native) == len(reference) == 2
+    for ours, theirs in zip(native, reference, strict=True):
+        assert os.path.relpath(ours, tmp_path / "native") == os.path.relpath(
+            theirs, tmp_path / "reference")
+        meta = pq.ParquetFile(ours).metadata
+        assert meta.row_group(0).column(0).compression == "UNCOMPRESSED"
+        got, want = pq.read_table(ours), pq.read_table(theirs)
+        assert got.schema.equals(want.schema, check_metadata=True)
+        assert got.equals(want)
+        assert pq.ParquetFile(ours).schema.equals(pq.ParquetFile(theirs).schema)
+        assert _statistics(open(ours, "rb").read()) == _statistics(open(theirs, "rb").read())
+    rows = pq.read_table(native[0]).to_pylist()  # t1
+    assert [(r["id"], r["_op"], r["_seq"], r["_row"]) for r in rows] == [
+        (1, "I", 1, 0), (2, "I", 1, 1), (1, "U", 2, 0), (1, "U", 3, 0), (2, "U", 4, 0),
+        (1, "D", 5, 0), (3, "I", 5, 1), (2, "D", 6, 0)]
+    assert rows[3]["_missing"] == ["amount", "ts", "ratio", "tiny", "day", "bin", "doc", "u64"]
+    assert rows[4]["_json_diff"] == '{"doc": [{"op": "REPLACE", "path": "$.a", "value": 5}]}'
+    assert rows[4]["doc"] is None and "doc" in rows[4]["_missing"]
+    assert [r["_before"] is not None for r in rows] == [False, False, True, True, True, True,
+                                                        True, True]
+    assert rows[2]["_before"]["name"] == "é" and rows[3]["_before"]["name"] is None
+    assert rows[1]["name"] is None and rows[0]["u64"] == Decimal(2**64 - 1)
