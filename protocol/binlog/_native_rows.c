@@ -1479,6 +1479,124 @@ fail:
     return NULL;
 }
 
+/* ---- A small batch handed to Arrow whole: the C data interface ---------------------------
+ * export_batch(spec) -> (capsule, address): an ArrowArray (the Arrow C data interface's
+ * struct, https://arrow.apache.org/docs/format/CDataInterface.html) built from a spec, for
+ * ``pyarrow.RecordBatch._import_from_c(address, schema)``: one import for a whole record
+ * batch instead of one ``Array.from_buffers`` per column, and no per-column array
+ * (sinks/parquet/rows.py, for the small batches of a flush over thousands of tables). A spec
+ * is ``(length, null_count, validity, buffers, children)``: validity None (no bitmap), an int
+ * (that many zero bytes: all NULL) or bytes; buffers a tuple of bytes or ints (zero bytes),
+ * after the validity in Arrow's order for the type; children a tuple of specs. Every buffer is
+ * copied into memory the array owns, so it may be released on any thread, without the GIL.
+ * The caller vouches that the spec matches the schema it imports with (Arrow does not see
+ * buffer sizes); the capsule releases the array unless Arrow took it, and frees the struct. */
+struct ArrowArray {
+    int64_t length, null_count, offset, n_buffers, n_children;
+    const void **buffers;
+    struct ArrowArray **children;
+    struct ArrowArray *dictionary;
+    void (*release)(struct ArrowArray *);
+    void *private_data;
+};
+
+static void node_release(struct ArrowArray *a) {
+    if (a->release == NULL) return;
+    for (int64_t i = 0; i < a->n_children; i++) {
+        struct ArrowArray *c = a->children[i];
+        if (c != NULL && c->release != NULL) c->release(c);
+        free(c);
+    }
+    free(a->children);
+    for (int64_t i = 0; i < a->n_buffers; i++) free((void *)a->buffers[i]);
+    free(a->buffers);
+    a->release = NULL;
+}
+
+/* A buffer the array owns: a copy of bytes, or n zero bytes for an int n (never NULL). */
+static void *node_buffer(PyObject *source) {
+    if (PyBytes_Check(source)) {
+        Py_ssize_t n = PyBytes_GET_SIZE(source);
+        void *p = malloc(n ? (size_t)n : 1);
+        if (p == NULL) { PyErr_NoMemory(); return NULL; }
+        if (n) memcpy(p, PyBytes_AS_STRING(source), (size_t)n);
+        return p;
+    }
+    Py_ssize_t n = PyLong_AsSsize_t(source);
+    if (n < 0) {
+        if (!PyErr_Occurred()) PyErr_SetString(PyExc_ValueError, "export_batch: negative size");
+        return NULL;
+    }
+    void *p = calloc(n ? (size_t)n : 1, 1);
+    if (p == NULL) PyErr_NoMemory();
+    return p;
+}
+
+static int node_fill(struct ArrowArray *a, PyObject *spec, int depth) {
+    memset(a, 0, sizeof(*a));
+    if (depth > 4 || !PyTuple_Check(spec) || PyTuple_GET_SIZE(spec) != 5
+        || !PyTuple_Check(PyTuple_GET_ITEM(spec, 3)) || !PyTuple_Check(PyTuple_GET_ITEM(spec, 4))) {
+        PyErr_SetString(PyExc_ValueError, "export_batch: malformed spec");
+        return -1;
+    }
+    PyObject *buffers = PyTuple_GET_ITEM(spec, 3), *children = PyTuple_GET_ITEM(spec, 4);
+    PyObject *valid = PyTuple_GET_ITEM(spec, 2);
+    a->length = PyLong_AsLongLong(PyTuple_GET_ITEM(spec, 0));
+    a->null_count = PyLong_AsLongLong(PyTuple_GET_ITEM(spec, 1));
+    if (PyErr_Occurred()) return -1;
+    if (a->length < 0 || a->null_count < 0 || a->null_count > a->length) {
+        PyErr_SetString(PyExc_ValueError, "export_batch: bad length or null count");
+        return -1;
+    }
+    Py_ssize_t nb = PyTuple_GET_SIZE(buffers), nc = PyTuple_GET_SIZE(children);
+    a->buffers = calloc((size_t)nb + 1, sizeof(void *));
+    a->children = nc ? calloc((size_t)nc, sizeof(struct ArrowArray *)) : NULL;
+    a->release = node_release;  /* from here on, node_release frees what is built */
+    if (a->buffers == NULL || (nc && a->children == NULL)) { PyErr_NoMemory(); return -1; }
+    a->n_buffers = 1;
+    if (valid != Py_None && (a->buffers[0] = node_buffer(valid)) == NULL) return -1;
+    for (Py_ssize_t i = 0; i < nb; i++) {
+        void *p = node_buffer(PyTuple_GET_ITEM(buffers, i));
+        if (p == NULL) return -1;
+        a->buffers[a->n_buffers++] = p;
+    }
+    for (Py_ssize_t i = 0; i < nc; i++) {
+        struct ArrowArray *c = malloc(sizeof(*c));
+        if (c == NULL) { PyErr_NoMemory(); return -1; }
+        c->release = NULL;
+        a->children[a->n_children++] = c;
+        if (node_fill(c, PyTuple_GET_ITEM(children, i), depth + 1) < 0) return -1;
+    }
+    return 0;
+}
+
+static const char *BATCH_CAPSULE = "binlake.native_rows.arrow_array";
+
+static void batch_free(PyObject *capsule) {
+    struct ArrowArray *a = PyCapsule_GetPointer(capsule, BATCH_CAPSULE);
+    if (a == NULL) return;
+    if (a->release != NULL) a->release(a);
+    free(a);
+}
+
+static PyObject *export_batch(PyObject *self, PyObject *spec) {
+    (void)self;
+    struct ArrowArray *a = malloc(sizeof(*a));
+    if (a == NULL) return PyErr_NoMemory();
+    if (node_fill(a, spec, 0) < 0) {
+        if (a->release != NULL) a->release(a);
+        free(a);
+        return NULL;
+    }
+    PyObject *capsule = PyCapsule_New(a, BATCH_CAPSULE, batch_free);
+    if (capsule == NULL) {
+        a->release(a);
+        free(a);
+        return NULL;
+    }
+    return Py_BuildValue("(NK)", capsule, (unsigned long long)(uintptr_t)a);
+}
+
 
 /* What text_rows makes of one non-NULL value (protocol.results.TEXT_* say the same). */
 enum { T_STR = 0, T_BYTES = 1, T_INT = 2, T_FLOAT = 3, T_UTF8 = 4 };
@@ -2193,6 +2311,8 @@ static PyMethodDef methods[] = {
      "Every table column of a batch, as gather's; None per column gather leaves to Python."},
     {"meta_columns", (PyCFunction)(void (*)(void))meta_columns, METH_FASTCALL,
      "A batch's metadata columns' buffers from its events' tags and where their rows end."},
+    {"export_batch", (PyCFunction)export_batch, METH_O,
+     "An Arrow C data interface array from a spec of buffers: (capsule, address)."},
     {"text_row", (PyCFunction)(void (*)(void))text_row, METH_FASTCALL,
      "Parse one text-protocol row; None when malformed (the Python parser then raises)."},
     {"text_rows", (PyCFunction)(void (*)(void))text_rows, METH_FASTCALL,

@@ -40,7 +40,8 @@ from collections.abc import Callable
 from typing import Any
 
 __all__ = ["AVAILABLE", "ENABLED", "ARROW", "TEXT_ARROW", "UNAVAILABLE_REASON", "plan", "decode",
-           "decode_arrow", "concat", "gather", "gather_all", "meta_columns", "text_row",
+           "decode_arrow", "concat", "gather", "gather_all", "meta_columns", "export_batch",
+           "text_row",
            "text_rows", "text_collect", "text_arrow", "text_lists", "TEXT_SKIP", "warn_once"]
 
 _module: Any = None
@@ -88,6 +89,16 @@ gather_all: Callable[[tuple[str | None, ...], list[tuple[Any, Any, Any, int]]],
 meta_columns: Callable[[list[tuple[Any, ...]], list[int], bytes],
                        tuple[tuple[int, bytes | None, bytes, bytes | None] | None, ...]] | None = (
     getattr(_module, "meta_columns", None) if ARROW else None)
+
+#: ``export_batch(spec) -> (capsule, address)``: an Arrow C data interface array built from
+#: ``spec`` = ``(length, null_count, validity, buffers, children)`` (validity: None, bytes, or an
+#: int = that many zero bytes; buffers: bytes or ints, in Arrow's order for the type; children:
+#: specs), every buffer copied into memory the array owns, for
+#: ``pyarrow.RecordBatch._import_from_c(address, schema)``; the capsule frees the struct (and
+#: the array, unless Arrow took it). The spec must match the schema (Arrow sees no sizes).
+#: None as for :data:`gather_all`.
+export_batch: Callable[[tuple[Any, ...]], tuple[object, int]] | None = (
+    getattr(_module, "export_batch", None) if ARROW else None)
 
 #: ``text_rows(buf, start, end, seq, limit, kinds, columns) -> (start, seq, rows, fallbacks)``:
 #: every complete plain row packet buffered in ``buf[start:end]`` parsed straight into column

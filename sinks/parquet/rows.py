@@ -15,7 +15,9 @@ converted with a single ``pa.array`` call, as before — the same array either w
 (``native.gather_all``), and the metadata columns that vary per event (``_seq``, ``_row``, the
 GTID's parts, ``_binlog_file``/``_pos``, ``_commit_ts``) are filled in another
 (``native.meta_columns``): a flush over thousands of tables converts thousands of parts of a few
-dozen rows, where one Python step per column and per event was most of the cost
+dozen rows, where one Python step per column and per event was most of the cost. A small batch
+whose columns all come so (INSERTs with complete images) is handed to Arrow whole through the C
+data interface (``native.export_batch``), with no array per column
 (tests/unit/test_batch_fast_path.py: the same batches as the per-column Python way). Grouping matters for OLTP streams: thousands of one-row
 transactions cost one conversion per few hundred events, not one per event. Per-row Python work
 is limited to UPDATEs that change a primary key.
@@ -33,6 +35,7 @@ operations in ``_json_diff`` (``JsonDiff.to_json_text``, keyed by column name).
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -301,16 +304,30 @@ def _wrap(arrow_type: pa.DataType, rows: int, nulls: int, valid: bytes | None, d
     return pa.Array.from_buffers(arrow_type, rows, buffers, null_count=nulls)
 
 
-def _columns(version: TableVersion, entries: list[Entry]) -> list[pa.Array]:
-    """Every table column of a batch (:func:`_column`), the native ones gathered in one call."""
+Gathered = list[tuple[int, int, bytes | None, bytes, bytes | None] | None]
+
+
+def _gathered(version: TableVersion, entries: list[Entry], small: bool) -> Gathered | None:
+    """Every table column's buffers, gathered in one C call (None per column left to Python);
+    None when the extension lacks it, or for one image in table order (unless ``small``: a
+    batch that may be exported whole), whose chunks :func:`_column` wraps as they are."""
     gather_all = _native.gather_all
     slots, chunks, image, _ = entries[0]
     if gather_all is None or not _native.ARROW or (
-            len(entries) == 1 and slots is None and chunks is not None and image is not None):
+            not small and len(entries) == 1 and slots is None and chunks is not None
+            and image is not None):
+        return None
+    return gather_all(version.native_tags, entries)
+
+
+def _columns(version: TableVersion, entries: list[Entry],
+             gathered: Gathered | None) -> list[pa.Array]:
+    """Every table column of a batch (:func:`_column`) from what :func:`_gathered` gave."""
+    if gathered is None:
         return [_column(version, k, entries) for k in range(len(version.names))]
     types = version.arrow_types
     return [_python_column(version, k, entries) if native is None else _wrap(types[k], *native)
-            for k, native in enumerate(gather_all(version.native_tags, entries))]
+            for k, native in enumerate(gathered)]
 
 
 def _column(version: TableVersion, k: int, entries: list[Entry]) -> pa.Array:
@@ -507,18 +524,25 @@ _META_TYPES = (_INT64, _STRING, _INT64, _INT64, _STRING, _STRING, _INT64, _STRIN
 _META_ORDER = {True: (0, 10, 1, 2, 3, 4, 5, 6, 7, 8, 9), False: (0, 10, 1, 2, 3, 4, 5, 6, 7, 8)}
 
 
-def _meta_columns(out: _Builder, with_commit_time: bool) -> list[pa.Array] | None:
-    """The per-event metadata columns (``_seq`` … ``_commit_ts``) filled in C in one call, or
-    None when the extension lacks it or a value does not fit (the Python way then converts,
-    or raises, as ever). Their cost is one Arrow array each, whatever the events."""
+MetaBuffers = tuple[tuple[int, bytes | None, bytes, bytes | None] | None, ...]
+
+
+def _meta_buffers(out: _Builder, with_commit_time: bool) -> MetaBuffers | None:
+    """The per-event metadata columns' buffers (``_seq`` … ``_commit_ts``, in tag order),
+    filled in C in one call; None when the extension lacks it or a value does not fit (the
+    Python way then converts, or raises, as ever)."""
     meta_columns = _native.meta_columns
     if meta_columns is None:
         return None
     try:
-        buffers = meta_columns(out.tags, out.ends, _META_KINDS[with_commit_time])
+        return meta_columns(out.tags, out.ends, _META_KINDS[with_commit_time])
     except (TypeError, ValueError, OverflowError):
         return None
-    count = out.count
+
+
+def _meta_columns(buffers: MetaBuffers, count: int, with_commit_time: bool) -> list[pa.Array]:
+    """The metadata columns from :func:`_meta_buffers`, in the batch's order: one Arrow array
+    each, whatever the events."""
     columns = []
     for c in _META_ORDER[with_commit_time]:
         arrow_type = _META_TYPES[c]
@@ -528,21 +552,82 @@ def _meta_columns(out: _Builder, with_commit_time: bool) -> list[pa.Array] | Non
     return columns
 
 
+#: Bytes per value of each native layout with a fixed width (the others: offsets and bytes).
+_WIDTHS = {"i1": 1, "i2": 2, "i4": 4, "i8": 8, "dec": 16, "f4": 4, "f8": 8, "date": 4, "ts": 8}
+_META_WIDTHS = (8, 0, 8, 8, 0, 0, 8, 0, 8, 8, 8)  # of _META_TYPES; 0: a string
+
+
+def _null_spec(count: int, width: int) -> tuple[Any, ...]:
+    """An all-NULL column's ``native.export_batch`` spec (``width`` 0: a string)."""
+    buffers = (width * count,) if width else (4 * (count + 1), 0)
+    return (count, count, (count + 7) // 8, buffers, ())
+
+
+def _spec(count: int, nulls: int, valid: bytes | None, data: bytes,
+          offsets: bytes | None) -> tuple[Any, ...]:
+    return (count, nulls, valid, (data,) if offsets is None else (offsets, data), ())
+
+
+@functools.lru_cache(maxsize=256)
+def _null_tail(tags: tuple[str | None, ...], count: int) -> tuple[tuple[Any, ...], ...]:
+    """The specs of ``_missing``, ``_json_diff`` and ``_before`` all NULL, for a batch of
+    ``count`` rows of a table with these native tags (cached: tables share shapes)."""
+    nulls = (count + 7) // 8
+    return (
+        (count, count, nulls, (4 * (count + 1),), ((0, 0, None, (4, 0), ()),)),  # _missing
+        _null_spec(count, 0),  # _json_diff
+        (count, count, nulls, (), tuple(_null_spec(count, _WIDTHS.get(tag or "", 0))
+                                        for tag in tags)),  # _before
+    )
+
+
+def _exported(version: TableVersion, out: _Builder, gathered: Gathered, meta: MetaBuffers,
+              schema: pa.Schema, with_commit_time: bool) -> pa.RecordBatch:
+    """A batch whose every column has buffers filled in C, handed to Arrow in one import
+    (``native.export_batch``): no array per column, no ``from_arrays``. For small batches of
+    complete images without before images (each buffer is copied once more)."""
+    count = out.count
+    meta_columns, export_batch = _native.meta_columns, _native.export_batch
+    assert meta_columns is not None and export_batch is not None  # the caller checked
+    op = meta_columns([(value,) for value in out.ops.values], out.ops.ends, b"s")[0]
+    assert op is not None  # every row has an op
+    children = []
+    for native in gathered:
+        assert native is not None  # the caller checked
+        children.append(_spec(count, *native[1:]))
+    children.append(_spec(count, *op))
+    for c in _META_ORDER[with_commit_time]:
+        column = meta[c]
+        children.append(_null_spec(count, _META_WIDTHS[c]) if column is None
+                        else _spec(count, *column))
+    children += _null_tail(version.native_tags, count)
+    capsule, address = export_batch((count, 0, None, (), tuple(children)))
+    batch: pa.RecordBatch = pa.RecordBatch._import_from_c(address, schema)
+    del capsule  # the struct: the buffers are Arrow's now
+    return batch
+
+
 def _to_batch(version: TableVersion, out: _Builder, with_commit_time: bool) -> pa.RecordBatch:
     count = out.count
-    arrays = _columns(version, out.main)
+    schema = version.schema if with_commit_time else version.staging_schema
+    small = count <= SMALL_EXPAND and out.before is None and _native.export_batch is not None
+    gathered = _gathered(version, out.main, small)
+    meta = _meta_buffers(out, with_commit_time)
+    if (small and meta is not None and gathered is not None
+            and out.missing.values == [None] and out.json_diffs.values == [None]
+            and None not in gathered):
+        return _exported(version, out, gathered, meta, schema, with_commit_time)
+    arrays = _columns(version, out.main, gathered)
     if out.before is not None:
-        before_arrays = _columns(version, out.before)
+        before_arrays = _columns(version, out.before, _gathered(version, out.before, False))
         before = pa.StructArray.from_arrays(before_arrays, fields=list(version.data_fields),
                                             mask=pa.array(out.before_null, pa.bool_()))
     else:
         before = pa.nulls(count, version.before_type)
-    schema = version.schema if with_commit_time else version.staging_schema
-    meta = _meta_columns(out, with_commit_time)
     if meta is not None:
         return pa.RecordBatch.from_arrays(
-            [*arrays, out.ops.array(_STRING), *meta, out.missing.array(_MISSING),
-             out.json_diffs.array(_STRING), before], schema=schema)
+            [*arrays, out.ops.array(_STRING), *_meta_columns(meta, count, with_commit_time),
+             out.missing.array(_MISSING), out.json_diffs.array(_STRING), before], schema=schema)
     ends = out.ends
     (seq, gtid, domain, server_id, uuid, tag, gtid_seq, file, pos, commit_time,
      row_offsets) = zip(*out.tags, strict=True)

@@ -30,6 +30,7 @@ from sinks.parquet.schema import TableVersion, VersionOrigin
 from sinks.parquet.types import new_counter
 from tests.unit.rowbuild import image, rows_body
 from tests.unit.test_native_arrow import NAMED, TABLE, _decode
+from tests.unit.test_native_rows import _table
 
 pytestmark = pytest.mark.skipif(native.gather_all is None or native.meta_columns is None,
                                 reason="the native Arrow decoder is not built")
@@ -49,7 +50,8 @@ GTIDS = [
 @contextmanager
 def _python_way() -> Iterator[None]:
     with mock.patch.object(native, "gather_all", None), \
-            mock.patch.object(native, "meta_columns", None):
+            mock.patch.object(native, "meta_columns", None), \
+            mock.patch.object(native, "export_batch", None):
         yield
 
 
@@ -138,6 +140,97 @@ def test_small_parts_land_exactly_as_the_python_way(arrow: bool, with_commit_tim
     assert len(filled) == 60
     assert kinds == {"I", "U", "D"}  # every kind, MINIMAL images and key changes were landed
     assert missing > 10 and moved > 10
+
+
+def _native_only(rng: random.Random) -> tuple[Any, list[list[bytes]]]:
+    """The type matrix's columns that land from chunks (a batch of them is handed to Arrow
+    whole), and per column values that do (not a zero date, not a string that is not UTF-8:
+    those land from Python values, tested above)."""
+    version = TableVersion.from_table_map(TABLE, 1, VersionOrigin(1), new_counter())
+    cols = [(c, enc) for (c, enc), tag in zip(NAMED, version.native_tags, strict=True)
+            if tag is not None]
+    pools = []
+    for c, enc in cols:
+        one = _table([c])
+        pool = []
+        # random values, and an empty string's for any length prefix (long random text
+        # hardly ever is UTF-8)
+        for value in [enc(rng) for _ in range(40)] + [b"\0" * width for width in (1, 2, 3, 4)]:
+            event = _decode(rows_body(1, [image([value])]), RowsKind.INSERT, True, one)
+            if (isinstance(event, RowsEvent) and event.row_count == 1 and event.arrow
+                    and event.arrow[1][0] is not None):
+                pool.append(value)
+        assert pool, c
+        pools.append(pool)
+    return _table([c for c, _ in cols]), pools
+
+
+@pytest.mark.parametrize("with_commit_time", [True, False], ids=["committed", "staging"])
+def test_small_insert_parts_handed_to_arrow_whole_land_alike(with_commit_time: bool) -> None:
+    """A flush over thousands of tables: parts of a few INSERT events with complete images,
+    every column from chunks, are exported in one piece (``native.export_batch``) — the same
+    batch, valid to the last buffer; a part with a column left to Python (a zero date) or
+    with over ``SMALL_EXPAND`` rows takes the array-per-column way, the same batch too."""
+    rng = random.Random(8)
+    table, pools = _native_only(rng)
+    version = TableVersion.from_table_map(table, 1, VersionOrigin(1), new_counter())
+    assert None not in version.native_tags and len(pools) > 40
+    exported = 0
+    real = native.export_batch
+    assert real is not None
+
+    def export(spec: Any) -> Any:
+        nonlocal exported
+        exported += 1
+        return real(spec)
+
+    for part in range(40):
+        group = []
+        events = rng.randrange(1, 12) if part % 10 else 60  # 60 x up to 8 rows: over 256
+        for i in range(events):
+            rows = [image([None if rng.random() < 0.2 else rng.choice(pool) for pool in pools])
+                    for _ in range(rng.randrange(1, 9))]
+            if part % 7 == 3 and i == 0:  # a zero date: that column from Python values
+                rows[0] = image([b"\0\0\0" if c == 26 else pool[0]
+                                 for c, pool in enumerate(pools)])
+            body = rows_body(len(pools), rows)
+            event = _decode(body, RowsKind.INSERT, True, table)
+            assert isinstance(event, RowsEvent)
+            gtid, domain, server, uuid, tag = GTIDS[(part + i // 3) % len(GTIDS)]
+            tags = TransactionTags(part * 100 + i // 3, None if gtid is None else
+                                   gtid.format(n=i), domain, server, uuid, tag,
+                                   None if gtid is None else i, "bin.000002", 100 * i + 4)
+            group.append(PendingRows(event, tags, 0, (), 1_700_000_000_000_000 + i))
+        with mock.patch.object(native, "export_batch", export):
+            got = rows_batch(version, group, with_commit_time)
+        got.validate(full=True)
+        with _python_way():
+            expected = rows_batch(version, group, with_commit_time)
+        _assert_identical(got, expected)
+    assert exported == 40 - 4 - 6 + 1  # all but the 4 over 256 rows and the 6 with a zero
+    # date (one part is both)
+
+
+def test_export_batch_refuses_malformed_specs() -> None:
+    export = native.export_batch
+    assert export is not None
+    for bad in [(1, 0, None, ()), (1, 0, None, [], ()), (-1, 0, None, (), ()),
+                (1, 2, None, (), ()), (1, 0, None, (-4,), ()), (1, 0, None, ("x",), ()),
+                (1, 0, None, (), ((1, 0, None, (), (None,)),)),
+                (1, 0, None, (), ((1, 0, "v", (), ()),)),
+                (1, 0, None, (b"\0" * 8,), ((1, 0, None, (8,), ((0,) * 4,)),))]:
+        with pytest.raises((ValueError, TypeError)):
+            export(bad)
+    deep: tuple[Any, ...] = (0, 0, None, (), ())
+    for _ in range(6):
+        deep = (0, 0, None, (), (deep,))
+    with pytest.raises(ValueError):
+        export(deep)
+    capsule, address = export((2, 1, b"\2", (b"\0" * 8 + b"\7" + b"\0" * 7,), ()))
+    assert address and capsule is not None
+    got = pa.Array._import_from_c(address, pa.int64())
+    del capsule
+    assert got.to_pylist() == [None, 7]
 
 
 def test_a_value_the_helpers_cannot_hold_takes_the_python_way() -> None:
