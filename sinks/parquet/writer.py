@@ -329,6 +329,7 @@ class ParquetSink:
         except BaseException:
             self._lock.release()
             raise
+        T.warn_once(log.warning)
         try:  # before the sink writes anything: see commit._OsFileSystem
             C.OS.watch(self.lake)
         except OSError:

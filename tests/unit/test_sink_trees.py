@@ -290,3 +290,21 @@ def test_the_thread_makes_a_batch_in_one_call_without_the_gil(tmp_path) -> None:
     with pytest.raises(FileNotFoundError) as missing:
         C.OS.make_many([], [f"{base}/none/f"])
     assert missing.value.filename == f"{base}/none/f"
+
+
+def test_a_missing_extension_is_said_once(tmp_path, monkeypatch: pytest.MonkeyPatch,
+                                          caplog: pytest.LogCaptureFixture) -> None:
+    from sinks.parquet import trees
+
+    monkeypatch.setattr(C, "_native_fs", None)
+    monkeypatch.setattr(trees, "_warned", False)
+    monkeypatch.delenv("BINLAKE_NATIVE", raising=False)
+    for name in ("a", "b"):
+        sink = ParquetSink(str(tmp_path / name))
+        sink.open()
+        sink.close()
+    said = [r.getMessage() for r in caplog.records if "_native_fs" in r.getMessage()]
+    assert said == ["sinks.parquet._native_fs is not built: the lake's new directories and "
+                    "files are made one call at a time (the same lake, slower over many "
+                    "tables); reinstall binlake (or `python setup.py build_ext --inplace` in a "
+                    "checkout) to build it"]
