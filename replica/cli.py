@@ -419,20 +419,24 @@ def _utc_now() -> str:
 
 
 #: Allocations of container objects between young-generation collections (CPython: 700).
-GC_YOUNG_THRESHOLD = 100_000
+GC_YOUNG_THRESHOLD = 1_000_000
 
 
 def _tune_gc() -> None:
     """Fewer cyclic-GC passes for a landing process: everything imported so far is frozen (never
-    scanned again), and the young generation is collected every 100,000 allocations, not 700.
+    scanned again), and the young generation is collected every 1,000,000 allocations, not 700.
 
     Landing allocates several objects per event and keeps transactions' rows alive until
     they are converted, so the default thresholds ran a collection every few transactions,
     each scanning what was still buffered: 17% of the CPU of one-row transactions (issue 17,
     workload (b)); at 20,000 still ~5% (a 4096-row group of one-row events is tens of thousands
-    of live objects, scanned by each young and middle collection until converted). Nearly
-    everything is freed by reference counting anyway; cycles are still collected, just in
-    bigger batches.
+    of live objects, scanned by each young and middle collection until converted). Over
+    thousands of tables no table reaches a row group before the flush, so every event stays
+    buffered until then (~20 objects each): at 100,000 a backlog of 100k rows in 5-row
+    transactions over 2,000 tables still ran 4 young collections of ~100k live objects each,
+    ~150 ms of CPU, that its 20-table twin never ran; at 1,000,000 none. Nearly everything is
+    freed by reference counting anyway (a whole such run collects a few hundred objects of
+    cycles), so the bigger batches hold no more memory.
     """
     gc.freeze()
     _, older, oldest = gc.get_threshold()
