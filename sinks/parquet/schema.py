@@ -54,6 +54,19 @@ COMMIT_TS_FIELD = next(f for f in METADATA_FIELDS if f.name == "_commit_ts")
 _METADATA_COLUMNS = tuple({"name": f.name, "spark_type": T.spark_type_name(f.type)}
                           for f in METADATA_FIELDS)
 
+#: The encoded ``columns`` of ``_schema/v<N>.json`` per resolved column list (by id, kept with
+#: it so that the id stays its own): see ``TableVersion.to_json_bytes``.
+_COLUMNS_TEXT: dict[int, tuple[Any, str]] = {}
+
+
+def _compact(value: Any) -> str:
+    """``value`` as ``commit.dumps(..., compact=True)`` encodes it (without the newline)."""
+    return json.dumps(value, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+
+
+_METADATA_COLUMNS_TEXT = '"metadata_columns":' + _compact(_METADATA_COLUMNS)
+
+
 #: (bit, name) of every column flag, as plain ints: ``Flag.__and__`` builds a Flag object per
 #: test, ~200 per table (a third of the schema cost of a new table over thousands of them).
 _FLAG_NAMES = [(int(flag), flag.name or "") for flag in ColumnFlag if flag is not ColumnFlag.NONE]
@@ -282,7 +295,28 @@ class TableVersion:
 
     def to_json(self) -> dict[str, Any]:
         resolved = self._resolved or _resolved_columns(self.columns, self.names)
-        columns = [dict(column) for column in resolved.json_columns]
+        return {"columns": [dict(column) for column in resolved.json_columns],
+                **self._json_but_columns()}
+
+    def to_json_bytes(self) -> bytes:
+        """:meth:`to_json` as the lake writes it (``commit.dumps(doc, compact=True)``, byte for
+        byte). Its columns, the bulk of it and the same for every table of one shape, are
+        encoded once per shape: a flush over thousands of new tables writes a file each."""
+        resolved = self._resolved or _resolved_columns(self.columns, self.names)
+        cached = _COLUMNS_TEXT.get(id(resolved))
+        if cached is None or cached[0] is not resolved:
+            if len(_COLUMNS_TEXT) >= 4096:
+                _COLUMNS_TEXT.clear()
+            cached = _COLUMNS_TEXT[id(resolved)] = (resolved, _compact(resolved.json_columns))
+        # "columns" sorts first of the document's keys: the rest follows it, as encoded alone,
+        # with the metadata columns (the same in every file) encoded once too. The key's text
+        # with its quotes cannot occur inside a string value (a quote there is escaped).
+        doc = self._json_but_columns(metadata_columns=0)
+        rest = _compact(doc).replace('"metadata_columns":0', _METADATA_COLUMNS_TEXT, 1)
+        return f'{{"columns":{cached[1]},{rest[1:]}\n'.encode()
+
+    def _json_but_columns(self, metadata_columns: Any = None) -> dict[str, Any]:
+        """The schema document but its ``columns`` (``metadata_columns``: a stand-in)."""
         return {
             "format": 1,
             "database": self.database,
@@ -291,8 +325,8 @@ class TableVersion:
             "has_full_metadata": self.has_full_metadata,
             "described_by": self.described_by,
             "primary_key": list(self.key_names),
-            "columns": columns,
-            "metadata_columns": [dict(column) for column in _METADATA_COLUMNS],
+            "metadata_columns": ([dict(column) for column in _METADATA_COLUMNS]
+                                 if metadata_columns is None else metadata_columns),
             "created": {
                 "seq": self.origin.seq,
                 "gtid": self.origin.gtid,

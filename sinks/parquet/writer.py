@@ -1468,8 +1468,7 @@ class ParquetSink:
             if not staged:
                 self._staged_count += 1
                 staged = f"{L.STAGING}/schema-{self._staged_count:08d}.json"
-            documents.append((os.path.join(self.lake, staged),
-                              C.dumps(version.to_json(), compact=True)))
+            documents.append((os.path.join(self.lake, staged), version.to_json_bytes()))
             if not T.in_tree(staged):  # else its tree's rename moves it
                 renames.append((staged, final))
         for database, entries in self._ddl_log.items():

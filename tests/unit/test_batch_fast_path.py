@@ -25,6 +25,7 @@ import pytest
 
 from protocol.binlog import native
 from protocol.binlog.model import RowsEvent, RowsKind
+from sinks.parquet import commit as C
 from sinks.parquet.rows import PendingRows, TransactionTags, key_changed_rows, rows_batch
 from sinks.parquet.schema import TableVersion, VersionOrigin
 from sinks.parquet.types import new_counter
@@ -301,3 +302,23 @@ def test_gather_all_is_gather_per_column() -> None:
         gather_all(["i4"], entries)
     with pytest.raises(ValueError):
         gather_all(("i4",), [(None, (chunk,), [[1]])])
+
+
+def test_schema_files_encode_as_the_lake_document() -> None:
+    """``TableVersion.to_json_bytes`` (the columns encoded once per table shape) is
+    ``commit.dumps(to_json(), compact=True)`` byte for byte: every type, labels that are not
+    ASCII, a DDL with quotes, a NUL, non-ASCII text and a key's text, tables of one shape (the
+    cache)."""
+    origins = [VersionOrigin(1), VersionOrigin(seq=7, gtid="0-1-9", commit_time_us=5,
+                                               ddl='ALTER TABLE `t` COMMENT "é\x00\\\\ '
+                                               '\\"metadata_columns\\":0 \"metadata_columns\":0"',
+                                               ddl_type=5)]
+    seen = set()
+    for k, table in enumerate([TABLE, KEYED, dataclasses.replace(TABLE, table="autre_ç"),
+                               dataclasses.replace(KEYED, schema="db2"), TABLE]):
+        version = TableVersion.from_table_map(table, k + 1, origins[k % 2], new_counter())
+        expected = C.dumps(version.to_json(), compact=True)
+        assert version.to_json_bytes() == expected
+        assert version.to_json_bytes() == expected  # from the cache
+        seen.add(expected)
+    assert len(seen) == 5
