@@ -1,14 +1,17 @@
 /* A small Parquet file written natively: one row group, one PLAIN data page per column chunk,
  * uncompressed (sinks/parquet/small_file.py says when and why).
  *
- * write(schema_capsule, array_capsule, template, statistics) -> bytes | None
+ * write(schema_capsule, array_capsule, template, statistics, key_value_metadata=None)
+ *     -> bytes | None
  *
  * The rows come as one record batch through the Arrow C data interface (the capsules of
  * RecordBatch.__arrow_c_array__). `template` is a Parquet file pyarrow wrote with no rows for
  * the same schema: its footer gives the Parquet schema, the key-value metadata (ARROW:schema,
  * the schema's metadata), created_by and the column orders verbatim, so every type, logical
  * annotation and metadata entry is pyarrow's own; this code adds the row group. `statistics`
- * names the top-level INT64 columns that get min/max/null count. Returns None for anything it
+ * names the top-level INT64 columns that get min/max/null count. `key_value_metadata`, a tuple
+ * of (key, value) bytes, replaces the template's (so one template serves every schema of the
+ * same fields, whatever the schema's own metadata). Returns None for anything it
  * does not cover (a type, a nesting, a template it cannot splice): the caller then writes the
  * file with pyarrow. Never reads past a buffer the C data interface describes.
  */
@@ -223,9 +226,10 @@ static int tr_skip(TR *r, int type, int depth) {
 }
 
 /* The template's footer cut around fields 3 (num_rows) and 4 (row_groups) of FileMetaData:
- * [head, head_end) holds fields 1-2, [tail, tail_end) fields 5.. and the stop byte. */
+ * [head, head_end) holds fields 1-2, [tail, tail_end) fields 5.. and the stop byte, of which
+ * [tail, after_kv) is field 5 (key_value_metadata). */
 typedef struct {
-    const uint8_t *head, *head_end, *tail, *tail_end;
+    const uint8_t *head, *head_end, *tail, *after_kv, *tail_end;
 } Splice;
 
 static int splice_template(const uint8_t *file, size_t n, Splice *s) {
@@ -245,7 +249,11 @@ static int splice_template(const uint8_t *file, size_t n, Splice *s) {
         if (tr_skip(&r, expect[i] & 0x0F, 0) < 0) return -1;
     }
     s->tail = r.p;
-    if (r.p >= r.end || (*r.p != 0 && (*r.p >> 4) != 1)) return -1; /* stop, or field 5 */
+    if (r.p >= r.end || *r.p != 0x19) return -1; /* field 5, a list */
+    r.p++;
+    if (tr_skip(&r, 9, 0) < 0) return -1;
+    s->after_kv = r.p;
+    if (r.p >= r.end || (*r.p != 0 && (*r.p >> 4) != 1)) return -1; /* stop, or field 6 */
     if (tr_skip_struct(&r, 0) < 0 || r.p != r.end) return -1;
     s->tail_end = r.end;
     return 0;
@@ -550,10 +558,10 @@ static void free_scratch(Scratch *s) {
 }
 
 static PyObject *write_file(PyObject *self, PyObject *args) {
-    PyObject *schema_capsule, *array_capsule, *statistics;
+    PyObject *schema_capsule, *array_capsule, *statistics, *kv = Py_None;
     Py_buffer template;
-    if (!PyArg_ParseTuple(args, "OOy*O!", &schema_capsule, &array_capsule, &template,
-                          &PyTuple_Type, &statistics))
+    if (!PyArg_ParseTuple(args, "OOy*O!|O", &schema_capsule, &array_capsule, &template,
+                          &PyTuple_Type, &statistics, &kv))
         return NULL;
     PyObject *result = NULL;
     Leaf *leaves = NULL;
@@ -569,7 +577,19 @@ static PyObject *write_file(PyObject *self, PyObject *args) {
             PyErr_SetString(PyExc_TypeError, "statistics: a tuple of column names");
             goto done;
         }
-    Splice sp = {NULL, NULL, NULL, NULL};
+    if (kv != Py_None) {
+        int ok = PyTuple_Check(kv);
+        for (Py_ssize_t i = 0; ok && i < PyTuple_GET_SIZE(kv); i++) {
+            PyObject *pair = PyTuple_GET_ITEM(kv, i);
+            ok = PyTuple_Check(pair) && PyTuple_GET_SIZE(pair) == 2 &&
+                 PyBytes_Check(PyTuple_GET_ITEM(pair, 0)) && PyBytes_Check(PyTuple_GET_ITEM(pair, 1));
+        }
+        if (!ok) {
+            PyErr_SetString(PyExc_TypeError, "key_value_metadata: a tuple of (bytes, bytes)");
+            goto done;
+        }
+    }
+    Splice sp = {NULL, NULL, NULL, NULL, NULL};
     int count = 0;
     int64_t most = 0; /* leaves at most: a struct's children, else one per column */
     for (int64_t i = 0; i < schema->n_children && most <= MAX_LEAVES; i++)
@@ -677,7 +697,21 @@ static PyObject *write_file(PyObject *self, PyObject *args) {
         tw_field(&w, 7, T_I16);                 /* ordinal */
         tw_zigzag(&w, 0);
         tw_end(&w);                             /* RowGroup */
-        put(&out, sp.tail, (size_t)(sp.tail_end - sp.tail));
+        if (kv == Py_None) {
+            put(&out, sp.tail, (size_t)(sp.tail_end - sp.tail));
+        } else { /* field 5 given: the bytes objects live in `kv`, held by the caller */
+            w.last[0] = 4;
+            tw_list(&w, 5, T_STRUCT, (size_t)PyTuple_GET_SIZE(kv));
+            for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(kv); i++) {
+                PyObject *key = PyTuple_GET_ITEM(PyTuple_GET_ITEM(kv, i), 0);
+                PyObject *value = PyTuple_GET_ITEM(PyTuple_GET_ITEM(kv, i), 1);
+                tw_begin(&w);
+                tw_binary(&w, 1, PyBytes_AS_STRING(key), (size_t)PyBytes_GET_SIZE(key));
+                tw_binary(&w, 2, PyBytes_AS_STRING(value), (size_t)PyBytes_GET_SIZE(value));
+                tw_end(&w);
+            }
+            put(&out, sp.after_kv, (size_t)(sp.tail_end - sp.after_kv));
+        }
         put_le32(&out, (uint32_t)(out.len - footer_start));
         put(&out, "PAR1", 4);
     }
@@ -705,7 +739,8 @@ done:
 
 static PyMethodDef methods[] = {
     {"write", write_file, METH_VARARGS,
-     "write(schema_capsule, array_capsule, template, statistics) -> bytes | None"},
+     "write(schema_capsule, array_capsule, template, statistics, key_value_metadata=None)"
+     " -> bytes | None"},
     {NULL, NULL, 0, NULL},
 };
 

@@ -10,7 +10,7 @@ memory and written with one call, and compressed with ``small_compression`` inst
 gzip: those set up a context per column chunk, which on a few KB of data costs more CPU than the
 rest of the file (0.6 of 1.3 ms for 50 rows of eight columns) and saves almost nothing (5% of
 the file). With no codec (``small_compression = "none"``, the default) the native writer writes
-it (``small_file.py``: ~0.2 instead of ~0.5 ms of CPU), pyarrow when it does not cover a column.
+it (``small_file.py``: ~0.1 instead of ~0.55 ms of CPU), pyarrow when it does not cover a column.
 
 Crash safety is unchanged: every job ends before the flush goes on to ``fsync`` the files
 (``commit.FileSystem.fsync_many``) and to write the manifest; a failed job's ``OSError`` is

@@ -8,10 +8,12 @@ file in ~35 us: one row group, one PLAIN data page per column chunk, uncompresse
 a small file gets by default, ``SinkOptions.small_file_compression``), levels bit-packed.
 
 pyarrow stays the reference and does the part that carries the meaning: the footer's schema,
-key-value metadata (``ARROW:schema`` with every field's metadata, the schema's own), created_by
-and column orders are copied verbatim from a file pyarrow writes with no rows for the same
-schema (:func:`template`, ~150 us), so every type and logical annotation is pyarrow's; the
-native code adds the row group. It covers what the sink lands — integers, FLOAT/DOUBLE,
+created_by and column orders are copied verbatim from a file pyarrow writes with no rows for the
+same fields (:func:`template`, ~175 us, made once per set of fields: tables of one definition
+share it, :data:`TEMPLATES` kept), so every type and logical annotation is pyarrow's; the
+key-value metadata is made as pyarrow makes it — the schema's own, then ``ARROW:schema``, the
+base64 of the schema's IPC serialization, field metadata included (~20 us); the native code
+adds the row group. It covers what the sink lands — integers, FLOAT/DOUBLE,
 DECIMAL <= 38 digits, DATE, microsecond timestamps, strings and binaries, a struct of those
 (``_before``), a list of those (``_missing``) — and returns None for anything else, which
 pyarrow then writes. ``tests/unit/test_native_parquet.py`` reads both writers' files back
@@ -22,9 +24,11 @@ tables, schemas and metadata; ``bench/native_asan.sh`` runs it under the sanitiz
 
 from __future__ import annotations
 
+import base64
+import collections
 import importlib
 import os
-from collections.abc import Sequence
+import threading
 from typing import Any
 
 import pyarrow as pa
@@ -40,14 +44,44 @@ except ImportError:  # not built (no compiler at install): protocol.binlog.nativ
 
 ENABLED = _module is not None and os.environ.get("BINLAKE_NATIVE", "1") != "0"
 
+#: Templates kept, one per set of fields (the least recently used goes): ~8 KB each.
+TEMPLATES = 256
 
-def template(schema: pa.Schema, statistics: Sequence[str]) -> bytes:
-    """pyarrow's Parquet file of ``schema`` with no rows, written with a small file's options:
-    the footer the native writer completes."""
+_templates: collections.OrderedDict[bytes, bytes] = collections.OrderedDict()
+_lock = threading.Lock()  # the flush's writer threads share the templates
+
+
+def template(schema: pa.Schema) -> bytes:
+    """pyarrow's Parquet file of ``schema`` with no rows: the footer the native writer
+    completes (its schema, created_by and column orders; the rest is the file's own)."""
     sink = pa.BufferOutputStream()
-    pq.ParquetWriter(sink, schema, compression="none", use_dictionary=False,
-                     write_statistics=list(statistics)).close()
+    pq.ParquetWriter(sink, schema, compression="none", use_dictionary=False).close()
     return bytes(sink.getvalue())
+
+
+def _template_for(schema: pa.Schema) -> bytes:
+    """The template of ``schema``'s fields, made once per set of fields: keyed by their IPC
+    serialization (names, types, nullability and field metadata, all a Parquet schema can
+    depend on), never by the schema's own metadata (a table's name), which each file gets."""
+    fields = schema.remove_metadata().serialize().to_pybytes()
+    with _lock:
+        found = _templates.get(fields)
+        if found is not None:
+            _templates.move_to_end(fields)
+            return found
+    made = template(schema)
+    with _lock:
+        _templates[fields] = made
+        if len(_templates) > TEMPLATES:
+            _templates.popitem(last=False)
+    return made
+
+
+def key_value_metadata(schema: pa.Schema) -> tuple[tuple[bytes, bytes], ...]:
+    """The footer's key-value metadata as pyarrow writes it for ``schema``: the schema's own
+    entries, then ``ARROW:schema`` (what pyarrow reads the Arrow types and all metadata from)."""
+    own = tuple(schema.metadata.items()) if schema.metadata else ()
+    return own + ((b"ARROW:schema", base64.b64encode(schema.serialize())),)
 
 
 def write(table: pa.Table, statistics: tuple[str, ...]) -> bytes | None:
@@ -60,6 +94,7 @@ def write(table: pa.Table, statistics: tuple[str, ...]) -> bytes | None:
     if len(batches) != 1:
         batches = table.combine_chunks().to_batches()
     schema_capsule, array_capsule = batches[0].__arrow_c_array__()
-    data: bytes | None = _module.write(schema_capsule, array_capsule,
-                                       template(table.schema, statistics), statistics)
+    schema = table.schema
+    data: bytes | None = _module.write(schema_capsule, array_capsule, _template_for(schema),
+                                       statistics, key_value_metadata(schema))
     return data

@@ -147,7 +147,7 @@ class SinkOptions:
     compression_level: int = 1  # level 3 costs ~25% more CPU per row for ~2% smaller files
     #: Codec of a file written whole from less than ``files.SMALL_FILE_BYTES`` of rows (a
     #: flush over many tables): zstd's set-up per column chunk costs more than it saves there.
-    #: "none" lets the native writer write it (``small_file.py``: ~4x less CPU than pyarrow,
+    #: "none" lets the native writer write it (``small_file.py``: ~5x less CPU than pyarrow,
     #: files ~1.5x the size of snappy's); "snappy" has pyarrow write it compressed.
     small_file_compression: str | None = "none"
     spill_compression: str | None = "lz4"

@@ -76,6 +76,7 @@ def _same(table: pa.Table) -> bytes:
     theirs = pq.ParquetFile(pa.BufferReader(reference)).metadata
     assert ours.schema.equals(theirs.schema)
     assert (ours.num_rows, ours.num_row_groups) == (theirs.num_rows, 1)
+    assert ours.metadata == theirs.metadata  # the footer's key-value metadata, ARROW:schema too
     assert _statistics(native) == _statistics(reference)
     return native
 
@@ -245,9 +246,12 @@ def test_a_damaged_template_is_refused_never_read_past() -> None:
     rng = random.Random(4)
     table = _random_table(rng)
     batch = table.combine_chunks().to_batches()[0]
-    good = small_file.template(table.schema, STATS)
+    good = small_file.template(table.schema)
+    kv = small_file.key_value_metadata(table.schema)
     schema_capsule, array_capsule = batch.__arrow_c_array__()
     assert N.write(schema_capsule, array_capsule, good, STATS) is not None
+    with pytest.raises(TypeError):
+        N.write(schema_capsule, array_capsule, good, STATS, ((b"k", "not bytes"),))
     for k in range(ROUNDS * 5):
         damaged = bytearray(good)
         if k % 3 == 0:
@@ -256,9 +260,24 @@ def test_a_damaged_template_is_refused_never_read_past() -> None:
             for _ in range(rng.randrange(1, 4)):
                 damaged[rng.randrange(len(damaged))] = rng.randrange(256)
         schema_capsule, array_capsule = batch.__arrow_c_array__()
-        data = N.write(schema_capsule, array_capsule, bytes(damaged), STATS)
+        data = N.write(schema_capsule, array_capsule, bytes(damaged), STATS,
+                       kv if k % 2 else None)
         if data is not None:  # the damage left the spliced fields parseable: still a file
             assert data[:4] == b"PAR1" and data[-4:] == b"PAR1"
+
+
+def test_tables_of_the_same_fields_share_a_template_and_keep_their_own_metadata() -> None:
+    rng = random.Random(99)
+    table = _random_table(rng).combine_chunks()
+    before = len(small_file._templates)
+    files = {}
+    for name in ("a", "b", "c"):
+        named = table.replace_schema_metadata({"binlake.table": name})
+        files[name] = _same(named)
+        assert pq.read_schema(pa.BufferReader(files[name])).metadata == {
+            b"binlake.table": name.encode()}
+    assert len(small_file._templates) == min(before + 1, small_file.TEMPLATES)
+    _same(table.replace_schema_metadata(None))  # no metadata of its own: ARROW:schema only
 
 
 COLUMNS = [col(0, T.LONG, "id", pk=True), col(1, T.VARCHAR, "name", charset=45),
