@@ -166,6 +166,8 @@ class EventStream:
         self._row_decoder_cache: Any = None
         self._table_map_hook = table_map_hook
         self._plain_decoders: tuple[Callable[..., Event] | None, ...] | None = None
+        # The row layer's decoder of each type under the FDE in force (_row_layer_decoder).
+        self._row_layer: dict[int, Callable[..., Event]] = {}
 
     # --- state -----------------------------------------------------------------------------------
 
@@ -243,6 +245,8 @@ class EventStream:
         self._mariadb = False
         self._fde_crc = None
         self._post_header.clear()
+        self._row_layer.clear()
+        self._plain_decoders = None
         self._table_maps.clear()
 
     # --- decoding ----------------------------------------------------------------------------------
@@ -280,13 +284,13 @@ class EventStream:
         if native is None or type(events) is not list:
             self._feed_python(events, out)
             return
-        plain = self._plain_decoders
-        if plain is None:
-            plain = self._plain_decoders = self._plain_table()
         index, count = 0, len(events)
         while index < count:
             crc = self._fde_crc
             if crc is not None:
+                plain = self._plain_decoders  # an FDE fed since drops them
+                if plain is None:
+                    plain = self._plain_decoders = self._plain_table()
                 index, self._position, error = native(
                     events, index, out, self._file, self._position, crc, self._verify,
                     _make_header, plain, zlib.crc32)
@@ -305,6 +309,12 @@ class EventStream:
             table[type_code] = decoder
         for type_code in _ROW_LAYER:
             table[type_code] = self._decode_row_event
+        if self._decode_table_map is not None and self._decode_rows is not None:
+            for type_code in (_TABLE_MAP, *_ROWS_KIND):  # loaded: each type's own, directly
+                decode = self._row_layer.get(type_code)
+                if decode is None:
+                    decode = self._row_layer[type_code] = self._row_layer_decoder(type_code)
+                table[type_code] = decode
         return tuple(table)
 
     def _feed_python(self, events: Iterable[bytes | bytearray | memoryview],
@@ -410,6 +420,8 @@ class EventStream:
         self._mariadb = fde.is_mariadb  # asked for every TABLE_MAP
         self._checksum = self._fde_crc = fde.checksum_alg == ChecksumAlg.CRC32
         self._post_header.clear()
+        self._row_layer.clear()
+        self._plain_decoders = None
         self._table_maps.clear()
         return fde
 
@@ -436,34 +448,57 @@ class EventStream:
 
     def _load_row_decoders(self) -> tuple[Callable[..., TableMapEvent], Callable[..., RowsEvent]]:
         table_map_decoder, rows_decoder, self._row_decoder_cache = _row_decoders()
+        self._plain_decoders = None  # the next batch calls the row layer's decoders directly
+        self._row_layer.clear()
         self._row_decoder_cache.arrow = self._arrow
         self._decode_table_map = self._decode_table_map or table_map_decoder
         self._decode_rows = self._decode_rows or rows_decoder
         return self._decode_table_map, self._decode_rows
 
     def _decode_row_event(self, header: EventHeader, body: bytes | memoryview) -> Event:
+        type_code = header.type_code
+        if 166 <= type_code <= 171:
+            if self._decode_rows is None:
+                self._load_row_decoders()
+            type_code, plain = decompress_rows_event(type_code, body,
+                                                     self._post_header_len(type_code),
+                                                     self._max_decompressed)
+            body = memoryview(plain)
+        decode = self._row_layer.get(type_code)
+        if decode is None:
+            decode = self._row_layer[type_code] = self._row_layer_decoder(type_code)
+        return decode(header, body)
+
+    def _row_layer_decoder(self, type_code: int) -> Callable[..., Event]:
+        """``decode(header, body)`` of one TABLE_MAP or (uncompressed) rows type, under the
+        FDE in force: its post-header length, flavour and the stream's table map bound in
+        (the C loop calls it once per event; the FDE or a new file drops them all)."""
         decode_table_map, decode_rows = self._decode_table_map, self._decode_rows
         if decode_table_map is None or decode_rows is None:
             decode_table_map, decode_rows = self._load_row_decoders()
-        type_code = header.type_code
         post_header_len = self._post_header_len(type_code)
+        table_maps = self._table_maps
         if type_code == _TABLE_MAP:
-            table = decode_table_map(header, body, post_header_len, mariadb=self._mariadb)
-            if self._table_map_hook is not None:
-                table = self._table_map_hook(table)
-            self._table_maps[table.table_id] = table
-            return table
-        if 166 <= type_code <= 171:
-            type_code, plain = decompress_rows_event(type_code, body, post_header_len,
-                                                     self._max_decompressed)
-            body = memoryview(plain)
-            post_header_len = self._post_header_len(type_code)
-        rows = decode_rows(header, body, post_header_len, self._table_maps,
-                           version=2 if type_code >= 30 else 1,
-                           kind=_ROWS_KIND[type_code], partial=type_code == 39,
-                           decoders=self._row_decoder_cache)
-        if rows.flags & _STMT_END_F:
-            self._table_maps.clear()
+            mariadb, hook = self._mariadb, self._table_map_hook
+
+            def table_map(header: EventHeader, body: bytes | memoryview) -> Event:
+                table = decode_table_map(header, body, post_header_len, mariadb=mariadb)
+                if hook is not None:
+                    table = hook(table)
+                table_maps[table.table_id] = table
+                return table
+
+            return table_map
+        version, kind, partial = 2 if type_code >= 30 else 1, _ROWS_KIND[type_code], type_code == 39
+        cache = self._row_decoder_cache
+
+        def rows(header: EventHeader, body: bytes | memoryview) -> Event:
+            event = decode_rows(header, body, post_header_len, table_maps, version=version,
+                                kind=kind, partial=partial, decoders=cache)
+            if event.flags & _STMT_END_F:
+                table_maps.clear()
+            return event
+
         return rows
 
     def _unwrap(self, payload: TransactionPayloadEvent) -> list[Event]:
