@@ -102,6 +102,28 @@ split_payloads(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     return Py_BuildValue("(Nnl)", out, pos, seq);
 }
 
+/* The last value made into an int, kept to be handed out again: consecutive events share
+ * their timestamp and server id, and an event starts where the one before it ended, so most
+ * header fields need no new int (fewer to make now and to free with the event). */
+typedef struct {
+    unsigned long long value;
+    PyObject *obj;
+} LastInt;
+
+static PyObject *
+last_int(LastInt *last, unsigned long long value)
+{
+    if (last->obj == NULL || last->value != value) {
+        PyObject *obj = PyLong_FromUnsignedLongLong(value);
+        if (obj == NULL)
+            return NULL;
+        Py_XSETREF(last->obj, obj);
+        last->value = value;
+    }
+    Py_INCREF(last->obj);
+    return last->obj;
+}
+
 static PyObject *
 feed_plain(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 {
@@ -126,6 +148,8 @@ feed_plain(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         return NULL;
     if (index < 0)
         index = 0;
+    LastInt timestamps = {0, NULL}, servers = {0, NULL}, positions = {0, NULL};
+    PyObject *result = NULL;
     while (index < PyList_GET_SIZE(events)) {
         PyObject *event = PyList_GET_ITEM(events, index);
         if (!PyBytes_CheckExact(event))
@@ -143,21 +167,19 @@ feed_plain(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
             break;
         Py_ssize_t body_end = size;
         if (crc) {
+            if (size < HEADER_LEN + CHECKSUM_LEN)
+                break;  /* the Python path says what is wrong (or slices it as it does) */
             if (verify) {
-                if (size < HEADER_LEN + CHECKSUM_LEN)
-                    break;
                 PyObject *sum = PyObject_CallOneArg(crc32, event);
                 if (sum == NULL)
-                    return NULL;
+                    goto done;
                 unsigned long value = PyLong_AsUnsignedLong(sum);
                 Py_DECREF(sum);
                 if (value == (unsigned long)-1 && PyErr_Occurred())
-                    return NULL;
+                    goto done;
                 if (value != CRC32_RESIDUE)
                     break;
             }
-            else if (size < HEADER_LEN + CHECKSUM_LEN)
-                break;  /* the Python path slices it as it does (an empty body) */
             body_end = size - CHECKSUM_LEN;
         }
         unsigned long long start, following;
@@ -170,16 +192,17 @@ feed_plain(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
             following = start + event_size;
         }
         PyObject *fields[9];
-        fields[0] = PyLong_FromUnsignedLong(u32le(p));
+        fields[0] = last_int(&timestamps, u32le(p));
         fields[1] = PyLong_FromUnsignedLong(type_code);
-        fields[2] = PyLong_FromUnsignedLong(u32le(p + 5));
+        fields[2] = last_int(&servers, u32le(p + 5));
         fields[3] = PyLong_FromUnsignedLong(event_size);
-        fields[4] = PyLong_FromUnsignedLong(log_pos);
-        fields[5] = PyLong_FromUnsignedLong(flags);
         fields[6] = file;
         Py_INCREF(file);
-        fields[7] = PyLong_FromUnsignedLongLong(start);
-        fields[8] = PyLong_FromUnsignedLongLong(following);
+        fields[7] = last_int(&positions, start);  /* the end of the event before, mostly */
+        fields[8] = last_int(&positions, following);
+        fields[4] = log_pos == following ? last_int(&positions, following)
+                                         : PyLong_FromUnsignedLong(log_pos);
+        fields[5] = PyLong_FromUnsignedLong(flags);
         PyObject *header = NULL;
         int ok = 1;
         for (int i = 0; i < 9; i++)
@@ -189,12 +212,12 @@ feed_plain(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         for (int i = 0; i < 9; i++)
             Py_XDECREF(fields[i]);
         if (header == NULL)
-            return NULL;
+            goto done;
         PyObject *body = PyBytes_FromStringAndSize((const char *)p + HEADER_LEN,
                                                    body_end - HEADER_LEN);
         if (body == NULL) {
             Py_DECREF(header);
-            return NULL;
+            goto done;
         }
         PyObject *call[2] = {header, body};
         PyObject *decoded = PyObject_Vectorcall(decoder, call, 2, NULL);
@@ -208,23 +231,29 @@ feed_plain(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
                 Py_XDECREF(type);
                 Py_XDECREF(traceback);
                 PyErr_SetString(PyExc_SystemError, "feed_plain: a decoder failed silently");
-                return NULL;
+                goto done;
             }
             if (traceback != NULL) {
                 PyException_SetTraceback(value, traceback);
                 Py_DECREF(traceback);
             }
             Py_XDECREF(type);
-            return Py_BuildValue("(nKN)", index, position, value);
+            result = Py_BuildValue("(nKN)", index, position, value);
+            goto done;
         }
         int failed = PyList_Append(out, decoded);
         Py_DECREF(decoded);
         if (failed < 0)
-            return NULL;
+            goto done;
         position = following;
         index++;
     }
-    return Py_BuildValue("(nKO)", index, position, Py_None);
+    result = Py_BuildValue("(nKO)", index, position, Py_None);
+done:
+    Py_XDECREF(timestamps.obj);
+    Py_XDECREF(servers.obj);
+    Py_XDECREF(positions.obj);
+    return result;
 }
 
 /* end_positions(events, index, pos) -> (index, pos): for events[index:], while each is a

@@ -974,6 +974,9 @@ _ID6_FLAGS = struct.Struct("<IHH")  # table id (low 4 bytes, high 2), flags
 # RowsEvent(...) with every field, built in C when the extension is there: once per rows event
 # the Arrow path lands (see protocol/frozen.py).
 _make_rows = positional_maker(RowsEvent)
+# The kinds decode_rows_event compares every event with, as globals (an Enum class's attribute
+# costs a lookup through its metaclass, once per rows event).
+_UPDATE, _INSERT = RowsKind.UPDATE, RowsKind.INSERT
 
 
 def decode_rows_event(header: EventHeader, body: memoryview | bytes, post_header_len: int,
@@ -1035,7 +1038,7 @@ def decode_rows_event(header: EventHeader, body: memoryview | bytes, post_header
         bitmap1 = buf[off:off + nbytes]
         off += nbytes
         bitmap2 = None
-        if kind is RowsKind.UPDATE or partial:
+        if kind is _UPDATE or partial:
             bitmap2 = buf[off:off + nbytes]
             off += nbytes
         if off > len(buf):
@@ -1050,7 +1053,7 @@ def decode_rows_event(header: EventHeader, body: memoryview | bytes, post_header
     after: tuple[int, ...] | None
     if bitmap2 is not None:
         before, after = first, _bitmap_indexes(bitmap2, width)
-    elif kind is RowsKind.INSERT:
+    elif kind is _INSERT:
         before, after = None, first
     else:
         before, after = first, None
@@ -1071,7 +1074,7 @@ def decode_rows_event(header: EventHeader, body: memoryview | bytes, post_header
                                                      None if after is None else len(after)))
                 lazy_before: Any = None if before is None else LazyImage(lazy, 0, len(before))
                 lazy_after: Any = None if after is None else LazyImage(lazy, 1, len(after))
-                return _make_rows(header, RowsKind.UPDATE if partial else kind, table, flags,
+                return _make_rows(header, _UPDATE if partial else kind, table, flags,
                                   count, before or (), after or (), lazy_before, lazy_after,
                                   extra, (before_chunks, after_chunks))
     before_lists: tuple[list[Any], ...] | None = (
