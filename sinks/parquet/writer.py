@@ -268,6 +268,8 @@ class ParquetSink:
         self._last_commit_us: int | None = None
         self._last_server_id: int | None = None
         self._versions: dict[tuple[str, str], TableVersion | None] = {}
+        #: Per database directory, its table directories when first asked: _load_latest_version
+        self._lake_tables: dict[str, frozenset[str]] = {}
         # (database, table) -> (columns, primary key, full metadata, version) of its last
         # TABLE_MAP: tables of one shape share their columns tuple (tablemap.TableMapCache)
         self._table_maps: dict[tuple[str, str], tuple[tuple[Column, ...], tuple[int, ...],
@@ -1022,7 +1024,23 @@ class ParquetSink:
         return result
 
     def _load_latest_version(self, database: str, table: str) -> TableVersion | None:
-        directory = os.path.join(self.lake, L.table_dir(database, table), L.SCHEMA_DIR)
+        database_dir = L.dir_name(database)
+        tables = self._lake_tables.get(database_dir)
+        if tables is None:
+            # The tables the lake had when this sink first met the database, in one listing
+            # instead of a failed listing per new table (2,000 of them in a backlog over 2,000
+            # tables). A table this sink adds later is in ``_versions`` before it is on disk,
+            # so it is never looked up here again; no other process adds tables to a lake
+            # whose writer lock this sink holds.
+            try:
+                tables = frozenset(os.listdir(os.path.join(self.lake, database_dir)))
+            except FileNotFoundError:
+                tables = frozenset()
+            self._lake_tables[database_dir] = tables
+        table_dir = L.dir_name(table)
+        if table_dir not in tables:
+            return None
+        directory = os.path.join(self.lake, database_dir, table_dir, L.SCHEMA_DIR)
         try:
             names = os.listdir(directory)
         except FileNotFoundError:

@@ -70,7 +70,8 @@ def test_resetting_types():
 
 @pytest.mark.parametrize(("name", "escaped"), [
     ("shop", "shop"), ("_hidden", "%5Fhidden"), (".dot", "%2Edot"), ("a/b", "a%2Fb"),
-    ("50%", "50%25"), ("ünï", "ünï"), ("a_b", "a_b"), ("", "%00"),
+    ("50%", "50%25"), ("ünï", "ünï"), ("a_b", "a_b"), ("", "%00"), ("a\\b", "a%5Cb"),
+    ("a\x00b", "a%00b"), ("a.b_", "a.b_"), ("_", "%5F"), ("._", "%2E_"), ("%", "%25"),
 ])
 def test_directory_names_are_visible_to_spark_and_unambiguous(name, escaped):
     assert dir_name(name) == escaped

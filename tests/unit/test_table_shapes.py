@@ -259,3 +259,26 @@ def test_a_conversion_error_names_the_table_of_a_shared_shape(tmp_path) -> None:
             sink.handle(item)
         sink.flush()
     assert (caught.value.table, caught.value.column) == ("shop.t_b", "id")
+
+
+def test_a_restart_tells_a_table_of_the_lake_from_its_namesake_in_another_database(
+        tmp_path) -> None:
+    lake = str(tmp_path / "lake")
+    wider = [*COLS, Col(T.LONG, name="added")]
+    cache = TableMapCache()
+    old = decode(cache, body("t_old", table_id=1))
+    b = StreamBuilder()
+    _land(lake, b, [old])
+    # restarted: crm's t_old (a database the lake lacks) and shop's t_new are new tables,
+    # shop's t_old resumes v1 (same shape), then gets v2 (wider)
+    cache = TableMapCache()
+    _land(lake, b, [decode(cache, body("t_old", schema="crm", table_id=2)),
+                    decode(cache, body("t_old", table_id=1)),
+                    decode(cache, body("t_new", table_id=3)),
+                    decode(cache, body("t_old", wider, table_id=1))])
+    assert _versions(lake) == {"t_new": ["v1.json"], "t_old": ["v1.json", "v2.json"]}
+    assert sorted(os.listdir(os.path.join(lake, "crm", "t_old", "_schema"))) == ["v1.json"]
+    assert _landed(lake, "t_old", 1)[1] == [0, 1]
+    assert _landed(lake, "t_old", 2)[1] == [3]
+    assert _landed(lake, "t_new", 1)[1] == [2]
+    assert [_doc(lake, "t_old", v)["created"]["seq"] for v in (1, 2)] == [1, 5]
