@@ -13,7 +13,8 @@
  * of (key, value) bytes, replaces the template's (so one template serves every schema of the
  * same fields, whatever the schema's own metadata). Returns None for anything it
  * does not cover (a type, a nesting, a template it cannot splice): the caller then writes the
- * file with pyarrow. Never reads past a buffer the C data interface describes.
+ * file with pyarrow. Reads the rows only where the arrays' lengths, offsets and validity say
+ * (valid Arrow data, as pyarrow makes), and the template only within its bytes.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>

@@ -32,10 +32,12 @@ import sys
 
 
 class _NoNative:
-    """Finds the native row decoder and framing and refuses them, as when never built."""
+    """Finds the native row decoder, framing and small-file Parquet writer and refuses them,
+    as when never built."""
 
     def find_spec(self, name, path=None, target=None):
-        if name in ("protocol.binlog._native_rows", "protocol._native_frames"):
+        if name in ("protocol.binlog._native_rows", "protocol._native_frames",
+                    "sinks.parquet._native_parquet"):
             raise ImportError(f"No module named {name!r}")
         return None
 
