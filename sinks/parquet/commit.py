@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import errno
 import fcntl
 import importlib
 import json
@@ -193,6 +194,12 @@ class FileSystem:
 
     def rmtree(self, path: str) -> None:
         shutil.rmtree(path)
+
+    def listdir(self, path: str) -> list[str]:
+        return os.listdir(path)
+
+    def rmdir(self, path: str) -> None:
+        os.rmdir(path)
 
 
 #: How many fsyncs :data:`OS` keeps in flight at once.
@@ -522,12 +529,11 @@ def _apply(lake: str, pairs: list[tuple[str, str]], checkpoint_doc: dict[str, An
         for src_path, dst_path in moves:
             directory = os.path.dirname(dst_path)
             try:
-                fs.replace(src_path, dst_path)
+                _move(src_path, dst_path, touched, fs)
             except FileNotFoundError:  # retention removed a partition we had seen
                 known_dirs.discard(directory)
                 ensure_dir(directory, known_dirs, fs)
-                fs.replace(src_path, dst_path)
-            touched.add(directory)
+                _move(src_path, dst_path, touched, fs)
         for doomed in deletes:
             path = os.path.join(lake, doomed)
             if fs.exists(path):
@@ -535,6 +541,27 @@ def _apply(lake: str, pairs: list[tuple[str, str]], checkpoint_doc: dict[str, An
                 touched.add(os.path.dirname(path))
         fs.fsync_many(sorted(touched))
     write_checkpoint(lake, checkpoint_doc, fs)
+
+
+def _move(src: str, dst: str, touched: set[str], fs: FileSystem) -> None:
+    """Rename ``src`` to ``dst``, adding each directory that gained an entry to ``touched``.
+
+    A staged tree (``trees.py``) is renamed onto a directory that did not exist when the sink
+    looked; should something else have made it since (and put something in it), the rename
+    fails and the tree is merged into it entry by entry instead — else every restart would
+    fail on the same roll-forward. Each entry's rename is atomic and a merge half done is
+    finished by the next one, so a crash during it is rolled forward like any rename."""
+    try:
+        fs.replace(src, dst)
+    except OSError as exc:
+        if exc.errno not in (errno.ENOTEMPTY, errno.EEXIST) or not fs.isdir(src) \
+                or not fs.isdir(dst):
+            raise
+        for name in sorted(fs.listdir(src)):
+            _move(os.path.join(src, name), os.path.join(dst, name), touched, fs)
+        fs.rmdir(src)
+        return
+    touched.add(os.path.dirname(dst))
 
 
 def recover(lake: str, fs: FileSystem = OS) -> dict[str, Any] | None:

@@ -308,3 +308,53 @@ def test_a_missing_extension_is_said_once(tmp_path, monkeypatch: pytest.MonkeyPa
                     "files are made one call at a time (the same lake, slower over many "
                     "tables); reinstall binlake (or `python setup.py build_ext --inplace` in a "
                     "checkout) to build it"]
+
+
+def test_a_tree_whose_directory_appeared_meanwhile_is_merged_into_it(
+        tmp_path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Something else made the new table's directory (and put a file in it) after the sink
+    found it missing: the tree's rename fails, and its entries are moved in one by one — also
+    when a crash stopped that half-way and recovery finishes it."""
+    lake = str(tmp_path / "lake")
+    b = StreamBuilder()
+    t1, t2 = b.table("shop", "t1", COLUMNS), b.table("shop", "t2", COLUMNS)
+    sink = ParquetSink(lake)
+    sink.open()
+    for item in _txn(b, t1, 1):
+        sink.handle(item)
+    sink.flush()
+    for item in _txn(b, t2, 2):  # shop/t2 is missing: staged as a tree
+        sink.handle(item)
+    foreign = os.path.join(lake, "shop", "t2", "_state", "note")
+    os.makedirs(os.path.dirname(foreign))
+    with open(foreign, "w") as f:
+        f.write("not the sink's")
+
+    class Crash(BaseException):
+        pass
+
+    real = type(C.OS).replace
+    moved: list[str] = []
+
+    def replace(self: C.FileSystem, src: str, dst: str) -> None:
+        if "/_staging/tree-" in src and moved:
+            raise Crash  # at the merge's second entry
+        real(self, src, dst)
+        if "/_staging/tree-" in src:
+            moved.append(_rel(lake, dst))
+
+    monkeypatch.setattr(type(C.OS), "replace", replace)
+    with pytest.raises(Crash):
+        sink.flush()
+    sink._lock.release()  # the process "died"
+    assert moved == ["shop/t2/_schema"]  # the tree's own rename failed: merged, name by name
+    monkeypatch.setattr(type(C.OS), "replace", real)
+    again = ParquetSink(lake)
+    assert again.open().seq == 2  # type: ignore[union-attr]
+    again.close()
+    assert _ids(lake) == [1, 2]
+    assert sorted(os.listdir(os.path.join(lake, "shop", "t2"))) == [
+        "_schema", "_state", "schema_version=1"]
+    with open(foreign) as f:
+        assert f.read() == "not the sink's"
+    assert os.listdir(os.path.join(lake, "_staging")) == []
