@@ -13,16 +13,17 @@ from sinks.parquet import ParquetSink
 from sinks.parquet.testing import StreamBuilder, col
 
 TABLES = 2000
+PER_TABLE = 8  # transactions: ~190k objects buffered, twice the previous threshold
 COLUMNS = [col(0, T.LONGLONG, "id", pk=True), col(1, T.VARCHAR, "name", charset=45),
            col(2, T.LONG, "score")]
 
 
 def _backlog() -> Iterator[Any]:
-    """Five 5-row transactions into each of TABLES tables, round robin (bench.many_tables),
+    """PER_TABLE 5-row transactions into each of TABLES tables, round robin (bench.many_tables),
     made as they are handled, as a stream's decoder makes them."""
     b = StreamBuilder()
     maps = [b.table("many", f"t{i:04d}", COLUMNS) for i in range(TABLES)]
-    for n in range(TABLES * 5):
+    for n in range(TABLES * PER_TABLE):
         yield b.begin()
         yield b.insert(maps[n % TABLES], [(n * 5 + k, "name", k) for k in range(5)])
         yield b.commit()
