@@ -1488,7 +1488,8 @@ fail:
  * is ``(length, null_count, validity, buffers, children)``: validity None (no bitmap), an int
  * (that many zero bytes: all NULL) or bytes; buffers a tuple of bytes or ints (zero bytes),
  * after the validity in Arrow's order for the type; children a tuple of specs. Every buffer is
- * copied into memory the array owns, so it may be released on any thread, without the GIL.
+ * copied into memory the array owns (one block per export, see Block), so it may be released
+ * on any thread, without the GIL.
  * The caller vouches that the spec matches the schema it imports with (Arrow does not see
  * buffer sizes); the capsule releases the array unless Arrow took it, and frees the struct. */
 struct ArrowArray {
@@ -1500,40 +1501,42 @@ struct ArrowArray {
     void *private_data;
 };
 
+/* Everything one export owns — child structs, pointer arrays, buffers — is carved from one
+ * block (one malloc per batch: with thousands of small batches, glibc's malloc per buffer
+ * showed in profiles of the daemon), freed when the last array using it is released: each
+ * array holds a reference, so a child a consumer moved out stays valid after its parent. */
+typedef struct {
+    int64_t refs;
+    char *next;  /* carving cursor (building only) */
+} Block;
+
+static void block_unref(Block *b) {
+    if (__atomic_sub_fetch(&b->refs, 1, __ATOMIC_ACQ_REL) == 0) free(b);
+}
+
 static void node_release(struct ArrowArray *a) {
     if (a->release == NULL) return;
     for (int64_t i = 0; i < a->n_children; i++) {
         struct ArrowArray *c = a->children[i];
-        if (c != NULL && c->release != NULL) c->release(c);
-        free(c);
+        if (c->release != NULL) c->release(c);
     }
-    free(a->children);
-    for (int64_t i = 0; i < a->n_buffers; i++) free((void *)a->buffers[i]);
-    free(a->buffers);
     a->release = NULL;
+    block_unref((Block *)a->private_data);
 }
 
-/* A buffer the array owns: a copy of bytes, or n zero bytes for an int n (never NULL). */
-static void *node_buffer(PyObject *source) {
-    if (PyBytes_Check(source)) {
-        Py_ssize_t n = PyBytes_GET_SIZE(source);
-        void *p = malloc(n ? (size_t)n : 1);
-        if (p == NULL) { PyErr_NoMemory(); return NULL; }
-        if (n) memcpy(p, PyBytes_AS_STRING(source), (size_t)n);
-        return p;
-    }
+/* Bytes a spec needs from the block (each piece rounded up to 64 bytes: Arrow's alignment);
+ * -1 with an exception for a malformed spec. */
+#define ROUND64(n) ((((n) + 63) / 64) * 64)
+
+static Py_ssize_t buffer_size(PyObject *source) {
+    if (PyBytes_Check(source)) return PyBytes_GET_SIZE(source);
     Py_ssize_t n = PyLong_AsSsize_t(source);
-    if (n < 0) {
-        if (!PyErr_Occurred()) PyErr_SetString(PyExc_ValueError, "export_batch: negative size");
-        return NULL;
-    }
-    void *p = calloc(n ? (size_t)n : 1, 1);
-    if (p == NULL) PyErr_NoMemory();
-    return p;
+    if (n < 0 && !PyErr_Occurred())
+        PyErr_SetString(PyExc_ValueError, "export_batch: negative size");
+    return n < 0 ? -1 : n;
 }
 
-static int node_fill(struct ArrowArray *a, PyObject *spec, int depth) {
-    memset(a, 0, sizeof(*a));
+static Py_ssize_t spec_size(PyObject *spec, int depth) {
     if (depth > 4 || !PyTuple_Check(spec) || PyTuple_GET_SIZE(spec) != 5
         || !PyTuple_Check(PyTuple_GET_ITEM(spec, 3)) || !PyTuple_Check(PyTuple_GET_ITEM(spec, 4))) {
         PyErr_SetString(PyExc_ValueError, "export_batch: malformed spec");
@@ -1541,32 +1544,85 @@ static int node_fill(struct ArrowArray *a, PyObject *spec, int depth) {
     }
     PyObject *buffers = PyTuple_GET_ITEM(spec, 3), *children = PyTuple_GET_ITEM(spec, 4);
     PyObject *valid = PyTuple_GET_ITEM(spec, 2);
+    Py_ssize_t nb = PyTuple_GET_SIZE(buffers), nc = PyTuple_GET_SIZE(children);
+    Py_ssize_t total = ROUND64((nb + 1) * (Py_ssize_t)sizeof(void *))
+                       + ROUND64(nc * (Py_ssize_t)sizeof(void *))
+                       + nc * ROUND64((Py_ssize_t)sizeof(struct ArrowArray));
+    if (valid != Py_None) {
+        Py_ssize_t n = buffer_size(valid);
+        if (n < 0) return -1;
+        total += ROUND64(n);
+    }
+    for (Py_ssize_t i = 0; i < nb; i++) {
+        Py_ssize_t n = buffer_size(PyTuple_GET_ITEM(buffers, i));
+        if (n < 0) return -1;
+        if (n > PY_SSIZE_T_MAX / 4 - total) { PyErr_NoMemory(); return -1; }
+        total += ROUND64(n);
+    }
+    for (Py_ssize_t i = 0; i < nc; i++) {
+        Py_ssize_t n = spec_size(PyTuple_GET_ITEM(children, i), depth + 1);
+        if (n < 0) return -1;
+        if (n > PY_SSIZE_T_MAX / 4 - total) { PyErr_NoMemory(); return -1; }
+        total += n;
+    }
+    return total;
+}
+
+static void *carve(Block *b, Py_ssize_t n) {
+    char *p = b->next;
+    b->next += ROUND64(n);
+    return p;
+}
+
+/* A buffer carved from the block: a copy of bytes, or n zero bytes for an int n. */
+static void *node_buffer(Block *b, PyObject *source) {
+    Py_ssize_t n = buffer_size(source);  /* checked by spec_size */
+    void *p = carve(b, n);
+    if (PyBytes_Check(source)) {
+        if (n) memcpy(p, PyBytes_AS_STRING(source), (size_t)n);
+    } else if (n) {
+        memset(p, 0, (size_t)n);
+    }
+    return p;
+}
+
+/* Fill a from a spec spec_size accepted (so nothing here can fail), with block b's room. */
+static void node_fill(struct ArrowArray *a, PyObject *spec, Block *b) {
+    memset(a, 0, sizeof(*a));
+    PyObject *buffers = PyTuple_GET_ITEM(spec, 3), *children = PyTuple_GET_ITEM(spec, 4);
+    PyObject *valid = PyTuple_GET_ITEM(spec, 2);
+    Py_ssize_t nb = PyTuple_GET_SIZE(buffers), nc = PyTuple_GET_SIZE(children);
     a->length = PyLong_AsLongLong(PyTuple_GET_ITEM(spec, 0));
     a->null_count = PyLong_AsLongLong(PyTuple_GET_ITEM(spec, 1));
+    a->buffers = carve(b, (nb + 1) * (Py_ssize_t)sizeof(void *));
+    a->children = carve(b, nc * (Py_ssize_t)sizeof(void *));
+    a->n_buffers = nb + 1;
+    a->n_children = nc;
+    a->buffers[0] = valid == Py_None ? NULL : node_buffer(b, valid);
+    for (Py_ssize_t i = 0; i < nb; i++)
+        a->buffers[i + 1] = node_buffer(b, PyTuple_GET_ITEM(buffers, i));
+    for (Py_ssize_t i = 0; i < nc; i++) {
+        struct ArrowArray *c = carve(b, (Py_ssize_t)sizeof(struct ArrowArray));
+        a->children[i] = c;
+        node_fill(c, PyTuple_GET_ITEM(children, i), b);
+    }
+    a->private_data = b;
+    b->refs++;
+    a->release = node_release;
+}
+
+/* Lengths and null counts: checked before anything is built. */
+static int spec_counts(PyObject *spec) {
+    long long length = PyLong_AsLongLong(PyTuple_GET_ITEM(spec, 0));
+    long long nulls = PyLong_AsLongLong(PyTuple_GET_ITEM(spec, 1));
     if (PyErr_Occurred()) return -1;
-    if (a->length < 0 || a->null_count < 0 || a->null_count > a->length) {
+    if (length < 0 || nulls < 0 || nulls > length) {
         PyErr_SetString(PyExc_ValueError, "export_batch: bad length or null count");
         return -1;
     }
-    Py_ssize_t nb = PyTuple_GET_SIZE(buffers), nc = PyTuple_GET_SIZE(children);
-    a->buffers = calloc((size_t)nb + 1, sizeof(void *));
-    a->children = nc ? calloc((size_t)nc, sizeof(struct ArrowArray *)) : NULL;
-    a->release = node_release;  /* from here on, node_release frees what is built */
-    if (a->buffers == NULL || (nc && a->children == NULL)) { PyErr_NoMemory(); return -1; }
-    a->n_buffers = 1;
-    if (valid != Py_None && (a->buffers[0] = node_buffer(valid)) == NULL) return -1;
-    for (Py_ssize_t i = 0; i < nb; i++) {
-        void *p = node_buffer(PyTuple_GET_ITEM(buffers, i));
-        if (p == NULL) return -1;
-        a->buffers[a->n_buffers++] = p;
-    }
-    for (Py_ssize_t i = 0; i < nc; i++) {
-        struct ArrowArray *c = malloc(sizeof(*c));
-        if (c == NULL) { PyErr_NoMemory(); return -1; }
-        c->release = NULL;
-        a->children[a->n_children++] = c;
-        if (node_fill(c, PyTuple_GET_ITEM(children, i), depth + 1) < 0) return -1;
-    }
+    PyObject *children = PyTuple_GET_ITEM(spec, 4);
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(children); i++)
+        if (spec_counts(PyTuple_GET_ITEM(children, i)) < 0) return -1;
     return 0;
 }
 
@@ -1581,13 +1637,19 @@ static void batch_free(PyObject *capsule) {
 
 static PyObject *export_batch(PyObject *self, PyObject *spec) {
     (void)self;
+    Py_ssize_t size = spec_size(spec, 0);
+    if (size < 0 || spec_counts(spec) < 0) return NULL;
+    Block *b = malloc(ROUND64((Py_ssize_t)sizeof(Block)) + size);
     struct ArrowArray *a = malloc(sizeof(*a));
-    if (a == NULL) return PyErr_NoMemory();
-    if (node_fill(a, spec, 0) < 0) {
-        if (a->release != NULL) a->release(a);
+    if (b == NULL || a == NULL) {
+        free(b);
         free(a);
-        return NULL;
+        return PyErr_NoMemory();
     }
+    b->refs = 1;  /* the builder's, dropped below */
+    b->next = (char *)b + ROUND64((Py_ssize_t)sizeof(Block));
+    node_fill(a, spec, b);
+    block_unref(b);
     PyObject *capsule = PyCapsule_New(a, BATCH_CAPSULE, batch_free);
     if (capsule == NULL) {
         a->release(a);
