@@ -15,15 +15,17 @@
  *       them; ``pos`` and ``seq`` where the first packet not taken starts, and its expected
  *       sequence id. Never raises for bad bytes: it stops before them.
  *
- *   feed_plain(events, index, out, file, position, crc, verify, make_header, decoders, crc32)
- *       -> (index, position, error)
+ *   feed_plain(events, index, out, file, position, crc, verify, make_header, decoders, crc32,
+ *              make_gtid, make_xid) -> (index, position, error)
  *       For events[index:], while each is a ``bytes`` whose type has a decoder in
  *       ``decoders`` (a 256-tuple of callables or None), is not artificial, holds its own
  *       ``event_size`` and (with ``crc`` and ``verify``) a valid CRC32 trailer: build its
  *       header (``make_header``, with the file and its start/end position as
  *       EventStream.feed_into computes them), call ``decoder(header, body)`` (body without
- *       the header and trailer) and append the result to ``out``. Returns where it stopped,
- *       the position after the last event taken and None; or, when a decoder raised, the
+ *       the header and trailer) and append the result to ``out``; a plain MariaDB GTID and
+ *       an XID are built in C instead (``make_gtid``/``make_xid``: their classes' positional
+ *       makers, or None to call the decoders), as events.decode_mariadb_gtid and decode_xid
+ *       build them. Returns where it stopped, the position after the last event taken and None; or, when a decoder raised, the
  *       index of that event, the position before it and the exception (not raised: the
  *       caller decides, knowing where it happened).
  */
@@ -37,6 +39,9 @@
 #define ARTIFICIAL_F 0x20
 #define CRC32_RESIDUE 0x2144DF1CUL
 #define MAX_CHUNK 0xFFFFFF
+#define XID_EVENT 16
+#define GTID_EVENT 162  /* MariaDB's */
+#define GTID_HAS_MORE 0xC2  /* FL_GROUP_COMMIT_ID | FL_PREPARED_XA | FL_COMPLETED_XA */
 
 static inline uint32_t
 u32le(const unsigned char *p)
@@ -127,13 +132,14 @@ last_int(LastInt *last, unsigned long long value)
 static PyObject *
 feed_plain(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 {
-    if (nargs != 10) {
+    if (nargs != 12) {
         PyErr_SetString(PyExc_TypeError, "feed_plain(events, index, out, file, position, crc, "
-                        "verify, make_header, decoders, crc32)");
+                        "verify, make_header, decoders, crc32, make_gtid, make_xid)");
         return NULL;
     }
     PyObject *events = args[0], *out = args[2], *file = args[3];
     PyObject *make_header = args[7], *decoders = args[8], *crc32 = args[9];
+    PyObject *make_gtid = args[10], *make_xid = args[11];
     if (!PyList_CheckExact(events) || !PyList_Check(out) || !PyTuple_CheckExact(decoders)
             || PyTuple_GET_SIZE(decoders) != 256) {
         PyErr_SetString(PyExc_TypeError,
@@ -213,16 +219,46 @@ feed_plain(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
             Py_XDECREF(fields[i]);
         if (header == NULL)
             goto done;
-        PyObject *body = PyBytes_FromStringAndSize((const char *)p + HEADER_LEN,
-                                                   body_end - HEADER_LEN);
-        if (body == NULL) {
-            Py_DECREF(header);
-            goto done;
+        const unsigned char *b = p + HEADER_LEN;
+        Py_ssize_t body_len = body_end - HEADER_LEN;
+        PyObject *decoded;
+        if (type_code == GTID_EVENT && make_gtid != Py_None && body_len >= 13 && body_len <= 19
+                && !(b[12] & GTID_HAS_MORE)) {
+            /* events.decode_mariadb_gtid's plain GTID: seq_no u64, domain u32, flags u8 */
+            PyObject *gtid[11] = {
+                header, PyLong_FromUnsignedLong(u32le(b + 8)), last_int(&servers, u32le(p + 5)),
+                PyLong_FromUnsignedLongLong((unsigned long long)u32le(b)
+                                            | (unsigned long long)u32le(b + 4) << 32),
+                PyLong_FromUnsignedLong(b[12]), Py_None, Py_None, PyLong_FromLong(0), Py_None,
+                Py_None, Py_None};
+            decoded = NULL;
+            if (gtid[1] != NULL && gtid[2] != NULL && gtid[3] != NULL && gtid[4] != NULL
+                    && gtid[7] != NULL)
+                decoded = PyObject_Vectorcall(make_gtid, gtid, 11, NULL);
+            Py_XDECREF(gtid[1]);
+            Py_XDECREF(gtid[2]);
+            Py_XDECREF(gtid[3]);
+            Py_XDECREF(gtid[4]);
+            Py_XDECREF(gtid[7]);
         }
-        PyObject *call[2] = {header, body};
-        PyObject *decoded = PyObject_Vectorcall(decoder, call, 2, NULL);
+        else if (type_code == XID_EVENT && make_xid != Py_None && body_len >= 8) {
+            /* events.decode_xid: the u64 xid */
+            PyObject *xid[2] = {header, PyLong_FromUnsignedLongLong(
+                (unsigned long long)u32le(b) | (unsigned long long)u32le(b + 4) << 32)};
+            decoded = xid[1] == NULL ? NULL : PyObject_Vectorcall(make_xid, xid, 2, NULL);
+            Py_XDECREF(xid[1]);
+        }
+        else {
+            PyObject *body = PyBytes_FromStringAndSize((const char *)b, body_len);
+            if (body == NULL) {
+                Py_DECREF(header);
+                goto done;
+            }
+            PyObject *call[2] = {header, body};
+            decoded = PyObject_Vectorcall(decoder, call, 2, NULL);
+            Py_DECREF(body);
+        }
         Py_DECREF(header);
-        Py_DECREF(body);
         if (decoded == NULL) {  /* handed back with where it happened, not raised */
             PyObject *type, *value, *traceback;
             PyErr_Fetch(&type, &value, &traceback);
@@ -298,7 +334,7 @@ static PyMethodDef methods[] = {
      "split_payloads(buf, start, end, seq, check, limit, status) -> (payloads, pos, seq)"},
     {"feed_plain", (PyCFunction)(void (*)(void))feed_plain, METH_FASTCALL,
      "feed_plain(events, index, out, file, position, crc, verify, make_header, decoders, "
-     "crc32) -> (index, position, error)"},
+     "crc32, make_gtid, make_xid) -> (index, position, error)"},
     {NULL, NULL, 0, NULL},
 };
 

@@ -36,7 +36,7 @@ split_payloads: Callable[..., tuple[list[bytes], int, int]] | None = (
     None if _module is None else _module.split_payloads)
 
 #: ``feed_plain(events, index, out, file, position, crc, verify, make_header, decoders,
-#: crc32) -> (index, position, error)``: ``error`` the exception a decoder raised (then
+#: crc32, make_gtid, make_xid) -> (index, position, error)``: ``error`` the exception a decoder raised (then
 #: ``index`` is its event's) or None.
 feed_plain: Callable[..., tuple[int, int, BaseException | None]] | None = (
     None if _module is None else _module.feed_plain)

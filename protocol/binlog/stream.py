@@ -56,8 +56,10 @@ from .events import (
     ChecksumAlg,
     EventType,
     FormatDescriptionEvent,
+    MariadbGtidEvent,
     RotateEvent,
     TransactionPayloadEvent,
+    XidEvent,
     decode_event,
     decode_format_description,
     decode_mariadb_gtid,
@@ -109,6 +111,10 @@ _PER_TRANSACTION: dict[int, Callable[[EventHeader, bytes | memoryview], BinlogEv
 }
 # EventHeader(...) with every field, built in C when the extension is there (once per event).
 _make_header = positional_maker(EventHeader)
+# What the C loop builds a plain MariaDB GTID and an XID with (decode_mariadb_gtid's and
+# decode_xid's own construction, without their calls).
+_make_gtid_event = positional_maker(MariadbGtidEvent)
+_make_xid_event = positional_maker(XidEvent)
 
 
 def _row_decoders() -> tuple[Callable[..., TableMapEvent], Callable[..., RowsEvent], Any]:
@@ -293,7 +299,7 @@ class EventStream:
                     plain = self._plain_decoders = self._plain_table()
                 index, self._position, error = native(
                     events, index, out, self._file, self._position, crc, self._verify,
-                    _make_header, plain, zlib.crc32)
+                    _make_header, plain, zlib.crc32, _make_gtid_event, _make_xid_event)
                 if error is not None and not isinstance(error, MalformedPacket):
                     raise error
                 if index >= count:

@@ -158,12 +158,13 @@ def test_a_decoder_error_leaves_the_events_before_it_and_the_position() -> None:
     batch = [events[i] for i in plain]
     out: list[Any] = []
     index, position, error = feed_plain(batch, 0, out, "f", 4, True, True, make, tuple(table),
-                                        zlib.crc32)
+                                        zlib.crc32, None, None)
     assert (index, type(error), len(out)) == (2, KeyError, 2)
     assert position == out[1].next_position
     assert error.__traceback__ is not None
     with pytest.raises(TypeError):
-        feed_plain(batch, 0, out, "f", 4, True, True, make, (None,) * 255, zlib.crc32)
+        feed_plain(batch, 0, out, "f", 4, True, True, make, (None,) * 255, zlib.crc32, None,
+                   None)
 
 
 @pytest.mark.parametrize("seed", range(200))
