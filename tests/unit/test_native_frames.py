@@ -139,6 +139,47 @@ def test_corrupted_batches_raise_the_same_errors(flavor: str, verify: bool,
                 == _feed(make, file, batches, False, monkeypatch))
 
 
+def _without_checksums(events: list[bytes]) -> list[bytes]:
+    """A binlog as a server with binlog_checksum=NONE writes it: its FDE says so (algorithm
+    byte 0, the checksum room kept) and no other event has a CRC32 trailer."""
+    out: list[bytes] = []
+    for raw in events:
+        event = bytearray(raw)
+        if event[4] == 15:  # FORMAT_DESCRIPTION
+            event[-5] = 0
+        else:
+            del event[-4:]
+            event[9:13] = len(event).to_bytes(4, "little")
+        out.append(bytes(event))
+    return out
+
+
+@pytest.mark.parametrize("flavor", FLAVORS)
+def test_binlogs_without_checksums_frame_alike(flavor: str,
+                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    """binlog_checksum=NONE (the C loop's other body end: no trailer to cut): the fixture
+    binlogs decode without an error and alike both ways, and so do corrupted batches."""
+    rng = random.Random(f"{flavor}-no-checksum")
+    files = [(file, _without_checksums(events)) for file, events in _events(flavor)]
+
+    def make() -> EventStream:
+        return EventStream(arrow=True)
+
+    for file, events in files:
+        batches = _batches(rng, events)
+        expected = _feed(make, file, batches, False, monkeypatch)
+        assert _feed(make, file, batches, True, monkeypatch) == expected
+        assert [error for _, error, *_ in expected] == [None] * len(batches)
+    for _ in range(ROUNDS // 10):
+        file, events = rng.choice(files)
+        events = list(events)
+        i = rng.randrange(1, len(events))  # the first FDE kept
+        events[i] = _corrupt(rng, events[i])
+        batches = _batches(rng, events)
+        assert (_feed(make, file, batches, True, monkeypatch)
+                == _feed(make, file, batches, False, monkeypatch))
+
+
 def test_a_decoder_error_leaves_the_events_before_it_and_the_position() -> None:
     """A decoder's exception comes back with its event's index and the position before it,
     the events before it in ``out``; other exceptions the same way, for the caller to raise."""
