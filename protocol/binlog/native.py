@@ -143,8 +143,10 @@ _warned = False
 
 
 def warn_once(log: Callable[[str], None]) -> None:
-    """Say once per process that rows decode with the Python reference because the extension
-    is missing (nothing when it was switched off on purpose with BINLAKE_NATIVE=0)."""
+    """Say once per process that Python does the work of a missing extension: the row decoder
+    (built with the framing, so its line stands for both), else the binlog framing of
+    ``protocol/_native_frames.c`` (an in-place build older than it); nothing when switched off
+    on purpose with BINLAKE_NATIVE=0."""
     global _warned
     if _warned or os.environ.get("BINLAKE_NATIVE", "1") == "0":
         return
