@@ -150,10 +150,15 @@ class StagedTrees:
         return [posixpath.join(self.lake, d) for d in sorted(self._dirs)]
 
     def committed(self) -> None:
-        """The trees are in place: their directories exist in the lake now."""
-        for root, tree in self._roots.items():
-            self.known.update(posixpath.join(self.lake, root + d[len(tree):])
-                              for d in self._dirs if d == tree or d.startswith(tree + "/"))
+        """The trees are in place: their directories exist in the lake now.
+
+        Each directory finds its tree by its own first two names (``_staging/tree-<k>``), not
+        by a pass over every directory per tree: a flush that starts a commit date for each of
+        thousands of tables has a tree per table, and that pass grew with their square."""
+        roots = {tree: root for root, tree in self._roots.items()}
+        for d in self._dirs:
+            tree = "/".join(d.split("/", 2)[:2])
+            self.known.add(posixpath.join(self.lake, roots[tree] + d[len(tree):]))
         self.forget()
 
     def forget(self) -> None:

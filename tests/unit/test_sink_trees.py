@@ -358,3 +358,35 @@ def test_a_tree_whose_directory_appeared_meanwhile_is_merged_into_it(
     with open(foreign) as f:
         assert f.read() == "not the sink's"
     assert os.listdir(os.path.join(lake, "_staging")) == []
+
+
+def test_committed_trees_join_the_known_directories_under_their_final_names(tmp_path) -> None:
+    """After the commit every directory of every tree is known by its place in the lake (the
+    next flush asks the filesystem about none of them), each tree's own, whatever the number
+    of trees."""
+    from sinks.parquet.trees import StagedTrees
+
+    lake = str(tmp_path)
+    os.makedirs(os.path.join(lake, "_staging"))
+    os.makedirs(os.path.join(lake, "shop", "t0"))
+    known: set[str] = set()
+    trees = StagedTrees(lake, known)
+    try:
+        for final in ("shop/t1/_schema/v1.json",
+                      f"shop/t1/schema_version=1/commit_date={DATE}/p.parquet",
+                      f"shop/t0/schema_version=1/commit_date={DATE}/p.parquet",
+                      "other/t/_schema/v1.json"):
+            trees.place(final, create=True)
+        trees.wait()
+        assert trees.renames() == [("_staging/tree-1", "shop/t1"),
+                                   ("_staging/tree-2", "shop/t0/schema_version=1"),
+                                   ("_staging/tree-3", "other")]
+        trees.committed()
+    finally:
+        trees.close()
+    assert sorted(_rel(lake, d) for d in known) == [
+        "other", "other/t", "other/t/_schema", "shop", "shop/t0",
+        "shop/t0/schema_version=1", f"shop/t0/schema_version=1/commit_date={DATE}",
+        "shop/t1", "shop/t1/_schema", "shop/t1/schema_version=1",
+        f"shop/t1/schema_version=1/commit_date={DATE}"]
+    assert trees.renames() == [] and trees.directories() == []
