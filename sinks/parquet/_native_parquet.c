@@ -12,8 +12,8 @@
  * names the top-level INT64 columns that get min/max/null count. `key_value_metadata`, a tuple
  * of (key, value) bytes, replaces the template's (so one template serves every schema of the
  * same fields, whatever the schema's own metadata). Returns None for anything it
- * does not cover (a type, a nesting, a template it cannot splice): the caller then writes the
- * file with pyarrow. Reads the rows only where the arrays' lengths, offsets and validity say
+ * does not cover (a type, a nesting, a NULL in a field declared non-nullable, a template it
+ * cannot splice): the caller then writes the file with pyarrow, which decides. Reads the rows only where the arrays' lengths, offsets and validity say
  * (valid Arrow data, as pyarrow makes), and the template only within its bytes.
  */
 #define PY_SSIZE_T_CLEAN
@@ -490,6 +490,7 @@ static int64_t leaf_page(const struct ArrowArray *batch, const Leaf *leaf, Scrat
         if (top->length < rows) return -1;
         for (int64_t i = 0; i < rows; i++) {
             int ok = valid_at(top, i);
+            if (!ok && !leaf->max_def) return -1; /* a NULL in a non-nullable field */
             if (leaf->max_def) put_byte(dl, (uint8_t)ok);
             if (ok) { if (put_value(v, top, leaf, i, st) < 0) return -1; }
             else if (st) st->nulls++;
@@ -505,7 +506,9 @@ static int64_t leaf_page(const struct ArrowArray *batch, const Leaf *leaf, Scrat
             int defined = 0;
             if (!leaf->top_nullable || valid_at(top, i)) {
                 d = (uint8_t)leaf->top_nullable;
-                if (!leaf->leaf_nullable || valid_at(c, top->offset + i)) {
+                int ok = valid_at(c, top->offset + i);
+                if (!ok && !leaf->leaf_nullable) return -1; /* NULL, declared non-nullable */
+                if (ok) {
                     d = (uint8_t)(d + leaf->leaf_nullable);
                     defined = 1;
                 }
@@ -536,7 +539,8 @@ static int64_t leaf_page(const struct ArrowArray *batch, const Leaf *leaf, Scrat
             continue;
         }
         for (int64_t j = start; j < end; j++) {
-            int ok = !leaf->leaf_nullable || valid_at(c, j);
+            int ok = valid_at(c, j);
+            if (!ok && !leaf->leaf_nullable) return -1; /* NULL, declared non-nullable */
             put_byte(rl, j == start ? 0 : 1);
             put_byte(dl, (uint8_t)(base + (ok ? leaf->leaf_nullable : 0)));
             if (ok && put_value(v, c, leaf, j, NULL) < 0) return -1;

@@ -235,6 +235,24 @@ def test_what_it_does_not_cover_is_left_to_pyarrow(arrow_type: pa.DataType) -> N
     assert small_file.write(table, STATS) is None
 
 
+def test_a_null_in_a_field_declared_non_nullable_is_left_to_pyarrow() -> None:
+    """Such a field has no definition levels: a NULL there has no place in the page (the
+    native writer would drop its value, the column chunk one value short), so pyarrow, the
+    reference, decides what the file gets — at the top level, in a struct, in a list."""
+    required = pa.field("v", pa.int64(), nullable=False)
+    seq = pa.array([1, 2], pa.int64())
+    top = pa.Table.from_arrays([pa.array([1, None], pa.int64()), seq],
+                               schema=pa.schema([required, pa.field("_seq", pa.int64())]))
+    inner = pa.StructArray.from_arrays([pa.array([None, 3], pa.int64())], fields=[required])
+    items = pa.ListArray.from_arrays(pa.array([0, 1, 2], pa.int32()),
+                                     pa.array([4, None], pa.int64()), type=pa.list_(required))
+    for table in (top, pa.table({"s": inner, "_seq": seq}), pa.table({"l": items, "_seq": seq})):
+        assert small_file.write(table, STATS) is None
+    allowed = pa.table({"s": pa.StructArray.from_arrays([pa.array([5, 3], pa.int64())],
+                                                        fields=[required]), "_seq": seq})
+    _same(allowed)  # the same field with no NULL: written natively, as pyarrow writes it
+
+
 def test_statistics_on_a_column_that_is_not_int64_are_left_to_pyarrow() -> None:
     table = pa.table({"_seq": pa.array(["a"]), "x": pa.array([1])})
     assert small_file.write(table, STATS) is None
@@ -364,3 +382,4 @@ def test_the_sink_lands_the_same_tables_through_either_writer(tmp_path, monkeypa
                                                         True, True]
     assert rows[2]["_before"]["name"] == "é" and rows[3]["_before"]["name"] is None
     assert rows[1]["name"] is None and rows[0]["u64"] == Decimal(2**64 - 1)
+
