@@ -162,6 +162,11 @@ def staged_file(count: int) -> str:
     return posixpath.join(STAGING, f"part-{count:08d}{DATA_SUFFIX}")
 
 
+def staged_schema(count: int) -> str:
+    """A schema version's file being written, in staging until a commit renames it."""
+    return f"{STAGING}/schema-{count:08d}.json"
+
+
 #: The DDL log's directory for statements run without a default database that name none
 #: (CREATE USER, GRANT …): a leading ``_`` is escaped in real names, so it cannot collide.
 NO_DATABASE = "_no_database"

@@ -1267,27 +1267,27 @@ class ParquetSink:
             self._flush_wanted = True
 
     def _prepare_part(self, part: _Part) -> None:
-        """A part first appears: have its first file (and, in a new directory, the staged
-        tree around it) made on the trees' thread now, while this one decodes on (trees.py)."""
+        """A part first appears: have its first file made ahead (:meth:`_made_ahead`)."""
         version = part.version
-        final = L.part_file(version.database, version.table, version.version,
-                            part.commit_date, part.first_seq, 0)
-        staged = self._trees.place(final, create=True)
-        if staged is None:
-            self._staged_count += 1
-            staged = L.staged_file(self._staged_count)
-            self._trees.submit([], [os.path.join(self.lake, staged)])
-        part.prepared = staged
+        part.prepared = self._made_ahead(
+            L.part_file(version.database, version.table, version.version, part.commit_date,
+                        part.first_seq, 0), L.staged_file)
 
     def _prepare_version(self, version: TableVersion) -> None:
         """:meth:`_prepare_part` for a new schema version's file (written at the flush)."""
-        final = L.schema_file(version.database, version.table, version.version)
+        self._version_staged[id(version)] = self._made_ahead(
+            L.schema_file(version.database, version.table, version.version), L.staged_schema)
+
+    def _made_ahead(self, final: str, flat: Callable[[int], str]) -> str:
+        """Where the file whose final path is ``final`` is staged: in a staged tree when its
+        directory is new, else flat in staging as ``flat(n)``; either way made empty (with the
+        tree's directories) on the trees' thread now, while this one decodes on (trees.py)."""
         staged = self._trees.place(final, create=True)
         if staged is None:
             self._staged_count += 1
-            staged = f"{L.STAGING}/schema-{self._staged_count:08d}.json"
+            staged = flat(self._staged_count)
             self._trees.submit([], [os.path.join(self.lake, staged)])
-        self._version_staged[id(version)] = staged
+        return staged
 
     def _name(self, part: _Part) -> None:
         """Give ``part`` its staged and its final file name: the file made ahead for it if
@@ -1485,7 +1485,7 @@ class ParquetSink:
                 staged = self._trees.place(final, now=True) or ""
             if not staged:
                 self._staged_count += 1
-                staged = f"{L.STAGING}/schema-{self._staged_count:08d}.json"
+                staged = L.staged_schema(self._staged_count)
             documents.append((os.path.join(self.lake, staged), version.to_json_bytes()))
             if not T.in_tree(staged):  # else its tree's rename moves it
                 renames.append((staged, final))
