@@ -29,20 +29,36 @@ import collections
 import importlib
 import os
 import threading
+from collections.abc import Callable
 from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-__all__ = ["ENABLED", "template", "write"]
+__all__ = ["ENABLED", "template", "warn_once", "write"]
 
 _module: Any = None
 try:
     _module = importlib.import_module(f"{__package__}._native_parquet")
-except ImportError:  # not built (no compiler at install): protocol.binlog.native says so once
+except ImportError:  # not built: :func:`warn_once` says so
     pass
 
 ENABLED = _module is not None and os.environ.get("BINLAKE_NATIVE", "1") != "0"
+_warned = False
+
+
+def warn_once(log: Callable[[str], None]) -> None:
+    """Say once per process that pyarrow writes every small file because ``_native_parquet``
+    is not built (nothing when BINLAKE_NATIVE=0 asked for that). Each extension is optional on
+    its own (setup.py): this one missing beside the others, or a checkout built before it
+    existed, would otherwise only show as CPU."""
+    global _warned
+    if _warned or _module is not None or os.environ.get("BINLAKE_NATIVE", "1") == "0":
+        return
+    _warned = True
+    log("sinks.parquet._native_parquet is not built: pyarrow writes every small Parquet file "
+        "(the same tables, ~5x the CPU per file); reinstall binlake (or `python setup.py "
+        "build_ext --inplace` in a checkout) to build it")
 
 #: Templates kept, one per set of fields (the least recently used goes): ~8 KB each.
 TEMPLATES = 256

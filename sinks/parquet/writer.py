@@ -58,6 +58,7 @@ from . import ddl as D
 from . import files as F
 from . import layout as L
 from . import pieces as P
+from . import small_file
 from . import trees as T
 from . import xa as X
 from .encoder import RowGroupEncoder
@@ -332,6 +333,7 @@ class ParquetSink:
             self._lock.release()
             raise
         T.warn_once(log.warning)
+        small_file.warn_once(log.warning)
         try:  # before the sink writes anything: see commit._OsFileSystem
             C.OS.watch(self.lake)
         except OSError:

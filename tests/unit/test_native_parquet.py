@@ -383,3 +383,23 @@ def test_the_sink_lands_the_same_tables_through_either_writer(tmp_path, monkeypa
     assert rows[2]["_before"]["name"] == "é" and rows[3]["_before"]["name"] is None
     assert rows[1]["name"] is None and rows[0]["u64"] == Decimal(2**64 - 1)
 
+
+def test_a_missing_writer_is_said_once(tmp_path, monkeypatch: pytest.MonkeyPatch,
+                                       caplog: pytest.LogCaptureFixture) -> None:
+    """Each extension is optional on its own: this one missing is said once per process, not
+    only seen as CPU (and nothing is said when BINLAKE_NATIVE=0 asked for pyarrow)."""
+    monkeypatch.setattr(small_file, "_module", None)
+    monkeypatch.setattr(small_file, "_warned", False)
+    monkeypatch.setenv("BINLAKE_NATIVE", "0")
+    sink = ParquetSink(str(tmp_path / "off"))
+    sink.open()
+    sink.close()
+    monkeypatch.delenv("BINLAKE_NATIVE")
+    for name in ("a", "b"):
+        sink = ParquetSink(str(tmp_path / name))
+        sink.open()
+        sink.close()
+    said = [r.getMessage() for r in caplog.records if "_native_parquet" in r.getMessage()]
+    assert said == ["sinks.parquet._native_parquet is not built: pyarrow writes every small "
+                    "Parquet file (the same tables, ~5x the CPU per file); reinstall binlake "
+                    "(or `python setup.py build_ext --inplace` in a checkout) to build it"]
