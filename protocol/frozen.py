@@ -22,7 +22,7 @@ import os
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-__all__ = ["fast_init", "positional_maker"]
+__all__ = ["NATIVE_SLOTS", "fast_init", "positional_maker"]
 
 _C = TypeVar("_C", bound=type)
 _T = TypeVar("_T")
@@ -70,6 +70,17 @@ def fast_init(cls: _C) -> _C:
     return cls
 
 
+_native_slots: Any = None
+try:
+    _native_slots = importlib.import_module("protocol._native_slots")
+except ImportError:  # not built (no compiler, or an in-place build older than it)
+    pass
+
+#: Whether ``protocol._native_slots`` is built (``protocol.binlog.native.warn_once`` says it
+#: when not).
+NATIVE_SLOTS = _native_slots is not None
+
+
 def positional_maker(cls: type[_T], *, checked_by_caller: bool = False) -> Callable[..., _T]:
     """``cls`` itself, or a callable building the same instances in C when the optional
     extension ``protocol._native_slots`` is built (and ``BINLAKE_NATIVE`` is not ``0``).
@@ -91,9 +102,7 @@ def positional_maker(cls: type[_T], *, checked_by_caller: bool = False) -> Calla
     if any(not f.init or f.kw_only or f.default_factory is not dataclasses.MISSING
            for f in fields):
         return cls
-    try:
-        native: Any = importlib.import_module("protocol._native_slots")
-    except ImportError:  # not built: the class itself (protocol/binlog/native.py warns once)
+    if _native_slots is None:  # not built: the class itself (protocol.binlog.native warns once)
         return cls
-    maker: Callable[..., _T] = native.maker(cls, tuple(f.name for f in fields))
+    maker: Callable[..., _T] = _native_slots.maker(cls, tuple(f.name for f in fields))
     return maker

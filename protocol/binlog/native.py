@@ -144,23 +144,33 @@ _warned = False
 
 def warn_once(log: Callable[[str], None]) -> None:
     """Say once per process that Python does the work of a missing extension: the row decoder
-    (built with the framing, so its line stands for both), else the binlog framing of
-    ``protocol/_native_frames.c`` (an in-place build older than it); nothing when switched off
-    on purpose with BINLAKE_NATIVE=0."""
+    (built with the others, so its line stands for all), else each of the binlog framing
+    (``protocol/_native_frames.c``), the frozen events' constructors (``_native_slots.c``)
+    and ``binlake decode``'s line formatter (``_native_format.c``) that is missing — an
+    in-place build older than it; nothing when switched off on purpose with BINLAKE_NATIVE=0.
+    """
     global _warned
     if _warned or os.environ.get("BINLAKE_NATIVE", "1") == "0":
         return
-    from ..native_frames import UNAVAILABLE_REASON as frames_missing
-
+    _warned = True
     if not AVAILABLE:
-        _warned = True
         log(f"{UNAVAILABLE_REASON}: rows decode with the pure-Python decoder (same values, "
             "slower); install gcc and the Python headers (python3-dev) and reinstall binlake to "
             "build it")
-    elif frames_missing:
-        _warned = True
-        log(f"{frames_missing}: events are framed in Python (same events, slower); reinstall "
-            "binlake (or `python setup.py build_ext --inplace` in a checkout) to build it")
+        return
+    from .. import frozen
+    from ..native_frames import UNAVAILABLE_REASON as frames_missing
+    from . import native_format
+
+    rebuild = "reinstall binlake (or `python setup.py build_ext --inplace` in a checkout) to build it"
+    if frames_missing:
+        log(f"{frames_missing}: events are framed in Python (same events, slower); {rebuild}")
+    if not frozen.NATIVE_SLOTS:
+        log("protocol._native_slots is not built: events are made by their Python classes "
+            f"(same events, slower); {rebuild}")
+    if native_format.text_lines is None:
+        log("protocol.binlog._native_format is not built: `binlake decode` formats every value "
+            f"in Python (same output, slower); {rebuild}")
 
 
 def plan(specs: tuple[tuple[Any, ...], ...]) -> object:

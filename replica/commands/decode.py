@@ -80,6 +80,7 @@ from typing import Any, BinaryIO, TextIO, cast
 import trio
 
 from protocol.binlog import ddl, native_format
+from protocol.binlog import native as native_rows
 from protocol.binlog.coltypes import CHARACTER_TYPES, ENUM_SET_TYPES, NUMERIC_TYPES, FieldType
 from protocol.binlog.events import (
     AnnotateRowsEvent,
@@ -257,6 +258,7 @@ def _decode(options: DecodeOptions, args: argparse.Namespace,
             table_map_hook: Callable[[TableMapEvent], TableMapEvent] | None = None) -> int:
     # the real stdout, not the CLI's pipe-safe wrapper: a broken pipe must stop decoding here
     out = getattr(sys.stdout, "unwrapped", sys.stdout)
+    native_rows.warn_once(lambda line: print(f"binlake decode: warning: {line}", file=sys.stderr))
     accepts = _matcher(options)
     events = _noting_missing_metadata(selected_events(options, table_map_hook=table_map_hook),
                                       accepts, sys.stderr)

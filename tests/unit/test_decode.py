@@ -7,6 +7,7 @@ import datetime as dt
 import decimal
 import io
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -261,6 +262,29 @@ def test_broken_pipe_is_quiet() -> None:
         shell=True, capture_output=True, text=True, timeout=60)
     assert proc.stdout.startswith("# mysql-bin.000001:4 ")
     assert proc.stderr == ""
+
+
+@pytest.mark.parametrize(("hidden", "said"), [
+    ("protocol._native_slots", "protocol._native_slots is not built: events are made by their "
+     "Python classes (same events, slower)"),
+    ("protocol.binlog._native_format", "protocol.binlog._native_format is not built: `binlake "
+     "decode` formats every value in Python (same output, slower)"),
+])
+def test_a_missing_extension_is_said_once_and_the_output_is_the_same(hidden: str,
+                                                                      said: str) -> None:
+    paths = _files("mariadb-10.11")
+    hide = (f"import sys; sys.modules[{hidden!r}] = None; from replica.cli import main; "
+            "sys.argv[0] = 'binlake'; sys.exit(main())")
+    env = {k: v for k, v in os.environ.items() if k != "BINLAKE_NATIVE"}
+    built = subprocess.run([sys.executable, "-m", "replica.cli", "decode", *paths],
+                           capture_output=True, text=True, timeout=120, env=env)
+    missing = subprocess.run([sys.executable, "-c", hide, "decode", *paths],
+                             capture_output=True, text=True, timeout=120, env=env)
+    assert built.returncode == missing.returncode == 0
+    assert built.stderr == ""
+    assert missing.stderr == (f"binlake decode: warning: {said}; reinstall binlake (or "
+                              "`python setup.py build_ext --inplace` in a checkout) to build it\n")
+    assert missing.stdout == built.stdout
 
 
 # --- values ---------------------------------------------------------------------------------------
