@@ -7,15 +7,18 @@ touched table. The daemon now flushes by size while its stream is behind the ser
 
 Steps, on a sandbox MariaDB 10.11 (the ``devtools.sandbox`` server, as ``python -m bench``):
 
-1. for each table count N (``--tables``, default ``20,2000``): database ``many_N`` with N tables
-   of workload (a)'s eight mixed columns, created *before* the measured binlog range;
+1. for each table count N (``--tables``, default ``20,2000``), on a sandbox server of its own:
+   database ``many_N`` with N tables of workload (a)'s eight mixed columns, created *before*
+   the measured binlog range;
 2. ``FLUSH BINARY LOGS``, then ``--rows`` rows (default 100k) as autocommit INSERTs of
    ``--rows-per-txn`` rows each (default 5: one transaction each), transaction ``i`` into table
    ``i mod N`` — a backlog;
 3. ``--repeats`` runs of the real daemon, ``binlake run`` (``replica.stop_at_end``, filter
    ``many_N.*``, a fresh lake; bench/commands.py) from that range's first file: process wall
    time (start-up included), its peak RSS (``VmHWM``), the Parquet files and bytes it left — and
-   the lake must hold exactly the rows logged.
+   the lake must hold exactly the rows logged. Each table count's backlog is on a server of its
+   own, all loaded and settled first; then the runs alternate between them (20, 2,000, 20, …),
+   so both sides of the ratio are measured under the same conditions of the machine.
 
 The 2,000-vs-20 ratio of the medians is the figure (issue 17's target: ≤ 2x, ≤ ~2 files per
 table, peak RSS < 300 MB). ``--rows-per-txn 1 --tables 1`` is workload (b)'s one-row
@@ -138,6 +141,34 @@ def _profile_text(path: Path, transactions: int, top: int = 30) -> str:
     return out.getvalue()
 
 
+@dataclass
+class _Case:
+    """One table count's backlog on its own server, and its runs so far."""
+
+    tables: int
+    server: SandboxServer
+    target: commands.DaemonTarget
+    first: str
+    load_seconds: float
+    runs: list[Measurement]
+
+
+def _start_case(tables: int, args: argparse.Namespace, password: str) -> _Case:
+    server = start_server("/", kind=MARIADB, extra_args=SERVER_ARGS)
+    try:
+        server.sql(f"CREATE USER '{USER}'@'%' IDENTIFIED BY '{password}';"
+                   f"GRANT REPLICATION SLAVE, BINLOG MONITOR, SELECT ON *.* TO '{USER}'@'%';")
+        database = f"many_{tables}"
+        first, load_seconds = _load(server, database, tables, args.rows, args.rows_per_txn,
+                                    args.seed)
+    except BaseException:
+        server.stop()
+        raise
+    _log(f"{tables} tables: {args.rows} rows loaded in {load_seconds:.1f} s")
+    return _Case(tables, server, commands.DaemonTarget(server.port, USER, password, database),
+                 first, load_seconds, [])
+
+
 def run(args: argparse.Namespace) -> dict[str, Any]:
     results: dict[str, Any] = {
         "started": time.strftime("%Y%m%dT%H%M%S"), "rows": args.rows,
@@ -146,50 +177,54 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     }
     work_dir = Path(tempfile.mkdtemp(prefix="binlake-many-"))
     args.results_dir.mkdir(parents=True, exist_ok=True)
-    server = start_server("/", kind=MARIADB, extra_args=SERVER_ARGS)
     password = secrets.token_hex(12)
     tree = commands.Tree(Path(__file__).resolve().parent.parent)
     tree.compile()  # start-up without compiling from source, as bench.run measures it
     env = dict(os.environ)
+    cases: list[_Case] = []
     try:
-        server.sql(f"CREATE USER '{USER}'@'%' IDENTIFIED BY '{password}';"
-                   f"GRANT REPLICATION SLAVE, BINLOG MONITOR, SELECT ON *.* TO '{USER}'@'%';")
-        results["server"] = server.version()
-        for server_id, tables in enumerate(args.tables, start=9100):
-            database = f"many_{tables}"
-            first, load_seconds = _load(server, database, tables, args.rows, args.rows_per_txn,
-                                        args.seed)
-            _log(f"{tables} tables: {args.rows} rows loaded in {load_seconds:.1f} s, "
-                 f"server settled in {_settle(server):.1f} s")
-            target = commands.DaemonTarget(server.port, USER, password, database)
-            runs: list[Measurement] = []
-            for repeat in range(args.repeats):
+        # Each table count's backlog is on a server of its own (a run reads its binlog to the
+        # end: another count's backlog there would be read, filtered out, and timed too), and
+        # the runs alternate between them, repeat by repeat, so that the ratio compares runs
+        # made under the same conditions of a shared machine, not minutes apart.
+        for tables in args.tables:
+            cases.append(_start_case(tables, args, password))
+        results["server"] = cases[0].server.version()
+        for case in cases:
+            _log(f"{case.tables} tables: server settled in {_settle(case.server):.1f} s")
+        for repeat in range(args.repeats):
+            for index, case in enumerate(cases):
                 # Every run's lake stays until the end: deleting the last one's ~12,000 inodes
                 # just before a run slowed that run's own file and directory creations (on a
                 # journal-less ext4 the kernel's inode allocator scans inodes freed in the
                 # last ~30 s), so the bench measured its own clean-up.
-                lake = work_dir / f"lake-{tables}-{repeat}" / "lake"
+                lake = work_dir / f"lake-{case.tables}-{repeat}" / "lake"
                 profiled = args.profile and repeat == args.repeats - 1
-                out = args.results_dir / f"many_tables-{results['started']}-{tables}.pstats"
-                runs.append(commands.measure_run(
-                    _ProfiledTree(tree.root, "profiled", out) if profiled else tree, env, target, first,
-                    lake, server_id * 10 + repeat, args.rows))
-                _log(f"{tables} tables, run {repeat + 1}: {runs[-1].wall_seconds:.2f} s, "
-                     f"{runs[-1].peak_rss_kib // 1024} MiB, {runs[-1].report['files']} files")
-            case = _summary(runs, args.rows, tables)
-            case["load_seconds"] = round(load_seconds, 2)
+                out = args.results_dir / f"many_tables-{results['started']}-{case.tables}.pstats"
+                case.runs.append(commands.measure_run(
+                    _ProfiledTree(tree.root, "profiled", out) if profiled else tree, env,
+                    case.target, case.first, lake, (9100 + index) * 10 + repeat, args.rows))
+                last = case.runs[-1]
+                _log(f"{case.tables} tables, run {repeat + 1}: {last.wall_seconds:.2f} s, "
+                     f"{last.peak_rss_kib // 1024} MiB, {last.report['files']} files")
+        for case in cases:
+            summary = _summary(case.runs, args.rows, case.tables)
+            summary["load_seconds"] = round(case.load_seconds, 2)
             if args.profile:
                 transactions = (args.rows + args.rows_per_txn - 1) // args.rows_per_txn
-                case["profile"] = _profile_text(out, transactions)
-                print(case["profile"], file=sys.stderr)
-            results["cases"].append(case)
+                out = args.results_dir / f"many_tables-{results['started']}-{case.tables}.pstats"
+                summary["profile"] = _profile_text(out, transactions)
+                print(summary["profile"], file=sys.stderr)
+            results["cases"].append(summary)
     finally:
-        server.stop()
+        for case in cases:
+            case.server.stop()
         shutil.rmtree(work_dir, ignore_errors=True)
-    cases = results["cases"]
-    if len(cases) >= 2:
-        results["ratio_seconds"] = round(cases[-1]["seconds"] / cases[0]["seconds"], 2)
-        results["ratio_cpu_seconds"] = round(cases[-1]["cpu_seconds"] / cases[0]["cpu_seconds"], 2)
+    summaries = results["cases"]
+    if len(summaries) >= 2:
+        results["ratio_seconds"] = round(summaries[-1]["seconds"] / summaries[0]["seconds"], 2)
+        results["ratio_cpu_seconds"] = round(
+            summaries[-1]["cpu_seconds"] / summaries[0]["cpu_seconds"], 2)
     return results
 
 
