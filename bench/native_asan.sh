@@ -10,8 +10,8 @@
 # its metadata columns filled (gather_all, meta_columns: tests/unit/test_batch_fast_path.py);
 # and a dump's framing in C (protocol/_native_frames.c: packets split, plain events framed,
 # the session's positions; tests/unit/test_native_frames.py, test_packets.py, test_session.py); the
-# small-file Parquet writer's random tables and damaged templates (sinks/parquet/_native_parquet.c,
-# tests/unit/test_native_parquet.py).
+# small-file Parquet writer's random tables and damaged templates, and its pool of writer threads
+# (sinks/parquet/_native_parquet.c, tests/unit/test_native_parquet.py).
 #   bench/native_asan.sh [ROUNDS]
 set -euo pipefail
 cd "$(dirname "$0")/.."

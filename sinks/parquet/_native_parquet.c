@@ -13,8 +13,15 @@
  * of (key, value) bytes, replaces the template's (so one template serves every schema of the
  * same fields, whatever the schema's own metadata). Returns None for anything it
  * does not cover (a type, a nesting, a NULL in a field declared non-nullable, a template it
- * cannot splice): the caller then writes the file with pyarrow, which decides. Reads the rows only where the arrays' lengths, offsets and validity say
- * (valid Arrow data, as pyarrow makes), and the template only within its bytes.
+ * cannot splice): the caller then writes the file with pyarrow, which decides. Reads the rows
+ * only where the arrays' lengths, offsets and validity say (valid Arrow data, as pyarrow makes),
+ * and the template only within its bytes.
+ *
+ * Pool(threads): the same encoding (`encode`, shared with write) and the write of the file, in
+ * threads that never take the GIL nor touch a Python object: submit(path, schema_capsule,
+ * array_capsule, template, statistics, key_value_metadata) -> job id copies what the job needs
+ * and holds references to the capsules and the template until reap(wait_all) -> [(job id,
+ * status, errno)] hands the finished jobs back (small_file.new_pool, files.NativeFiles).
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -22,6 +29,11 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 /* --- the Arrow C data interface (its ABI is fixed by the Arrow specification) --------------- */
 
@@ -314,19 +326,16 @@ static int primitive_leaf(const struct ArrowSchema *s, Leaf *leaf) {
     return leaf->value < 0 ? -1 : 0;
 }
 
-static int in_list(PyObject *names, const char *name) {
-    Py_ssize_t n = PyTuple_GET_SIZE(names);
-    for (Py_ssize_t i = 0; i < n; i++) {
-        const char *s = PyUnicode_AsUTF8(PyTuple_GET_ITEM(names, i));
-        if (s == NULL) { PyErr_Clear(); continue; }  /* not UTF-8: names no column */
-        if (!strcmp(s, name)) return 1;
-    }
+/* Whether `name` is one of the `n` names (NULL entries name no column). */
+static int in_list(const char *const *names, int n, const char *name) {
+    for (int i = 0; i < n; i++)
+        if (names[i] != NULL && !strcmp(names[i], name)) return 1;
     return 0;
 }
 
 /* The leaves of `schema` in Parquet's column order; -1 when a shape is not covered. */
-static int plan(const struct ArrowSchema *schema, PyObject *statistics, Leaf *leaves,
-                int64_t capacity, int *count) {
+static int plan(const struct ArrowSchema *schema, const char *const *statistics,
+                int n_statistics, Leaf *leaves, int64_t capacity, int *count) {
     int n = 0;
     if (strcmp(schema->format, "+s") != 0) return -1;
     for (int64_t i = 0; i < schema->n_children; i++) {
@@ -378,7 +387,7 @@ static int plan(const struct ArrowSchema *schema, PyObject *statistics, Leaf *le
             leaf->max_def = nullable;
             leaf->path[0] = f->name;
             leaf->path_len = 1;
-            leaf->statistics = in_list(statistics, f->name);
+            leaf->statistics = in_list(statistics, n_statistics, f->name);
             if (leaf->statistics && leaf->physical != P_INT64) return -1;
         }
     }
@@ -562,76 +571,60 @@ static void free_scratch(Scratch *s) {
     free(s->scratch_levels_r.data); free(s->scratch_levels_d.data);
 }
 
-static PyObject *write_file(PyObject *self, PyObject *args) {
-    PyObject *schema_capsule, *array_capsule, *statistics, *kv = Py_None;
-    Py_buffer template;
-    if (!PyArg_ParseTuple(args, "OOy*O!|O", &schema_capsule, &array_capsule, &template,
-                          &PyTuple_Type, &statistics, &kv))
-        return NULL;
-    PyObject *result = NULL;
+/* A key-value metadata entry, pointing into bytes the caller keeps alive. */
+typedef struct {
+    const char *key, *value;
+    size_t key_len, value_len;
+} KV;
+
+enum { ENC_OK = 0, ENC_UNSUPPORTED = 1, ENC_NO_MEMORY = 2 };
+
+/* The Parquet file of `batch` (of `schema`) into `out`, never touching a Python object (it
+ * runs without the GIL: in write_file and in the pool's threads). `kv`: n_kv entries that
+ * replace the template's key-value metadata, or n_kv < 0 to keep the template's. Returns
+ * ENC_OK, ENC_UNSUPPORTED (the caller lets pyarrow write it) or ENC_NO_MEMORY. */
+static int encode(const struct ArrowSchema *schema, const struct ArrowArray *batch,
+                  const uint8_t *template, size_t template_len,
+                  const char *const *statistics, int n_statistics,
+                  const KV *kv, Py_ssize_t n_kv, Buf *out) {
+    int status = ENC_OK;
     Leaf *leaves = NULL;
     Chunk *chunks = NULL;
-    Buf out = {0}, page = {0};
+    Buf page = {0};
     Scratch s;
     memset(&s, 0, sizeof s);
-    struct ArrowSchema *schema = PyCapsule_GetPointer(schema_capsule, "arrow_schema");
-    struct ArrowArray *batch = schema ? PyCapsule_GetPointer(array_capsule, "arrow_array") : NULL;
-    if (batch == NULL) goto done;
-    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(statistics); i++)
-        if (!PyUnicode_Check(PyTuple_GET_ITEM(statistics, i))) {
-            PyErr_SetString(PyExc_TypeError, "statistics: a tuple of column names");
-            goto done;
-        }
-    if (kv != Py_None) {
-        int ok = PyTuple_Check(kv);
-        for (Py_ssize_t i = 0; ok && i < PyTuple_GET_SIZE(kv); i++) {
-            PyObject *pair = PyTuple_GET_ITEM(kv, i);
-            ok = PyTuple_Check(pair) && PyTuple_GET_SIZE(pair) == 2 &&
-                 PyBytes_Check(PyTuple_GET_ITEM(pair, 0)) && PyBytes_Check(PyTuple_GET_ITEM(pair, 1));
-        }
-        if (!ok) {
-            PyErr_SetString(PyExc_TypeError, "key_value_metadata: a tuple of (bytes, bytes)");
-            goto done;
-        }
-    }
     Splice sp = {NULL, NULL, NULL, NULL, NULL};
     int count = 0;
     int64_t most = 0; /* leaves at most: a struct's children, else one per column */
     for (int64_t i = 0; i < schema->n_children && most <= MAX_LEAVES; i++)
         most += schema->children[i]->n_children > 1 ? schema->children[i]->n_children : 1;
-    if (most > MAX_LEAVES) {
-        result = Py_None;
-        Py_INCREF(result);
-        goto done;
-    }
+    if (most > MAX_LEAVES) return ENC_UNSUPPORTED;
     leaves = malloc(sizeof(Leaf) * (size_t)(most ? most : 1));
-    if (leaves == NULL) { PyErr_NoMemory(); goto done; }
-    if (splice_template(template.buf, (size_t)template.len, &sp) < 0 ||
-        plan(schema, statistics, leaves, most, &count) < 0 || count == 0 ||
+    if (leaves == NULL) return ENC_NO_MEMORY;
+    if (splice_template(template, template_len, &sp) < 0 ||
+        plan(schema, statistics, n_statistics, leaves, most, &count) < 0 || count == 0 ||
         batch->n_children != schema->n_children || batch->length <= 0 ||
         batch->offset != 0 || batch->null_count > 0) {
-        result = Py_None;
-        Py_INCREF(result);
+        status = ENC_UNSUPPORTED;
         goto done;
     }
     chunks = calloc((size_t)count, sizeof(Chunk));
-    if (chunks == NULL) { PyErr_NoMemory(); goto done; }
-    int unsupported = 0;
-    Py_BEGIN_ALLOW_THREADS
-    put(&out, "PAR1", 4);
-    for (int i = 0; i < count && !unsupported; i++) {
+    if (chunks == NULL) { status = ENC_NO_MEMORY; goto done; }
+    put(out, "PAR1", 4);
+    for (int i = 0; i < count; i++) {
         Leaf *leaf = &leaves[i];
         Chunk *chunk = &chunks[i];
         int64_t n = leaf_page(batch, leaf, &s, leaf->statistics ? &chunk->stats : NULL);
-        if (n < 0 || n > INT32_MAX) { unsupported = 1; break; }
+        if (n < 0 || n > INT32_MAX) { status = ENC_UNSUPPORTED; goto done; }
         page.len = 0;
         if (leaf->max_rep) put_levels(&page, s.scratch_levels_r.data, n, leaf->max_rep);
         if (leaf->max_def) put_levels(&page, s.scratch_levels_d.data, n, leaf->max_def);
         put(&page, s.values.data, s.values.len);
-        if (page.failed || page.len > INT32_MAX) { unsupported = 1; break; }
-        chunk->offset = (int64_t)out.len;
+        if (page.failed) break;
+        if (page.len > INT32_MAX) { status = ENC_UNSUPPORTED; goto done; }
+        chunk->offset = (int64_t)out->len;
         chunk->num_values = n;
-        TW w = {&out, {0}, 0};
+        TW w = {out, {0}, 0};
         tw_i32(&w, 1, 0);                       /* type: DATA_PAGE */
         tw_i32(&w, 2, (int32_t)page.len);       /* uncompressed_page_size */
         tw_i32(&w, 3, (int32_t)page.len);       /* compressed_page_size */
@@ -642,14 +635,14 @@ static PyObject *write_file(PyObject *self, PyObject *args) {
         tw_i32(&w, 3, 3);                       /* definition_level_encoding: RLE */
         tw_i32(&w, 4, 3);                       /* repetition_level_encoding: RLE */
         tw_end(&w);
-        put_byte(&out, 0);
-        put(&out, page.data, page.len);
-        chunk->size = (int64_t)out.len - chunk->offset;
+        put_byte(out, 0);
+        put(out, page.data, page.len);
+        chunk->size = (int64_t)out->len - chunk->offset;
     }
-    if (!unsupported && !out.failed) {
-        size_t footer_start = out.len;
-        TW w = {&out, {0}, 0};
-        put(&out, sp.head, (size_t)(sp.head_end - sp.head));
+    if (!out->failed && !page.failed) {
+        size_t footer_start = out->len;
+        TW w = {out, {0}, 0};
+        put(out, sp.head, (size_t)(sp.head_end - sp.head));
         w.last[0] = 2;
         tw_i64(&w, 3, batch->length);           /* num_rows */
         tw_list(&w, 4, T_STRUCT, 1);            /* row_groups */
@@ -672,7 +665,7 @@ static PyObject *write_file(PyObject *self, PyObject *args) {
             for (int k = 0; k < leaf->path_len; k++) {
                 size_t len = strlen(leaf->path[k]);
                 tw_varint(&w, len);
-                put(&out, leaf->path[k], len);
+                put(out, leaf->path[k], len);
             }
             tw_i32(&w, 4, 0);                   /* codec: UNCOMPRESSED */
             tw_i64(&w, 5, chunk->num_values);
@@ -702,45 +695,435 @@ static PyObject *write_file(PyObject *self, PyObject *args) {
         tw_field(&w, 7, T_I16);                 /* ordinal */
         tw_zigzag(&w, 0);
         tw_end(&w);                             /* RowGroup */
-        if (kv == Py_None) {
-            put(&out, sp.tail, (size_t)(sp.tail_end - sp.tail));
-        } else { /* field 5 given: the bytes objects live in `kv`, held by the caller */
+        if (n_kv < 0) {
+            put(out, sp.tail, (size_t)(sp.tail_end - sp.tail));
+        } else {
             w.last[0] = 4;
-            tw_list(&w, 5, T_STRUCT, (size_t)PyTuple_GET_SIZE(kv));
-            for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(kv); i++) {
-                PyObject *key = PyTuple_GET_ITEM(PyTuple_GET_ITEM(kv, i), 0);
-                PyObject *value = PyTuple_GET_ITEM(PyTuple_GET_ITEM(kv, i), 1);
+            tw_list(&w, 5, T_STRUCT, (size_t)n_kv);
+            for (Py_ssize_t i = 0; i < n_kv; i++) {
                 tw_begin(&w);
-                tw_binary(&w, 1, PyBytes_AS_STRING(key), (size_t)PyBytes_GET_SIZE(key));
-                tw_binary(&w, 2, PyBytes_AS_STRING(value), (size_t)PyBytes_GET_SIZE(value));
+                tw_binary(&w, 1, kv[i].key, kv[i].key_len);
+                tw_binary(&w, 2, kv[i].value, kv[i].value_len);
                 tw_end(&w);
             }
-            put(&out, sp.after_kv, (size_t)(sp.tail_end - sp.after_kv));
+            put(out, sp.after_kv, (size_t)(sp.tail_end - sp.after_kv));
         }
-        put_le32(&out, (uint32_t)(out.len - footer_start));
-        put(&out, "PAR1", 4);
+        put_le32(out, (uint32_t)(out->len - footer_start));
+        put(out, "PAR1", 4);
     }
-    Py_END_ALLOW_THREADS
-    if (out.failed || page.failed || s.values.failed || s.scratch_levels_d.failed ||
-        s.scratch_levels_r.failed) {
-        PyErr_NoMemory();
-        goto done;
-    }
-    if (unsupported) {
-        result = Py_None;
-        Py_INCREF(result);
-        goto done;
-    }
-    result = PyBytes_FromStringAndSize((const char *)out.data, (Py_ssize_t)out.len);
+    if (out->failed || page.failed || s.values.failed || s.scratch_levels_d.failed ||
+        s.scratch_levels_r.failed)
+        status = ENC_NO_MEMORY;
 done:
-    PyBuffer_Release(&template);
     free(leaves);
     free(chunks);
-    free(out.data);
     free(page.data);
     free_scratch(&s);
+    return status;
+}
+
+/* The column names of `statistics` (a tuple of str) as UTF-8, borrowed from the str objects
+ * (NULL for a name that is not UTF-8: it names no column); NULL with an exception set. */
+static const char **statistics_names(PyObject *statistics) {
+    Py_ssize_t n = PyTuple_GET_SIZE(statistics);
+    const char **names = malloc(sizeof(char *) * (size_t)(n ? n : 1));
+    if (names == NULL) { PyErr_NoMemory(); return NULL; }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *name = PyTuple_GET_ITEM(statistics, i);
+        if (!PyUnicode_Check(name)) {
+            PyErr_SetString(PyExc_TypeError, "statistics: a tuple of column names");
+            free(names);
+            return NULL;
+        }
+        names[i] = PyUnicode_AsUTF8(name);
+        if (names[i] == NULL) PyErr_Clear();
+    }
+    return names;
+}
+
+/* `kv` (None, or a tuple of (bytes, bytes)) as entries pointing into its bytes objects;
+ * *n = -1 for None. NULL with an exception set. */
+static KV *kv_entries(PyObject *kv, Py_ssize_t *n) {
+    *n = -1;
+    if (kv != Py_None) {
+        int ok = PyTuple_Check(kv);
+        for (Py_ssize_t i = 0; ok && i < PyTuple_GET_SIZE(kv); i++) {
+            PyObject *pair = PyTuple_GET_ITEM(kv, i);
+            ok = PyTuple_Check(pair) && PyTuple_GET_SIZE(pair) == 2 &&
+                 PyBytes_Check(PyTuple_GET_ITEM(pair, 0)) && PyBytes_Check(PyTuple_GET_ITEM(pair, 1));
+        }
+        if (!ok) {
+            PyErr_SetString(PyExc_TypeError, "key_value_metadata: a tuple of (bytes, bytes)");
+            return NULL;
+        }
+        *n = PyTuple_GET_SIZE(kv);
+    }
+    KV *entries = malloc(sizeof(KV) * (size_t)(*n > 0 ? *n : 1));
+    if (entries == NULL) { PyErr_NoMemory(); return NULL; }
+    for (Py_ssize_t i = 0; i < *n; i++) {
+        PyObject *key = PyTuple_GET_ITEM(PyTuple_GET_ITEM(kv, i), 0);
+        PyObject *value = PyTuple_GET_ITEM(PyTuple_GET_ITEM(kv, i), 1);
+        entries[i].key = PyBytes_AS_STRING(key);
+        entries[i].key_len = (size_t)PyBytes_GET_SIZE(key);
+        entries[i].value = PyBytes_AS_STRING(value);
+        entries[i].value_len = (size_t)PyBytes_GET_SIZE(value);
+    }
+    return entries;
+}
+
+static PyObject *write_file(PyObject *self, PyObject *args) {
+    PyObject *schema_capsule, *array_capsule, *statistics, *kv = Py_None;
+    Py_buffer template;
+    if (!PyArg_ParseTuple(args, "OOy*O!|O", &schema_capsule, &array_capsule, &template,
+                          &PyTuple_Type, &statistics, &kv))
+        return NULL;
+    PyObject *result = NULL;
+    const char **names = NULL;
+    KV *entries = NULL;
+    Py_ssize_t n_kv;
+    Buf out = {0};
+    struct ArrowSchema *schema = PyCapsule_GetPointer(schema_capsule, "arrow_schema");
+    struct ArrowArray *batch = schema ? PyCapsule_GetPointer(array_capsule, "arrow_array") : NULL;
+    if (batch == NULL || (names = statistics_names(statistics)) == NULL ||
+        (entries = kv_entries(kv, &n_kv)) == NULL)
+        goto done;
+    int status;
+    /* the str and bytes objects read stay alive: `statistics` and `kv` are the caller's */
+    Py_BEGIN_ALLOW_THREADS
+    status = encode(schema, batch, template.buf, (size_t)template.len, names,
+                    (int)PyTuple_GET_SIZE(statistics), entries, n_kv, &out);
+    Py_END_ALLOW_THREADS
+    if (status == ENC_NO_MEMORY) {
+        PyErr_NoMemory();
+    } else if (status == ENC_UNSUPPORTED) {
+        result = Py_None;
+        Py_INCREF(result);
+    } else {
+        result = PyBytes_FromStringAndSize((const char *)out.data, (Py_ssize_t)out.len);
+    }
+done:
+    PyBuffer_Release(&template);
+    free(names);
+    free(entries);
+    free(out.data);
     return result;
 }
+
+/* --- the pool: small files encoded and written by threads that never take the GIL ----------- */
+
+enum { JOB_OK = 0, JOB_UNSUPPORTED = 1, JOB_OS_ERROR = 2, JOB_NO_MEMORY = 3 };
+
+/* A job holds everything its thread reads: C copies (path, statistics names, key-value
+ * entries) and references to the Python objects whose memory it reads — the capsules (their
+ * ArrowSchema/ArrowArray, and through the array's private data the batch's buffers) and the
+ * template (bytes: immutable). Those references are taken and dropped only under the GIL, by
+ * submit and reap; the thread only reads the memory they keep alive. */
+typedef struct Job {
+    struct Job *next;
+    long long id;
+    char *path;
+    PyObject *schema_capsule, *array_capsule, *template_obj;
+    const struct ArrowSchema *schema;
+    const struct ArrowArray *batch;
+    const uint8_t *template;     /* template_obj's bytes, read under the GIL by submit */
+    size_t template_len;
+    char **statistics;
+    int n_statistics;
+    KV *kv;
+    Py_ssize_t n_kv;
+    char *kv_data;
+    int status, error;
+} Job;
+
+typedef struct {
+    PyObject_HEAD
+    pthread_mutex_t lock;
+    pthread_cond_t work, done;   /* a job queued (or stop); a job finished */
+    Job *queue, *queue_tail;     /* submitted, not yet started */
+    Job *finished;               /* finished, not yet reaped */
+    long long next_id;
+    long unfinished;             /* submitted, not yet finished */
+    long bound;                  /* submit waits while this many are unfinished */
+    int threads, started, stopping;
+    pthread_t *tids;
+} Pool;
+
+static void job_free(Job *job) {
+    /* under the GIL */
+    Py_XDECREF(job->schema_capsule);
+    Py_XDECREF(job->array_capsule);
+    Py_XDECREF(job->template_obj);
+    free(job->path);
+    if (job->statistics != NULL)
+        for (int i = 0; i < job->n_statistics; i++) free(job->statistics[i]);
+    free(job->statistics);
+    free(job->kv);
+    free(job->kv_data);
+    free(job);
+}
+
+/* Writes all of `data` to `path`, a file that is new or empty (made ahead by trees.py): no
+ * O_TRUNC, which on ext4 arms auto_da_alloc and makes close() start the writeback at once;
+ * a longer file (defensive) is cut to what was written. Returns 0 or an errno. */
+static int write_path(const char *path, const uint8_t *data, size_t len) {
+    int fd;
+    do fd = open(path, O_WRONLY | O_CREAT | O_CLOEXEC, 0666); while (fd < 0 && errno == EINTR);
+    if (fd < 0) return errno;
+    int error = 0;
+    size_t done = 0;
+    while (done < len) {
+        ssize_t n = write(fd, data + done, len - done);
+        if (n < 0) {
+            if (errno == EINTR) continue;
+            error = errno;
+            break;
+        }
+        done += (size_t)n;
+    }
+    struct stat st;
+    if (!error && fstat(fd, &st) < 0) error = errno;
+    if (!error && st.st_size > (off_t)len && ftruncate(fd, (off_t)len) < 0) error = errno;
+    if (close(fd) < 0 && !error && errno != EINTR) error = errno;
+    return error;
+}
+
+static void job_run(Job *job) {
+    Buf out = {0};
+    int status = encode(job->schema, job->batch, job->template, job->template_len,
+                        (const char *const *)job->statistics, job->n_statistics, job->kv,
+                        job->n_kv, &out);
+    if (status == ENC_UNSUPPORTED) {
+        job->status = JOB_UNSUPPORTED;
+    } else if (status == ENC_NO_MEMORY) {
+        job->status = JOB_NO_MEMORY;
+    } else {
+        job->error = write_path(job->path, out.data, out.len);
+        job->status = job->error ? JOB_OS_ERROR : JOB_OK;
+    }
+    free(out.data);
+}
+
+static void *pool_thread(void *arg) {
+    Pool *pool = arg;
+    pthread_mutex_lock(&pool->lock);
+    for (;;) {
+        while (pool->queue == NULL && !pool->stopping) pthread_cond_wait(&pool->work, &pool->lock);
+        if (pool->queue == NULL) break; /* stopping, nothing left */
+        Job *job = pool->queue;
+        pool->queue = job->next;
+        if (pool->queue == NULL) pool->queue_tail = NULL;
+        pthread_mutex_unlock(&pool->lock);
+        job_run(job);
+        pthread_mutex_lock(&pool->lock);
+        job->next = pool->finished;
+        pool->finished = job;
+        pool->unfinished--;
+        pthread_cond_broadcast(&pool->done);
+    }
+    pthread_mutex_unlock(&pool->lock);
+    return NULL;
+}
+
+static PyObject *pool_new(PyTypeObject *type, PyObject *args, PyObject *kwargs) {
+    int threads;
+    if (!PyArg_ParseTuple(args, "i", &threads)) return NULL;
+    if (threads < 1 || threads > 64) {
+        PyErr_SetString(PyExc_ValueError, "Pool(threads): 1 to 64 threads");
+        return NULL;
+    }
+    Pool *pool = (Pool *)type->tp_alloc(type, 0);
+    if (pool == NULL) return NULL;
+    pool->tids = calloc((size_t)threads, sizeof(pthread_t));
+    if (pool->tids == NULL) { Py_DECREF(pool); return PyErr_NoMemory(); }
+    pthread_mutex_init(&pool->lock, NULL);
+    pthread_cond_init(&pool->work, NULL);
+    pthread_cond_init(&pool->done, NULL);
+    pool->threads = threads;
+    pool->bound = 2L * threads + 2;
+    pool->next_id = 1;
+    return (PyObject *)pool;
+}
+
+/* Takes the finished jobs off the pool (lock held). */
+static Job *take_finished(Pool *pool) {
+    Job *done = pool->finished;
+    pool->finished = NULL;
+    return done;
+}
+
+/* Stops the threads once every job queued has run, and joins them (GIL released). */
+static void pool_stop(Pool *pool) {
+    if (pool->started == 0) return;
+    Py_BEGIN_ALLOW_THREADS
+    pthread_mutex_lock(&pool->lock);
+    pool->stopping = 1;
+    pthread_cond_broadcast(&pool->work);
+    pthread_mutex_unlock(&pool->lock);
+    for (int i = 0; i < pool->started; i++) pthread_join(pool->tids[i], NULL);
+    Py_END_ALLOW_THREADS
+    pool->started = 0;
+    pool->stopping = 0;
+}
+
+static void pool_dealloc(Pool *pool) {
+    if (pool->tids != NULL) {
+        pool_stop(pool);
+        Job *job = take_finished(pool);
+        while (job != NULL) {
+            Job *next = job->next;
+            job_free(job);
+            job = next;
+        }
+        pthread_mutex_destroy(&pool->lock);
+        pthread_cond_destroy(&pool->work);
+        pthread_cond_destroy(&pool->done);
+        free(pool->tids);
+    }
+    Py_TYPE(pool)->tp_free((PyObject *)pool);
+}
+
+static PyObject *pool_submit(Pool *pool, PyObject *args) {
+    PyObject *path_obj, *schema_capsule, *array_capsule, *template_obj, *statistics, *kv;
+    if (!PyArg_ParseTuple(args, "O&OOO!O!O", PyUnicode_FSConverter, &path_obj, &schema_capsule,
+                          &array_capsule, &PyBytes_Type, &template_obj, &PyTuple_Type,
+                          &statistics, &kv))
+        return NULL;
+    const char **names = NULL;
+    KV *entries = NULL;
+    Py_ssize_t n_kv = -1;
+    Job *job = calloc(1, sizeof(Job));
+    if (job == NULL) { PyErr_NoMemory(); goto failed; }
+    job->schema = PyCapsule_GetPointer(schema_capsule, "arrow_schema");
+    job->batch = job->schema ? PyCapsule_GetPointer(array_capsule, "arrow_array") : NULL;
+    if (job->batch == NULL || (names = statistics_names(statistics)) == NULL ||
+        (entries = kv_entries(kv, &n_kv)) == NULL)
+        goto failed;
+    job->path = strdup(PyBytes_AS_STRING(path_obj));
+    job->n_statistics = (int)PyTuple_GET_SIZE(statistics);
+    job->statistics = calloc((size_t)(job->n_statistics ? job->n_statistics : 1), sizeof(char *));
+    size_t kv_bytes = 0;
+    for (Py_ssize_t i = 0; i < n_kv; i++) kv_bytes += entries[i].key_len + entries[i].value_len;
+    job->kv_data = malloc(kv_bytes ? kv_bytes : 1);
+    job->kv = entries;
+    entries = NULL;
+    job->n_kv = n_kv;
+    if (job->path == NULL || job->statistics == NULL || job->kv_data == NULL) {
+        PyErr_NoMemory();
+        goto failed;
+    }
+    for (int i = 0; i < job->n_statistics; i++)
+        if (names[i] != NULL && (job->statistics[i] = strdup(names[i])) == NULL) {
+            PyErr_NoMemory();
+            goto failed;
+        }
+    char *at = job->kv_data; /* the entries, re-pointed at the job's own copy */
+    for (Py_ssize_t i = 0; i < n_kv; i++) {
+        memcpy(at, job->kv[i].key, job->kv[i].key_len);
+        job->kv[i].key = at;
+        at += job->kv[i].key_len;
+        memcpy(at, job->kv[i].value, job->kv[i].value_len);
+        job->kv[i].value = at;
+        at += job->kv[i].value_len;
+    }
+    Py_INCREF(schema_capsule);
+    job->schema_capsule = schema_capsule;
+    Py_INCREF(array_capsule);
+    job->array_capsule = array_capsule;
+    Py_INCREF(template_obj);
+    job->template_obj = template_obj;
+    job->template = (const uint8_t *)PyBytes_AS_STRING(template_obj);
+    job->template_len = (size_t)PyBytes_GET_SIZE(template_obj);
+    free(names);
+    names = NULL;
+    Py_CLEAR(path_obj);
+    /* threads made as jobs need them: as many as jobs unfinished, up to `threads` */
+    pthread_mutex_lock(&pool->lock);
+    long wanted = pool->unfinished + 1;
+    pthread_mutex_unlock(&pool->lock);
+    while (pool->started < pool->threads && pool->started < wanted) {
+        int error = pthread_create(&pool->tids[pool->started], NULL, pool_thread, pool);
+        if (error) {
+            if (pool->started > 0) break; /* the threads there are will do */
+            errno = error;
+            PyErr_SetFromErrno(PyExc_OSError);
+            goto failed;
+        }
+        pool->started++;
+    }
+    long long id;
+    Py_BEGIN_ALLOW_THREADS
+    pthread_mutex_lock(&pool->lock);
+    while (pool->unfinished >= pool->bound) pthread_cond_wait(&pool->done, &pool->lock);
+    id = job->id = pool->next_id++;
+    if (pool->queue_tail != NULL) pool->queue_tail->next = job;
+    else pool->queue = job;
+    pool->queue_tail = job;
+    pool->unfinished++;
+    pthread_cond_signal(&pool->work);
+    pthread_mutex_unlock(&pool->lock);
+    Py_END_ALLOW_THREADS
+    return PyLong_FromLongLong(id);
+failed:
+    Py_XDECREF(path_obj);
+    free(names);
+    free(entries);
+    if (job != NULL) job_free(job);
+    return NULL;
+}
+
+static PyObject *pool_reap(Pool *pool, PyObject *args) {
+    int wait_all = 0;
+    if (!PyArg_ParseTuple(args, "|p", &wait_all)) return NULL;
+    Job *done;
+    Py_BEGIN_ALLOW_THREADS
+    pthread_mutex_lock(&pool->lock);
+    while (wait_all && pool->unfinished > 0) pthread_cond_wait(&pool->done, &pool->lock);
+    done = take_finished(pool);
+    pthread_mutex_unlock(&pool->lock);
+    Py_END_ALLOW_THREADS
+    PyObject *result = PyList_New(0);
+    while (done != NULL) {
+        Job *next = done->next;
+        if (result != NULL) {
+            PyObject *item = Py_BuildValue("(Lii)", done->id, done->status, done->error);
+            if (item == NULL || PyList_Append(result, item) < 0) Py_CLEAR(result);
+            Py_XDECREF(item);
+        }
+        job_free(done);
+        done = next;
+    }
+    return result;
+}
+
+static PyObject *pool_close(Pool *pool, PyObject *unused) {
+    pool_stop(pool);
+    Py_RETURN_NONE;
+}
+
+static PyMethodDef pool_methods[] = {
+    {"submit", (PyCFunction)pool_submit, METH_VARARGS,
+     "submit(path, schema_capsule, array_capsule, template, statistics, key_value_metadata)"
+     " -> job id: encode and write the file in the pool's threads (waits, GIL released, while"
+     " the pool holds too many unfinished jobs)"},
+    {"reap", (PyCFunction)pool_reap, METH_VARARGS,
+     "reap(wait_all=False) -> [(job id, status, errno)] of the jobs finished since the last"
+     " reap; status 0 written, 1 not covered (pyarrow writes it), 2 OS error, 3 no memory"},
+    {"close", (PyCFunction)pool_close, METH_NOARGS,
+     "close(): run what is queued, then stop and join the threads (a later submit restarts them)"},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyTypeObject PoolType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "sinks.parquet._native_parquet.Pool",
+    .tp_basicsize = sizeof(Pool),
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "Pool(threads): small Parquet files encoded and written by threads that never "
+              "take the GIL",
+    .tp_new = pool_new,
+    .tp_dealloc = (destructor)pool_dealloc,
+    .tp_methods = pool_methods,
+};
 
 static PyMethodDef methods[] = {
     {"write", write_file, METH_VARARGS,
@@ -755,4 +1138,15 @@ static struct PyModuleDef module = {
     NULL, NULL, NULL, NULL,
 };
 
-PyMODINIT_FUNC PyInit__native_parquet(void) { return PyModule_Create(&module); }
+PyMODINIT_FUNC PyInit__native_parquet(void) {
+    if (PyType_Ready(&PoolType) < 0) return NULL;
+    PyObject *m = PyModule_Create(&module);
+    if (m == NULL) return NULL;
+    Py_INCREF(&PoolType);
+    if (PyModule_AddObject(m, "Pool", (PyObject *)&PoolType) < 0) {
+        Py_DECREF(&PoolType);
+        Py_DECREF(m);
+        return NULL;
+    }
+    return m;
+}

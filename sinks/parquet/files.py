@@ -12,9 +12,17 @@ rest of the file (0.6 of 1.3 ms for 50 rows of eight columns) and saves almost n
 the file). With no codec (``small_compression = "none"``, the default) the native writer writes
 it (``small_file.py``: ~0.1 instead of ~0.55 ms of CPU), pyarrow when it does not cover a column.
 
-Crash safety is unchanged: every job ends before the flush goes on to ``fsync`` the files
-(``commit.FileSystem.fsync_many``) and to write the manifest; a failed job's ``OSError`` is
-raised by :func:`run_all` once all jobs have ended, and the sink breaks on it as on any write.
+The native writer's files go to C threads (:class:`NativeFiles`, ``_native_parquet.Pool``) that
+encode and write each file without ever taking the GIL: in Python threads, the Python around
+the native call (sizes, the Arrow export, the template and metadata, three system calls) took
+the GIL back a few times per file, and the flush's thread, converting the next table's rows,
+waited for it half of its time over 2,000 tables (issue 17). Per table version the template
+and the key-value metadata are made once on the flush's thread (``small_file.constants``).
+
+Crash safety is unchanged: every job — the native threads' too — ends before the flush goes on
+to ``fsync`` the files (``commit.FileSystem.fsync_many``) and to write the manifest; a failed
+job's ``OSError`` (naming its file) is raised by :func:`run_all` once all jobs have ended, and
+the sink breaks on it as on any write.
 """
 
 from __future__ import annotations
@@ -24,6 +32,7 @@ import functools
 import os
 from collections.abc import Callable, Iterable
 from concurrent.futures import Future, ThreadPoolExecutor
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -31,7 +40,7 @@ import pyarrow.parquet as pq
 from . import commit as C
 from . import small_file
 
-__all__ = ["ParquetJob", "SMALL_FILE_BYTES", "SMALL_FILE_STATISTICS", "level_for", "open_writer",
+__all__ = ["NativeFiles", "ParquetJob", "SMALL_FILE_BYTES", "SMALL_FILE_STATISTICS", "level_for", "open_writer",
            "run_all", "write_jobs"]
 
 #: Arrow bytes under which a one-row-group file is encoded in memory with the small codec.
@@ -57,6 +66,10 @@ WINDOW = 2 * THREADS
 
 _pool: ThreadPoolExecutor | None = None
 
+#: The real file system and its ``write``, as at import: the native threads write as it does.
+_REAL_FS = C.OS
+_REAL_WRITE = type(C.OS).write
+
 
 def level_for(compression: str, level: int | None) -> int | None:
     """``level`` for a codec that takes one, else None: pyarrow refuses any level for snappy
@@ -81,7 +94,8 @@ def open_writer(sink: str | pa.NativeFile, schema: pa.Schema, compression: str,
 
 
 class ParquetJob:
-    """One staged Parquet file of a flush: ``table`` as a single row group at ``path``.
+    """One staged Parquet file of a flush: ``batches`` (rows of ``schema``, a table version's)
+    as a single row group at ``path``.
 
     The job lets go of its rows once written, so that a flush over thousands of tables frees
     each table's rows as it goes, as writing them one by one did (peak RSS).
@@ -91,35 +105,50 @@ class ParquetJob:
     rows of eight columns, and the file came out no bigger (a few rows repeat few values;
     snappy takes the runs that repeat). Whether it is small is first asked of the buffers'
     total size (2 us, an upper bound of the rows' bytes: a slice counts its whole buffer),
-    and only when that says no of ``Table.nbytes`` (40 us: it walks and dedupes buffers)."""
+    and only when that says no of ``nbytes`` (40 us: it walks and dedupes buffers). A small
+    file without a codec is the native writer's (:meth:`native`, :class:`NativeFiles`)."""
 
-    __slots__ = ("compression", "compression_level", "dictionary_pagesize_limit", "path",
-                 "small_compression", "table")
+    __slots__ = ("batches", "compression", "compression_level", "dictionary_pagesize_limit",
+                 "path", "schema", "small", "small_compression")
 
-    def __init__(self, path: str, table: pa.Table, compression: str,
-                 compression_level: int | None, small_compression: str | None,
+    def __init__(self, path: str, batches: list[pa.RecordBatch], schema: pa.Schema,
+                 compression: str, compression_level: int | None, small_compression: str | None,
                  dictionary_pagesize_limit: int) -> None:
         self.path = path
-        self.table: pa.Table | None = table
+        self.batches = batches
+        self.schema = schema
         self.compression = compression
         self.compression_level = compression_level
         self.small_compression = small_compression
         self.dictionary_pagesize_limit = dictionary_pagesize_limit
+        self.small = False
+
+    def _codec(self) -> str:
+        """The file's codec (deciding whether it is small)."""
+        size = sum(batch.get_total_buffer_size() for batch in self.batches)
+        self.small = (size < SMALL_FILE_BYTES
+                      or sum(batch.nbytes for batch in self.batches) < SMALL_FILE_BYTES)
+        if self.small and self.small_compression is not None and self.compression in COSTLY_SET_UP:
+            return self.small_compression
+        return self.compression
+
+    def native(self) -> pa.RecordBatch | None:
+        """The one batch of rows the native writer is to write, if the file is small and
+        uncompressed (else None: pyarrow writes it, :meth:`__call__`)."""
+        if self._codec() != "none" or not self.small:
+            return None
+        batches = self.batches
+        if len(batches) == 1:
+            return batches[0] if batches[0].num_rows else None
+        batch = pa.Table.from_batches(batches, schema=self.schema).combine_chunks().to_batches()
+        return batch[0] if len(batch) == 1 else None
 
     def __call__(self) -> None:
-        table, self.table = self.table, None
-        assert table is not None, "a ParquetJob runs once"
-        compression = self.compression
-        small = (table.get_total_buffer_size() < SMALL_FILE_BYTES
-                 or table.nbytes < SMALL_FILE_BYTES)
-        if small and self.small_compression is not None and compression in COSTLY_SET_UP:
-            compression = self.small_compression
-        if small and compression == "none":
-            data = small_file.write(table, SMALL_FILE_STATISTICS)  # None: pyarrow writes it
-            if data is not None:
-                del table
-                C.OS.write(self.path, data)
-                return
+        """pyarrow writes the file."""
+        compression, small = self._codec(), self.small
+        batches, self.batches = self.batches, []
+        table = pa.Table.from_batches(batches, schema=self.schema)
+        del batches
         sink: str | pa.BufferOutputStream = pa.BufferOutputStream() if small else self.path
         with open_writer(sink, table.schema, compression, self.compression_level,
                          self.dictionary_pagesize_limit, small=small) as writer:
@@ -127,6 +156,67 @@ class ParquetJob:
         del table
         if isinstance(sink, pa.BufferOutputStream):
             C.OS.write(self.path, sink.getvalue())
+
+
+class NativeFiles:
+    """A flush's small files handed to the native writer's threads (``small_file.new_pool``): C
+    threads that encode and write each file without ever taking the GIL, while the flush's
+    thread converts the next table's rows. Holds each job until it is reaped (its rows, for
+    pyarrow if the native writer does not cover them, and its path, for an error).
+
+    Only over the real file system (``commit.OS`` as it is): a file system that is a model or
+    a wrapper (the tests' faults) gets every file through its own ``write``."""
+
+    def __init__(self, pool: Any) -> None:
+        self._pool = pool
+        self._jobs: dict[int, ParquetJob] = {}
+        self._left: list[ParquetJob] = []
+        self._error: OSError | None = None
+
+    @classmethod
+    def start(cls) -> NativeFiles | None:
+        """The flush's native files, or None when pyarrow writes every file (BINLAKE_NATIVE=0,
+        the extension not built, a file system that is not the real one)."""
+        if C.OS is not _REAL_FS or type(C.OS).write is not _REAL_WRITE:
+            return None
+        pool = small_file.new_pool(THREADS)
+        return None if pool is None else cls(pool)
+
+    def take(self, job: ParquetJob) -> bool:
+        """Hand ``job`` to the native threads if the native writer is to write it (waits, GIL
+        released, while too many of their jobs are unfinished: memory). False: pyarrow's."""
+        batch = job.native()
+        if batch is None:
+            return False
+        template, kv = small_file.constants(job.schema)
+        schema_capsule, array_capsule = batch.__arrow_c_array__()
+        del batch
+        self._jobs[self._pool.submit(job.path, schema_capsule, array_capsule, template,
+                                     SMALL_FILE_STATISTICS, kv)] = job
+        if len(self._jobs) > WINDOW:
+            self._reap(False)
+        return True
+
+    def _reap(self, wait_all: bool) -> None:
+        for job_id, status, error in self._pool.reap(wait_all):
+            job = self._jobs.pop(job_id)
+            if status == small_file.NOT_COVERED:
+                self._left.append(job)
+            elif status == small_file.OS_ERROR:
+                self._error = self._error or OSError(error, os.strerror(error), job.path)
+            elif status == small_file.NO_MEMORY:
+                raise MemoryError(f"writing {job.path}")
+            else:
+                job.batches = []
+
+    def finish(self) -> list[ParquetJob]:
+        """Wait for every job; the jobs whose rows the native writer does not cover (for
+        pyarrow). Raises the first job's ``OSError`` (naming its file), once all have ended."""
+        self._reap(True)
+        self._pool.close()  # its threads joined: a flush ends with none left behind
+        if self._error is not None:
+            raise self._error
+        return self._left
 
 
 def write_jobs(documents: list[tuple[str, bytes]]) -> list[Callable[[], None]]:
@@ -142,24 +232,36 @@ def _write_all(documents: list[tuple[str, bytes]]) -> None:
 
 
 def run_all(jobs: Iterable[Callable[[], None]]) -> None:
-    """Run ``jobs`` in the writer threads, at most ``WINDOW`` at a time (the rows of a job not
-    yet written are in memory: a window bounds what the threads add to it), taking the next job
-    from the iterable only when there is room. Returns once every job submitted has ended;
-    then raises the first exception of a job or of the iterable, if any (after all ended, so
-    no job is still writing). After a failure no further job is started."""
+    """Run ``jobs``: the small files the native writer writes in its own threads
+    (:class:`NativeFiles`), the others in the writer threads, at most ``WINDOW`` at a time (the
+    rows of a job not yet written are in memory: a window bounds what the threads add to it),
+    taking the next job from the iterable only when there is room. Returns once every job
+    submitted has ended; then raises the first exception of a job or of the iterable, if any
+    (after all ended, so no job is still writing). After a failure no further job is
+    started."""
     global _pool
     if _pool is None:
         _pool = ThreadPoolExecutor(THREADS, thread_name_prefix="binlake-files")
+    natives = NativeFiles.start()
     in_flight: collections.deque[Future[None]] = collections.deque()
     error: BaseException | None = None
     try:
         for job in jobs:
+            if natives is not None and isinstance(job, ParquetJob) and natives.take(job):
+                continue
             if len(in_flight) >= WINDOW:
                 error = in_flight.popleft().exception()
                 if error is not None:
                     break
             in_flight.append(_pool.submit(job))
     finally:
+        if natives is not None:
+            try:
+                left = natives.finish()  # waits for every native job, also after an error
+            except BaseException as exc:  # an OSError: raised once the rest have ended
+                error, left = error or exc, []
+            if error is None:
+                in_flight.extend(_pool.submit(job) for job in left)
         for future in in_flight:
             failed = future.exception()  # waits for it, also after an error
             error = error or failed

@@ -20,6 +20,9 @@ pyarrow then writes. ``tests/unit/test_native_parquet.py`` reads both writers' f
 over the type matrix, random tables and the sink's every operation and requires identical
 tables, schemas and metadata; ``bench/native_asan.sh`` runs it under the sanitizers.
 ``BINLAKE_NATIVE=0`` (as for the row decoder) makes pyarrow write every file.
+
+A flush hands its small files to :func:`new_pool`: C threads that encode them with the same code
+as :func:`write` and write them to their staged paths, never taking the GIL (``files.py``).
 """
 
 from __future__ import annotations
@@ -35,7 +38,8 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-__all__ = ["ENABLED", "template", "warn_once", "write"]
+__all__ = ["ENABLED", "NOT_COVERED", "OS_ERROR", "constants", "new_pool", "template", "warn_once",
+           "write"]
 
 _module: Any = None
 try:
@@ -114,3 +118,47 @@ def write(table: pa.Table, statistics: tuple[str, ...]) -> bytes | None:
     data: bytes | None = _module.write(schema_capsule, array_capsule, _template_for(schema),
                                        statistics, key_value_metadata(schema))
     return data
+
+
+#: Per-schema constants kept (the least recently used goes): a template is shared by schemas
+#: of the same fields, the key-value metadata is a few KB per table.
+CONSTANTS = 4096
+
+_constants: collections.OrderedDict[int, tuple[pa.Schema, bytes, tuple[tuple[bytes, bytes], ...]]]
+_constants = collections.OrderedDict()
+
+
+def constants(schema: pa.Schema) -> tuple[bytes, tuple[tuple[bytes, bytes], ...]]:
+    """The template and key-value metadata of ``schema`` — the same object each time, a table
+    version's — made once, not per file: serializing the schema twice (the template's key and
+    ``ARROW:schema``) and the base64 were ~40 us of every small file's ~100 (issue 17).
+    Keyed by the object's identity, which the entry keeps alive (an id is never reused while
+    its entry is here). For the flush's thread only."""
+    key = id(schema)
+    found = _constants.get(key)
+    if found is not None:
+        _constants.move_to_end(key)
+        return found[1], found[2]
+    made = (schema, _template_for(schema), key_value_metadata(schema))
+    _constants[key] = made
+    if len(_constants) > CONSTANTS:
+        _constants.popitem(last=False)
+    return made[1], made[2]
+
+
+#: :meth:`Pool.reap` statuses besides 0 (written): the native writer does not cover the rows
+#: (pyarrow writes the file), the file system refused (with an errno), no memory.
+NOT_COVERED, OS_ERROR, NO_MEMORY = 1, 2, 3
+
+def new_pool(threads: int) -> Any:
+    """Native writer threads (``_native_parquet.Pool``, up to ``threads``, made as jobs come),
+    or None when the native writer is off: ``submit(path, schema_capsule, array_capsule,
+    template, statistics, key_value_metadata) -> job id`` encodes and writes a file in C threads
+    that never take the GIL, so that the flush's thread converts the next table meanwhile (with
+    pyarrow's writer in Python threads, both fought for the GIL: half of a 2,000-table flush's
+    thread time went waiting for it); ``reap(wait_all) -> [(job id, status, errno)]``;
+    ``close()`` joins the threads. The pool holds a reference to the capsules (and so to the
+    batch's buffers) and to the template until the job is reaped, and copies the rest: its
+    threads read nothing Python may free. One pool per flush (``files.NativeFiles``): its
+    ``reap`` answers for every job submitted to it."""
+    return _module.Pool(threads) if ENABLED else None

@@ -1329,13 +1329,11 @@ class ParquetSink:
             part.pending = []  # the whole part leaves the budget just below
             part.pending_rows = part.pending_bytes = 0
         self._name(part)
-        version = part.version
-        table = pa.Table.from_batches(part.batches, schema=version.schema)
-        part.batches.clear()
+        batches, part.batches = part.batches, []
         self._buffered -= part.nbytes
         part.nbytes = 0
         self._closed_files.append((part.staged, part.final))
-        return F.ParquetJob(os.path.join(self.lake, part.staged), table,
+        return F.ParquetJob(os.path.join(self.lake, part.staged), batches, part.version.schema,
                             self.options.compression, self.options.compression_level,
                             self.options.small_file_compression, DICTIONARY_PAGE_LIMIT)
 

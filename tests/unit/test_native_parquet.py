@@ -8,13 +8,17 @@ NULL structs and NULL children, a list with NULL and empty lists and NULL elemen
 several chunks), random tables (``BINLAKE_NATIVE_FUZZ_ROUNDS`` of them, a few by default; more
 under the sanitizers, bench/native_asan.sh), what it does not cover (None: pyarrow writes those),
 damaged templates (None, never a crash), and the sink's every operation (I/U/D, ``_before``,
-``_missing``, ``_json_diff``) landed through ``ParquetSink`` by each writer.
+``_missing``, ``_json_diff``) landed through ``ParquetSink`` by each writer. The flush's pool of
+native writer threads (``files.NativeFiles``) must write the very bytes ``write`` returns, hand
+back to pyarrow what it does not cover, break the flush on a file it cannot write (nothing
+committed) and land every file of a flush over many tables.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import datetime as dt
+import errno
 import glob
 import os
 import random
@@ -28,6 +32,7 @@ import pytest
 from protocol.binlog.coltypes import FieldType as T
 from protocol.binlog.events import EventType
 from protocol.binlog.values import JsonDiff
+from sinks.errors import LakeError, SinkStateError
 from sinks.parquet import ParquetSink, SinkOptions, small_file
 from sinks.parquet import files as F
 from sinks.parquet.testing import StreamBuilder, col
@@ -181,7 +186,8 @@ def _random_table(rng: random.Random) -> pa.Table:
     return table
 
 
-def test_the_type_matrix_reads_back_as_pyarrow_writes_it() -> None:
+def _matrix() -> pa.Table:
+    """Every type the sink lands, NULLs everywhere, required fields, ``_missing``, ``_before``."""
     rng = random.Random(17)
     n = 64
     fields = [pa.field(f"p{i}", t, metadata={"mysql_type_name": str(t).encode()})
@@ -206,14 +212,54 @@ def test_the_type_matrix_reads_back_as_pyarrow_writes_it() -> None:
     fields.append(pa.field("_before", pa.struct(children)))
     arrays.append(_struct(children, n, rng, 0.3))
     schema = pa.schema(fields, metadata={"binlake.database": "db", "binlake.table": "t"})
-    table = pa.Table.from_arrays(arrays, schema=schema)
-    _same(table)
-    _same(table.slice(5, 40))  # offsets
-    _same(pa.concat_tables([table.slice(0, 10), table.slice(10)]))  # chunks
-    for null_rows in ([None] * n,):  # every value NULL: no min/max, all nulls counted
-        commit = pa.array(null_rows, pa.timestamp("us", tz="UTC"))
-        _same(table.set_column(table.schema.get_field_index("_commit_ts"),
-                               table.schema.field("_commit_ts"), commit))
+    return pa.Table.from_arrays(arrays, schema=schema)
+
+
+def _matrix_variants() -> list[pa.Table]:
+    """The matrix whole, sliced (offsets), in chunks, and with every ``_commit_ts`` NULL (no
+    min/max, all nulls counted)."""
+    table = _matrix()
+    commit = pa.array([None] * table.num_rows, pa.timestamp("us", tz="UTC"))
+    return [table, table.slice(5, 40), pa.concat_tables([table.slice(0, 10), table.slice(10)]),
+            table.set_column(table.schema.get_field_index("_commit_ts"),
+                             table.schema.field("_commit_ts"), commit)]
+
+
+def test_the_type_matrix_reads_back_as_pyarrow_writes_it() -> None:
+    for table in _matrix_variants():
+        _same(table)
+
+
+def _job(path: str, table: pa.Table) -> F.ParquetJob:
+    return F.ParquetJob(path, table.to_batches(), table.schema, "zstd", None, "none",
+                        1 << 20)
+
+
+def test_the_pool_writes_the_files_write_makes_byte_for_byte(tmp_path, monkeypatch) -> None:
+    """The flush's small files come from the pool's C threads (files.NativeFiles): the same
+    encoder as ``write``, so the same bytes, over the matrix and random tables."""
+    rng = random.Random(4242)
+    tables = _matrix_variants() + [_random_table(rng) for _ in range(ROUNDS)]
+    paths = [str(tmp_path / f"{i}.parquet") for i in range(len(tables))]
+    open(paths[0], "wb").write(b"x" * 1_000_000)  # longer than the file: cut to its length
+    wrote = spy_native(monkeypatch)
+    F.run_all(_job(path, table) for path, table in zip(paths, tables, strict=True))
+    assert wrote == [True] * len(tables)
+    for path, table in zip(paths, tables, strict=True):
+        assert open(path, "rb").read() == small_file.write(table, STATS)
+
+
+def test_rows_the_pool_does_not_cover_land_through_pyarrow(tmp_path, monkeypatch) -> None:
+    covered = pa.table({"x": pa.array([1, None], pa.int32()), "_seq": pa.array([1, 2])})
+    uncovered = pa.table({"x": pa.array([True, None]), "_seq": pa.array([3, 4])})
+    wrote = spy_native(monkeypatch)
+    F.run_all([_job(str(tmp_path / "a.parquet"), covered),
+               _job(str(tmp_path / "b.parquet"), uncovered)])
+    assert sorted(wrote) == [False, True, True]  # both taken, one handed back to pyarrow
+    assert pq.read_table(tmp_path / "a.parquet").equals(covered)
+    assert pq.read_table(tmp_path / "b.parquet").equals(uncovered)
+    assert _statistics(open(tmp_path / "b.parquet", "rb").read()) == _statistics(
+        _reference(uncovered))
 
 
 def test_random_tables_read_back_as_pyarrow_writes_them() -> None:
@@ -330,16 +376,23 @@ def stream() -> list[Any]:
 
 
 def spy_native(monkeypatch: pytest.MonkeyPatch) -> list[bool]:
-    """Records, per small file the sink writes, whether the native writer wrote it."""
+    """Records, per small file the sink writes, whether the native writer's threads took it
+    (True) or pyarrow wrote it (False; after a True: the native writer did not cover it)."""
     wrote: list[bool] = []
-    real = small_file.write
+    take, call = F.NativeFiles.take, F.ParquetJob.__call__
 
-    def write(table: pa.Table, statistics: tuple[str, ...]) -> bytes | None:
-        data = real(table, statistics)
-        wrote.append(data is not None)
-        return data
+    def spy_take(self: F.NativeFiles, job: F.ParquetJob) -> bool:
+        taken = take(self, job)
+        if taken:
+            wrote.append(True)
+        return taken
 
-    monkeypatch.setattr(small_file, "write", write)
+    def spy_call(self: F.ParquetJob) -> None:
+        wrote.append(False)
+        call(self)
+
+    monkeypatch.setattr(F.NativeFiles, "take", spy_take)
+    monkeypatch.setattr(F.ParquetJob, "__call__", spy_call)
     return wrote
 
 
@@ -382,6 +435,50 @@ def test_the_sink_lands_the_same_tables_through_either_writer(tmp_path, monkeypa
                                                         True, True]
     assert rows[2]["_before"]["name"] == "é" and rows[3]["_before"]["name"] is None
     assert rows[1]["name"] is None and rows[0]["u64"] == Decimal(2**64 - 1)
+
+
+def test_a_file_the_pool_cannot_write_breaks_the_flush_and_nothing_lands(tmp_path,
+                                                                          monkeypatch) -> None:
+    lake = str(tmp_path / "lake")
+    take = F.NativeFiles.take
+    missing = os.path.join(lake, "_staging", "no-such-directory", "part.parquet")
+
+    def take_one_astray(self: F.NativeFiles, job: F.ParquetJob) -> bool:
+        if job.path.endswith("part-0000000000000001-000.parquet"):
+            job.path = missing
+        return take(self, job)
+
+    monkeypatch.setattr(F.NativeFiles, "take", take_one_astray)
+    sink = ParquetSink(lake, SinkOptions())
+    sink.open()
+    items = stream()
+    for item in items:
+        sink.handle(item)
+    with pytest.raises(LakeError) as failed:
+        sink.flush()
+    assert (failed.value.errno, failed.value.path) == (errno.ENOENT, missing)
+    assert sink.durable_position is None
+    with pytest.raises(SinkStateError, match="lake error"):
+        sink.handle(items[0])
+    sink.close()
+    assert glob.glob(os.path.join(lake, "db", "**", "*.parquet"), recursive=True) == []
+    assert not os.path.exists(os.path.join(lake, "_checkpoint.json"))
+    monkeypatch.undo()
+    assert len(land(lake, items)) == 2  # a restart lands both tables
+
+
+def test_a_flush_over_many_tables_writes_every_file_in_the_pool(tmp_path, monkeypatch) -> None:
+    b = StreamBuilder()
+    tables = [b.table("db", f"t{i:03d}", COLUMNS[:3]) for i in range(300)]
+    items: list[Any] = []
+    for n in range(900):  # three one-row transactions per table
+        items += [b.begin(), b.insert(tables[n % 300], [(n, f"r{n}", Decimal(n))]), b.commit()]
+    wrote = spy_native(monkeypatch)
+    files = land(str(tmp_path / "lake"), items)
+    assert wrote == [True] * 300
+    assert len(files) == 300
+    ids = sorted(i for path in files for i in pq.read_table(path, columns=["id"])["id"].to_pylist())
+    assert ids == list(range(900))
 
 
 def test_a_missing_writer_is_said_once(tmp_path, monkeypatch: pytest.MonkeyPatch,
