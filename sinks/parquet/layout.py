@@ -97,7 +97,9 @@ def is_data_file(name: str) -> bool:
 
 
 def table_dir(database: str, table: str) -> str:
-    return posixpath.join(dir_name(database), dir_name(table))
+    # Spelled as posixpath.join would (no name is empty or starts with "/": see dir_name),
+    # without its checks: every new table names its directory several times.
+    return f"{dir_name(database)}/{dir_name(table)}"
 
 
 def version_dir(version: int) -> str:
@@ -118,7 +120,7 @@ def schema_version_of(file_name: str) -> int | None:
 
 
 def schema_file(database: str, table: str, version: int) -> str:
-    return posixpath.join(table_dir(database, table), SCHEMA_DIR, schema_file_name(version))
+    return f"{table_dir(database, table)}/{SCHEMA_DIR}/{schema_file_name(version)}"
 
 
 def date_dir(commit_date: str) -> str:
@@ -142,10 +144,8 @@ def date_of_dir(name: str) -> str:
 def part_file(database: str, table: str, version: int, commit_date: str, first_seq: int,
               index: int) -> str:
     """A data file's name: unique because ``first_seq`` only grows from commit to commit."""
-    return posixpath.join(
-        table_dir(database, table), version_dir(version), date_dir(commit_date),
-        f"part-{first_seq:016d}-{index:03d}{DATA_SUFFIX}",
-    )
+    return (f"{table_dir(database, table)}/{VERSION_PREFIX}{version}/{DATE_PREFIX}{commit_date}"
+            f"/part-{first_seq:016d}-{index:03d}{DATA_SUFFIX}")
 
 
 #: Staged trees: ``_staging/tree-<k>``, renamed whole onto a directory new to the lake.
@@ -159,7 +159,7 @@ def staged_tree(count: int) -> str:
 
 def staged_file(count: int) -> str:
     """A Parquet file being written, in staging until a commit renames it to its part file."""
-    return posixpath.join(STAGING, f"part-{count:08d}{DATA_SUFFIX}")
+    return f"{STAGING}/part-{count:08d}{DATA_SUFFIX}"
 
 
 def staged_schema(count: int) -> str:

@@ -82,9 +82,13 @@ _SIGNATURE_FLAGS = ~int(ColumnFlag.VISIBLE)  # an int: see _FLAG_NAMES
 
 def landed_names(table: TableMapEvent) -> tuple[str, ...]:
     """The names the table's columns get in Parquet (see the module docstring)."""
+    return _landed_names(table.columns)
+
+
+def _landed_names(columns: tuple[Column, ...]) -> tuple[str, ...]:
     names: list[str] = []
     taken = set(METADATA_NAMES)
-    for column in table.columns:
+    for column in columns:
         name = column.name if column.name is not None else f"col_{column.index + 1}"
         while name in taken:
             name += "_"
@@ -167,6 +171,28 @@ def _resolved_columns(columns: tuple[Column, ...], names: tuple[str, ...]) -> _R
                      landed.remove(commit_ts_index), commit_ts_index, json_columns)
 
 
+#: Landed names and resolution per column list, by the tuple's identity (kept with it, so that
+#: the id stays its own): see :func:`_names_and_resolved`.
+_BY_COLUMNS: dict[int, tuple[tuple[Column, ...], tuple[str, ...], _Resolved]] = {}
+
+
+def _names_and_resolved(columns: tuple[Column, ...]) -> tuple[tuple[str, ...], _Resolved]:
+    """A column list's landed names and :func:`_resolved_columns`, by the identity of the tuple.
+
+    The decoder hands every TABLE_MAP of one definition the same columns tuple (tables of one
+    shape included: ``tablemap.TableMapCache``), so a new table of a known shape costs a
+    lookup, not the names loop and the hash of every column that the cache's key needs."""
+    known = _BY_COLUMNS.get(id(columns))
+    if known is not None and known[0] is columns:
+        return known[1], known[2]
+    names = _landed_names(columns)
+    resolved = _resolved_columns(columns, names)
+    if len(_BY_COLUMNS) >= 4096:
+        _BY_COLUMNS.clear()
+    _BY_COLUMNS[id(columns)] = (columns, names, resolved)
+    return names, resolved
+
+
 def _json_column(column: Column, name: str, arrow_type: pa.DataType) -> dict[str, Any]:
     """One column as ``_schema/v<N>.json`` describes it."""
     return {
@@ -188,6 +214,11 @@ def _json_column(column: Column, name: str, arrow_type: pa.DataType) -> dict[str
         "arrow_type": str(arrow_type),
         "spark_type": T.spark_type_name(arrow_type),
     }
+
+
+#: What a TableVersion holds until resolved (``TableVersion._resolved_as`` always resolves it).
+_NO_FIELDS = pa.struct([])
+_NO_COLUMNS = pa.schema([])
 
 
 @dataclass(frozen=True, slots=True)
@@ -219,10 +250,10 @@ class TableVersion:
     described_by: str = "binlog"
     arrow_types: tuple[pa.DataType, ...] = ()
     data_fields: tuple[pa.Field, ...] = ()
-    before_type: pa.StructType = field(default_factory=lambda: pa.struct([]))
-    schema: pa.Schema = field(default_factory=lambda: pa.schema([]))  # as landed
-    staging_schema: pa.Schema = field(default_factory=lambda: pa.schema([]))  # minus _commit_ts
+    before_type: pa.StructType = _NO_FIELDS
+    schema: pa.Schema = _NO_COLUMNS  # as landed
     commit_ts_index: int = 0
+    _staging_schema: pa.Schema | None = None  # see ``staging_schema``
     _converters: tuple[T.Converter, ...] | None = None  # see ``converters``
     _counter: Any = None  # counts zero dates landed as NULL (the sink's)
     _resolved: _Resolved | None = None
@@ -238,31 +269,39 @@ class TableVersion:
                        ) -> TableVersion:
         """The version ``table`` describes; ``known_signature``: its :func:`signature`, when the
         caller has it already."""
-        result = cls(
-            database=table.schema, table=table.table, version=version, columns=table.columns,
-            names=landed_names(table), primary_key=tuple(table.primary_key),
+        names, resolved = _names_and_resolved(table.columns)
+        return cls._resolved_as(
+            resolved, counter, database=table.schema, table=table.table, version=version,
+            columns=table.columns, names=names, primary_key=tuple(table.primary_key),
             has_full_metadata=table.has_full_metadata, origin=origin,
             described_by=table.described_by or ("binlog" if table.has_full_metadata else "none"),
+            signature=known_signature or signature(table),
         )
-        result.signature = known_signature or signature(table)
-        result._resolve(counter)
-        return result
 
-    def _resolve(self, counter: Any) -> None:
-        resolved = self._resolved = _resolved_columns(self.columns, self.names)
-        self.arrow_types = resolved.arrow_types
-        self.native_tags = resolved.native_tags
-        self.data_fields = resolved.data_fields
-        self.before_type = resolved.before_type
+    @classmethod
+    def _resolved_as(cls, resolved: _Resolved, counter: Any, **fields: Any) -> TableVersion:
+        """A version with ``fields`` and what its column list resolves to, made in one step
+        (thousands of new tables: no placeholder schemas built only to be replaced)."""
         meta = {
-            b"binlake.database": self.database.encode(),
-            b"binlake.table": self.table.encode(),
-            b"binlake.schema_version": str(self.version).encode(),
+            b"binlake.database": fields["database"].encode(),
+            b"binlake.table": fields["table"].encode(),
+            b"binlake.schema_version": str(fields["version"]).encode(),
         }
-        self.schema = resolved.schema.with_metadata(meta)
-        self.commit_ts_index = resolved.commit_ts_index
-        self.staging_schema = resolved.staging_schema.with_metadata(meta)
-        self._counter = counter
+        return cls(**fields, arrow_types=resolved.arrow_types, data_fields=resolved.data_fields,
+                   before_type=resolved.before_type, schema=resolved.schema.with_metadata(meta),
+                   commit_ts_index=resolved.commit_ts_index, _counter=counter,
+                   _resolved=resolved, native_tags=resolved.native_tags)
+
+    @property
+    def staging_schema(self) -> pa.Schema:
+        """:attr:`schema` minus ``_commit_ts``, for rows of a transaction not committed yet;
+        made on first use (most tables' rows are converted once committed)."""
+        staging = self._staging_schema
+        if staging is None:
+            resolved = self._resolved or _resolved_columns(self.columns, self.names)
+            staging = self._staging_schema = resolved.staging_schema.with_metadata(
+                self.schema.metadata)
+        return staging
 
     @property
     def converters(self) -> tuple[T.Converter, ...]:
@@ -353,7 +392,11 @@ class TableVersion:
         key = tuple(names.index(n) for n in doc["primary_key"])
         pk_indexes = tuple(columns[i].index for i in key)
         created = doc["created"]
-        result = cls(
+        fake = TableMapEvent(header=None, table_id=0, flags=0,  # type: ignore[arg-type]
+                             schema=doc["database"], table=doc["table"], columns=columns,
+                             primary_key=pk_indexes, has_full_metadata=doc["has_full_metadata"])
+        return cls._resolved_as(
+            _resolved_columns(columns, names), counter,
             database=doc["database"], table=doc["table"], version=doc["version"],
             columns=columns, names=names, primary_key=pk_indexes,
             has_full_metadata=doc["has_full_metadata"],
@@ -362,10 +405,5 @@ class TableVersion:
             origin=VersionOrigin(seq=created["seq"], gtid=created["gtid"],
                                  commit_time_us=created["commit_time_us"], ddl=created["ddl"],
                                  ddl_type=created["ddl_type"]),
+            signature=signature(fake),
         )
-        fake = TableMapEvent(header=None, table_id=0, flags=0,  # type: ignore[arg-type]
-                             schema=result.database, table=result.table, columns=columns,
-                             primary_key=pk_indexes, has_full_metadata=result.has_full_metadata)
-        result.signature = signature(fake)
-        result._resolve(counter)
-        return result

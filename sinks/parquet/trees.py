@@ -73,6 +73,9 @@ class StagedTrees:
 
     def __init__(self, lake: str, known: set[str], fs: C.FileSystem | None = None) -> None:
         self.lake = lake
+        # ``prefix + path`` is ``posixpath.join(lake, path)`` for the relative paths used here,
+        # without its checks: thousands of new tables join a dozen paths each.
+        self._prefix = posixpath.join(lake, "")
         self.known = known
         self._fs = fs
         self._roots: dict[str, str] = {}  # missing final directory -> its tree (relative)
@@ -95,7 +98,7 @@ class StagedTrees:
 
         The tree's directories not made yet are created on the thread (``now``: in the calling
         thread, before returning), and so is the empty file itself with ``create``."""
-        directory = posixpath.dirname(final)
+        directory = final.rpartition("/")[0]  # posixpath.dirname: the paths here are clean
         root = self._missing_root(directory)
         if root is None:
             return None
@@ -110,13 +113,14 @@ class StagedTrees:
             new.append(path)
             if path == tree:
                 break
-            path = posixpath.dirname(path)
+            path = path.rpartition("/")[0]
         self._dirs.update(new)
         staged = staged_dir + final[len(directory):]
         files = [staged] if create else []
         if new or files:
-            dirs = [posixpath.join(self.lake, d) for d in reversed(new)]
-            paths = [posixpath.join(self.lake, f) for f in files]
+            prefix = self._prefix
+            dirs = [prefix + d for d in reversed(new)]
+            paths = [prefix + f for f in files]
             if now:
                 self.wait()
                 _prepare(self.fs, dirs, paths)
@@ -132,7 +136,7 @@ class StagedTrees:
             path = f"{path}/{name}" if path else name
             if path in self._roots:
                 return path
-            absolute = posixpath.join(self.lake, path)
+            absolute = self._prefix + path
             if absolute in self.known:
                 continue
             if not self.fs.isdir(absolute):
@@ -147,7 +151,8 @@ class StagedTrees:
     def directories(self) -> list[str]:
         """Every directory of the trees (absolute): each gained entries, which must be durable
         before the manifest."""
-        return [posixpath.join(self.lake, d) for d in sorted(self._dirs)]
+        prefix = self._prefix
+        return [prefix + d for d in sorted(self._dirs)]
 
     def committed(self) -> None:
         """The trees are in place: their directories exist in the lake now.
@@ -156,9 +161,11 @@ class StagedTrees:
         by a pass over every directory per tree: a flush that starts a commit date for each of
         thousands of tables has a tree per table, and that pass grew with their square."""
         roots = {tree: root for root, tree in self._roots.items()}
+        prefix, start, add = self._prefix, len(STAGED_TREE_PREFIX), self.known.add
         for d in self._dirs:
-            tree = "/".join(d.split("/", 2)[:2])
-            self.known.add(posixpath.join(self.lake, roots[tree] + d[len(tree):]))
+            end = d.find("/", start)
+            tree = d if end < 0 else d[:end]
+            add(prefix + roots[tree] + d[len(tree):])
         self.forget()
 
     def forget(self) -> None:

@@ -285,7 +285,7 @@ class ParquetSink:
         self._day_text = ""
         self._parts: dict[tuple[str, str, int, str], _Part] = {}
         self._closed_files: list[tuple[str, str]] = []
-        self._name_index: dict[tuple[str, int], int] = {}
+        self._name_index: dict[tuple[str, str, int, str, int], int] = {}
         self._buffered = 0  # Arrow bytes held in _Part and _TxnTable buffers, and being written
         self._encoder = RowGroupEncoder()
         #: Parquet bytes per Arrow byte of each table version's last row group (_may_fill).
@@ -1295,8 +1295,8 @@ class ParquetSink:
         """Give ``part`` its staged and its final file name: the file made ahead for it if
         the name is the one foreseen, in a staged tree if its directory is new."""
         version = part.version
-        name_key = (L.table_dir(version.database, version.table)
-                    + f"/{version.version}/{part.commit_date}", part.first_seq)
+        name_key = (version.database, version.table, version.version, part.commit_date,
+                    part.first_seq)  # the final directory and first seq, unspelled
         index = self._name_index.get(name_key, 0)
         self._name_index[name_key] = index + 1
         part.final = L.part_file(version.database, version.table, version.version,

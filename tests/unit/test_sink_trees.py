@@ -390,3 +390,29 @@ def test_committed_trees_join_the_known_directories_under_their_final_names(tmp_
         "shop/t1", "shop/t1/_schema", "shop/t1/schema_version=1",
         f"shop/t1/schema_version=1/commit_date={DATE}"]
     assert trees.renames() == [] and trees.directories() == []
+
+
+@pytest.mark.parametrize("suffix", ["", "/"])
+def test_a_lake_named_with_a_trailing_slash_gets_the_same_directory_names(
+        tmp_path, suffix: str) -> None:
+    """The trees spell absolute paths as ``os.path.join(lake, relative)`` does (the commit
+    shares the set of known directories): with or without a trailing slash on the lake."""
+    from sinks.parquet.trees import StagedTrees
+
+    lake = str(tmp_path) + suffix
+    os.makedirs(os.path.join(lake, "_staging"))
+    os.makedirs(os.path.join(lake, "shop"))
+    known: set[str] = set()
+    trees = StagedTrees(lake, known)
+    try:
+        staged = trees.place("shop/t1/_schema/v1.json", create=True)
+        trees.wait()
+        assert staged == "_staging/tree-1/_schema/v1.json"
+        assert os.path.isfile(os.path.join(lake, staged))
+        assert trees.directories() == [os.path.join(lake, "_staging/tree-1"),
+                                       os.path.join(lake, "_staging/tree-1/_schema")]
+        trees.committed()
+    finally:
+        trees.close()
+    assert sorted(known) == [os.path.join(lake, "shop"), os.path.join(lake, "shop/t1"),
+                             os.path.join(lake, "shop/t1/_schema")]

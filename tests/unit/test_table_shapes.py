@@ -282,3 +282,51 @@ def test_a_restart_tells_a_table_of_the_lake_from_its_namesake_in_another_databa
     assert _landed(lake, "t_old", 2)[1] == [3]
     assert _landed(lake, "t_new", 1)[1] == [2]
     assert [_doc(lake, "t_old", v)["created"]["seq"] for v in (1, 2)] == [1, 5]
+
+
+def test_versions_of_one_shape_share_its_resolution_and_keep_their_own_schemas() -> None:
+    """A new table of a known shape is resolved by the identity of its columns tuple: the
+    same names, types and fields as its first table's (not a copy), its own schema metadata,
+    and ``staging_schema`` (made on first use) is its schema minus ``_commit_ts``, as a
+    version read back from its ``_schema`` file has it."""
+    from sinks.parquet.schema import TableVersion, VersionOrigin
+
+    maps = _maps(("t_a", COLS), ("t_b", COLS))
+    a = TableVersion.from_table_map(maps["t_a"], 1, VersionOrigin(seq=1), None)
+    b = TableVersion.from_table_map(maps["t_b"], 3, VersionOrigin(seq=2), None)
+    assert b.names is a.names and b.names == ("id", "v")
+    assert b.data_fields is a.data_fields and b.native_tags is a.native_tags
+    assert b.schema.metadata == {b"binlake.database": b"shop", b"binlake.table": b"t_b",
+                                 b"binlake.schema_version": b"3"}
+    assert b.schema.remove_metadata() == a.schema.remove_metadata()
+    assert b.schema.names == ["id", "v", "_op", "_seq", "_row", "_gtid", "_gtid_domain",
+                              "_gtid_server_id", "_gtid_uuid", "_gtid_tag", "_gtid_seq",
+                              "_binlog_file", "_binlog_pos", "_commit_ts", "_missing",
+                              "_json_diff", "_before"]
+    staging = b.staging_schema
+    assert staging is b.staging_schema  # made once
+    assert staging.equals(b.schema.remove(b.commit_ts_index), check_metadata=True)
+    assert staging.metadata == b.schema.metadata
+    again = TableVersion.from_json(json.loads(b.to_json_bytes()), None)
+    assert again.schema.equals(b.schema, check_metadata=True)
+    assert again.staging_schema.equals(staging, check_metadata=True)
+    assert (again.signature, again.names, again.commit_ts_index) == (
+        b.signature, b.names, b.commit_ts_index)
+
+
+@pytest.mark.parametrize(("database", "table"), [("shop", "t"), ("_x", ".y"), ("a/b", "c%d"),
+                                                 ("", "\u00e9t\u00e9")])
+def test_lake_paths_are_spelled_as_posixpath_joins_them(database: str, table: str) -> None:
+    """``table_dir``, ``schema_file`` and ``part_file`` build their strings directly (a new
+    table names its directory several times): the very paths the joins made."""
+    import posixpath
+
+    from sinks.parquet import layout as L
+
+    table_dir = posixpath.join(L.dir_name(database), L.dir_name(table))
+    assert L.table_dir(database, table) == table_dir
+    assert L.schema_file(database, table, 7) == posixpath.join(table_dir, "_schema", "v7.json")
+    assert L.part_file(database, table, 2, "2026-01-01", 42, 3) == posixpath.join(
+        table_dir, "schema_version=2", "commit_date=2026-01-01",
+        "part-0000000000000042-003.parquet")
+    assert L.staged_file(12) == "_staging/part-00000012.parquet"
