@@ -44,6 +44,8 @@ __all__ = ["ENABLED", "NOT_COVERED", "OS_ERROR", "constants", "new_pool", "templ
 _module: Any = None
 try:
     _module = importlib.import_module(f"{__package__}._native_parquet")
+    if not hasattr(_module, "Pool"):  # built before the pool: as if not built, said once
+        _module = None
 except ImportError:  # not built: :func:`warn_once` says so
     pass
 
