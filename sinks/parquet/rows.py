@@ -39,7 +39,7 @@ import functools
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 import pyarrow as pa
 from pyarrow._compute import get_function
@@ -557,6 +557,7 @@ _WIDTHS = {"i1": 1, "i2": 2, "i4": 4, "i8": 8, "dec": 16, "f4": 4, "f8": 8, "dat
 _META_WIDTHS = (8, 0, 8, 8, 0, 0, 8, 0, 8, 8, 8)  # of _META_TYPES; 0: a string
 
 
+@functools.lru_cache(maxsize=1024)
 def _null_spec(count: int, width: int) -> tuple[Any, ...]:
     """An all-NULL column's ``native.export_batch`` spec (``width`` 0: a string)."""
     buffers = (width * count,) if width else (4 * (count + 1), 0)
@@ -581,25 +582,47 @@ def _null_tail(tags: tuple[str | None, ...], count: int) -> tuple[tuple[Any, ...
     )
 
 
+@functools.lru_cache(maxsize=1024)
+def _op_spec(op: str, count: int) -> tuple[Any, ...]:
+    """The spec of an ``_op`` column of ``count`` rows of one op — the usual small batch —
+    filled in C once per (op, count), as for any batch (``export_batch`` copies its buffers)."""
+    meta_columns = _native.meta_columns
+    assert meta_columns is not None  # _exported's caller checked
+    column = meta_columns([(op,)], [count], b"s")[0]
+    assert column is not None
+    return _spec(count, *column)
+
+
 def _exported(version: TableVersion, out: _Builder, gathered: Gathered, meta: MetaBuffers,
               schema: pa.Schema, with_commit_time: bool) -> pa.RecordBatch:
     """A batch whose every column has buffers filled in C, handed to Arrow in one import
     (``native.export_batch``): no array per column, no ``from_arrays``. For small batches of
-    complete images without before images (each buffer is copied once more)."""
+    complete images without before images (each buffer is copied once more). What does not
+    depend on the rows' values — an all-NULL column's spec, a one-op ``_op`` column's, the
+    NULL ``_missing``/``_json_diff``/``_before`` — is made once per shape and row count: a
+    flush over thousands of tables exports thousands of batches of a few dozen rows."""
     count = out.count
     meta_columns, export_batch = _native.meta_columns, _native.export_batch
     assert meta_columns is not None and export_batch is not None  # the caller checked
-    op = meta_columns([(value,) for value in out.ops.values], out.ops.ends, b"s")[0]
-    assert op is not None  # every row has an op
-    children = []
-    for native in gathered:
-        assert native is not None  # the caller checked
-        children.append(_spec(count, *native[1:]))
-    children.append(_spec(count, *op))
+    ops = out.ops.values
+    if len(ops) == 1:
+        op_spec = _op_spec(ops[0], count)
+    else:
+        op = meta_columns([(value,) for value in ops], out.ops.ends, b"s")[0]
+        assert op is not None  # every row has an op
+        op_spec = _spec(count, *op)
+    columns = cast("list[tuple[int, int, bytes | None, bytes, bytes | None]]",
+                   gathered)  # none is None: the caller checked
+    children: list[tuple[Any, ...]] = [
+        (count, nulls, valid, (data,) if offsets is None else (offsets, data), ())
+        for _, nulls, valid, data, offsets in columns]
+    children.append(op_spec)
     for c in _META_ORDER[with_commit_time]:
         column = meta[c]
         children.append(_null_spec(count, _META_WIDTHS[c]) if column is None
-                        else _spec(count, *column))
+                        else (count, column[0], column[1],
+                              (column[2],) if column[3] is None else (column[3], column[2]),
+                              ()))
     children += _null_tail(version.native_tags, count)
     capsule, address = export_batch((count, 0, None, (), tuple(children)))
     batch: pa.RecordBatch = pa.RecordBatch._import_from_c(address, schema)

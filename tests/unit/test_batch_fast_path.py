@@ -212,6 +212,46 @@ def test_small_insert_parts_handed_to_arrow_whole_land_alike(with_commit_time: b
     # date (one part is both)
 
 
+def test_exported_parts_of_one_size_and_of_two_ops_land_alike() -> None:
+    """The specs that do not depend on the rows (a one-op ``_op`` column, all-NULL columns)
+    are made once per row count and reused: parts of the same size exported one after the
+    other (INSERT, then snapshot READ rows, then both in one part: two ops) are each the batch
+    the Python way makes."""
+    rng = random.Random(11)
+    table, pools = _native_only(rng)
+    version = TableVersion.from_table_map(table, 1, VersionOrigin(1), new_counter())
+    real = native.export_batch
+    assert real is not None
+    exported = 0
+
+    def export(spec: Any) -> Any:
+        nonlocal exported
+        exported += 1
+        return real(spec)
+
+    for kinds in ([RowsKind.INSERT] * 3, [RowsKind.READ] * 3, [RowsKind.INSERT] * 3,
+                  [RowsKind.INSERT, RowsKind.READ, RowsKind.INSERT]):
+        group = []
+        for i, kind in enumerate(kinds):
+            rows = [image([None if rng.random() < 0.2 else rng.choice(pool) for pool in pools])
+                    for _ in range(4)]
+            event = _decode(rows_body(len(pools), rows), RowsKind.INSERT, True, table)
+            assert isinstance(event, RowsEvent) and event.arrow is not None
+            event = dataclasses.replace(event, kind=kind)  # a snapshot's READ rows alike
+            tags = TransactionTags(7 + i, "0-1-9", 0, 1, None, None, 9, "bin.000002", 4)
+            group.append(PendingRows(event, tags, 0, (), 1_700_000_000_000_000 + i))
+        with mock.patch.object(native, "export_batch", export):
+            got = rows_batch(version, group, True)
+        got.validate(full=True)
+        assert got.num_rows == 12
+        assert got.column("_op").to_pylist() == [
+            "I" if kind is RowsKind.INSERT else "R" for kind in kinds for _ in range(4)]
+        with _python_way():
+            expected = rows_batch(version, group, True)
+        _assert_identical(got, expected)
+    assert exported == 4
+
+
 def test_export_batch_refuses_malformed_specs() -> None:
     export = native.export_batch
     assert export is not None
