@@ -17,11 +17,12 @@
  * only where the arrays' lengths, offsets and validity say (valid Arrow data, as pyarrow makes),
  * and the template only within its bytes.
  *
- * Pool(threads): the same encoding (`encode`, shared with write) and the write of the file, in
+ * Pool(threads, bound): the same encoding (`encode`, shared with write) and the write of the file, in
  * threads that never take the GIL nor touch a Python object: submit(path, schema_capsule,
  * array_capsule, template, statistics, key_value_metadata) -> job id copies what the job needs
  * and holds references to the capsules and the template until reap(wait_all) -> [(job id,
- * status, errno)] hands the finished jobs back (small_file.new_pool, files.NativeFiles).
+ * status, errno)] hands the finished jobs back (small_file.new_pool, files.NativeFiles);
+ * write(path, data) -> job id writes bytes as they are (the flush's schema files, DDL logs).
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -888,6 +889,11 @@ static int write_path(const char *path, const uint8_t *data, size_t len) {
 }
 
 static void job_run(Job *job) {
+    if (job->schema == NULL) { /* write(path, data): the bytes as they are */
+        job->error = write_path(job->path, job->template, job->template_len);
+        job->status = job->error ? JOB_OS_ERROR : JOB_OK;
+        return;
+    }
     Buf out = {0};
     int status = encode(job->schema, job->batch, job->template, job->template_len,
                         (const char *const *)job->statistics, job->n_statistics, job->kv,
@@ -925,10 +931,10 @@ static void *pool_thread(void *arg) {
 }
 
 static PyObject *pool_new(PyTypeObject *type, PyObject *args, PyObject *kwargs) {
-    int threads;
-    if (!PyArg_ParseTuple(args, "i", &threads)) return NULL;
-    if (threads < 1 || threads > 64) {
-        PyErr_SetString(PyExc_ValueError, "Pool(threads): 1 to 64 threads");
+    int threads, bound;
+    if (!PyArg_ParseTuple(args, "ii", &threads, &bound)) return NULL;
+    if (threads < 1 || threads > 64 || bound < 1) {
+        PyErr_SetString(PyExc_ValueError, "Pool(threads, bound): 1 to 64 threads, bound >= 1");
         return NULL;
     }
     Pool *pool = (Pool *)type->tp_alloc(type, 0);
@@ -939,7 +945,7 @@ static PyObject *pool_new(PyTypeObject *type, PyObject *args, PyObject *kwargs) 
     pthread_cond_init(&pool->work, NULL);
     pthread_cond_init(&pool->done, NULL);
     pool->threads = threads;
-    pool->bound = 2L * threads + 2;
+    pool->bound = bound;
     pool->next_id = 1;
     return (PyObject *)pool;
 }
@@ -980,6 +986,40 @@ static void pool_dealloc(Pool *pool) {
         free(pool->tids);
     }
     Py_TYPE(pool)->tp_free((PyObject *)pool);
+}
+
+/* Queues `job` (made under the GIL) and returns its id: waits, GIL released, while `bound`
+ * jobs are unfinished (what the pool holds in memory). -1 with an exception set (the job
+ * freed) when not even one thread could be made. */
+static long long enqueue(Pool *pool, Job *job) {
+    /* threads made as jobs need them: as many as jobs unfinished, up to `threads` */
+    pthread_mutex_lock(&pool->lock);
+    long wanted = pool->unfinished + 1;
+    pthread_mutex_unlock(&pool->lock);
+    while (pool->started < pool->threads && pool->started < wanted) {
+        int error = pthread_create(&pool->tids[pool->started], NULL, pool_thread, pool);
+        if (error) {
+            if (pool->started > 0) break; /* the threads there are will do */
+            errno = error;
+            PyErr_SetFromErrno(PyExc_OSError);
+            job_free(job);
+            return -1;
+        }
+        pool->started++;
+    }
+    long long id;
+    Py_BEGIN_ALLOW_THREADS
+    pthread_mutex_lock(&pool->lock);
+    while (pool->unfinished >= pool->bound) pthread_cond_wait(&pool->done, &pool->lock);
+    id = job->id = pool->next_id++;
+    if (pool->queue_tail != NULL) pool->queue_tail->next = job;
+    else pool->queue = job;
+    pool->queue_tail = job;
+    pool->unfinished++;
+    pthread_cond_signal(&pool->work);
+    pthread_mutex_unlock(&pool->lock);
+    Py_END_ALLOW_THREADS
+    return id;
 }
 
 static PyObject *pool_submit(Pool *pool, PyObject *args) {
@@ -1036,32 +1076,8 @@ static PyObject *pool_submit(Pool *pool, PyObject *args) {
     free(names);
     names = NULL;
     Py_CLEAR(path_obj);
-    /* threads made as jobs need them: as many as jobs unfinished, up to `threads` */
-    pthread_mutex_lock(&pool->lock);
-    long wanted = pool->unfinished + 1;
-    pthread_mutex_unlock(&pool->lock);
-    while (pool->started < pool->threads && pool->started < wanted) {
-        int error = pthread_create(&pool->tids[pool->started], NULL, pool_thread, pool);
-        if (error) {
-            if (pool->started > 0) break; /* the threads there are will do */
-            errno = error;
-            PyErr_SetFromErrno(PyExc_OSError);
-            goto failed;
-        }
-        pool->started++;
-    }
-    long long id;
-    Py_BEGIN_ALLOW_THREADS
-    pthread_mutex_lock(&pool->lock);
-    while (pool->unfinished >= pool->bound) pthread_cond_wait(&pool->done, &pool->lock);
-    id = job->id = pool->next_id++;
-    if (pool->queue_tail != NULL) pool->queue_tail->next = job;
-    else pool->queue = job;
-    pool->queue_tail = job;
-    pool->unfinished++;
-    pthread_cond_signal(&pool->work);
-    pthread_mutex_unlock(&pool->lock);
-    Py_END_ALLOW_THREADS
+    long long id = enqueue(pool, job);
+    if (id < 0) { job = NULL; goto failed; }
     return PyLong_FromLongLong(id);
 failed:
     Py_XDECREF(path_obj);
@@ -1069,6 +1085,25 @@ failed:
     free(entries);
     if (job != NULL) job_free(job);
     return NULL;
+}
+
+static PyObject *pool_write(Pool *pool, PyObject *args) {
+    PyObject *path_obj, *data;
+    if (!PyArg_ParseTuple(args, "O&O!", PyUnicode_FSConverter, &path_obj, &PyBytes_Type, &data))
+        return NULL;
+    Job *job = calloc(1, sizeof(Job));
+    if (job == NULL || (job->path = strdup(PyBytes_AS_STRING(path_obj))) == NULL) {
+        Py_DECREF(path_obj);
+        free(job);
+        return PyErr_NoMemory();
+    }
+    Py_DECREF(path_obj);
+    Py_INCREF(data);
+    job->template_obj = data; /* the bytes written, held until reaped */
+    job->template = (const uint8_t *)PyBytes_AS_STRING(data);
+    job->template_len = (size_t)PyBytes_GET_SIZE(data);
+    long long id = enqueue(pool, job);
+    return id < 0 ? NULL : PyLong_FromLongLong(id);
 }
 
 static PyObject *pool_reap(Pool *pool, PyObject *args) {
@@ -1105,6 +1140,8 @@ static PyMethodDef pool_methods[] = {
      "submit(path, schema_capsule, array_capsule, template, statistics, key_value_metadata)"
      " -> job id: encode and write the file in the pool's threads (waits, GIL released, while"
      " the pool holds too many unfinished jobs)"},
+    {"write", (PyCFunction)pool_write, METH_VARARGS,
+     "write(path, data: bytes) -> job id: write the bytes as they are in the pool's threads"},
     {"reap", (PyCFunction)pool_reap, METH_VARARGS,
      "reap(wait_all=False) -> [(job id, status, errno)] of the jobs finished since the last"
      " reap; status 0 written, 1 not covered (pyarrow writes it), 2 OS error, 3 no memory"},
@@ -1118,8 +1155,8 @@ static PyTypeObject PoolType = {
     .tp_name = "sinks.parquet._native_parquet.Pool",
     .tp_basicsize = sizeof(Pool),
     .tp_flags = Py_TPFLAGS_DEFAULT,
-    .tp_doc = "Pool(threads): small Parquet files encoded and written by threads that never "
-              "take the GIL",
+    .tp_doc = "Pool(threads, bound): small Parquet files encoded and written by threads that "
+              "never take the GIL; submit waits while `bound` jobs are unfinished",
     .tp_new = pool_new,
     .tp_dealloc = (destructor)pool_dealloc,
     .tp_methods = pool_methods,

@@ -16,8 +16,10 @@ The native writer's files go to C threads (:class:`NativeFiles`, ``_native_parqu
 encode and write each file without ever taking the GIL: in Python threads, the Python around
 the native call (sizes, the Arrow export, the template and metadata, three system calls) took
 the GIL back a few times per file, and the flush's thread, converting the next table's rows,
-waited for it half of its time over 2,000 tables (issue 17). Per table version the template
-and the key-value metadata are made once on the flush's thread (``small_file.constants``).
+waited for it half of its time over 2,000 tables (issue 17). The flush's schema files and DDL
+logs are written there too, first, while this thread converts rows. Per table version the
+template and the key-value metadata are made once on the flush's thread
+(``small_file.constants``).
 
 Crash safety is unchanged: every job — the native threads' too — ends before the flush goes on
 to ``fsync`` the files (``commit.FileSystem.fsync_many``) and to write the manifest; a failed
@@ -29,6 +31,7 @@ from __future__ import annotations
 
 import collections
 import functools
+import itertools
 import os
 from collections.abc import Callable, Iterable
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -63,6 +66,11 @@ THREADS = min(8, (os.cpu_count() or 1) + 1)
 
 #: Jobs submitted and not ended, at most.
 WINDOW = 2 * THREADS
+
+#: Native jobs not ended, at most: more than :data:`WINDOW`, so that the flush's thread runs
+#: ahead while the native threads catch up (on a busy machine they lag behind), each holding
+#: less than :data:`SMALL_FILE_BYTES` of rows (8 MiB at most in all).
+NATIVE_WINDOW = 32
 
 _pool: ThreadPoolExecutor | None = None
 
@@ -169,7 +177,7 @@ class NativeFiles:
 
     def __init__(self, pool: Any) -> None:
         self._pool = pool
-        self._jobs: dict[int, ParquetJob] = {}
+        self._jobs: dict[int, ParquetJob | str] = {}  # a document: its path
         self._left: list[ParquetJob] = []
         self._error: OSError | None = None
 
@@ -179,7 +187,7 @@ class NativeFiles:
         the extension not built, a file system that is not the real one)."""
         if C.OS is not _REAL_FS or type(C.OS).write is not _REAL_WRITE:
             return None
-        pool = small_file.new_pool(THREADS)
+        pool = small_file.new_pool(THREADS, NATIVE_WINDOW)
         return None if pool is None else cls(pool)
 
     def take(self, job: ParquetJob) -> bool:
@@ -193,20 +201,26 @@ class NativeFiles:
         del batch
         self._jobs[self._pool.submit(job.path, schema_capsule, array_capsule, template,
                                      SMALL_FILE_STATISTICS, kv)] = job
-        if len(self._jobs) > WINDOW:
+        if len(self._jobs) > NATIVE_WINDOW:
             self._reap(False)
         return True
+
+    def write(self, documents: list[tuple[str, bytes]]) -> None:
+        """Write ``documents`` (path, bytes) as they are, in the native threads."""
+        for path, data in documents:
+            self._jobs[self._pool.write(path, data)] = path
 
     def _reap(self, wait_all: bool) -> None:
         for job_id, status, error in self._pool.reap(wait_all):
             job = self._jobs.pop(job_id)
-            if status == small_file.NOT_COVERED:
+            path = job if isinstance(job, str) else job.path
+            if status == small_file.NOT_COVERED and isinstance(job, ParquetJob):
                 self._left.append(job)
             elif status == small_file.OS_ERROR:
-                self._error = self._error or OSError(error, os.strerror(error), job.path)
+                self._error = self._error or OSError(error, os.strerror(error), path)
             elif status == small_file.NO_MEMORY:
-                raise MemoryError(f"writing {job.path}")
-            else:
+                raise MemoryError(f"writing {path}")
+            elif isinstance(job, ParquetJob):
                 job.batches = []
 
     def finish(self) -> list[ParquetJob]:
@@ -231,14 +245,16 @@ def _write_all(documents: list[tuple[str, bytes]]) -> None:
         C.OS.write(path, data)
 
 
-def run_all(jobs: Iterable[Callable[[], None]]) -> None:
-    """Run ``jobs``: the small files the native writer writes in its own threads
-    (:class:`NativeFiles`), the others in the writer threads, at most ``WINDOW`` at a time (the
-    rows of a job not yet written are in memory: a window bounds what the threads add to it),
-    taking the next job from the iterable only when there is room. Returns once every job
-    submitted has ended; then raises the first exception of a job or of the iterable, if any
-    (after all ended, so no job is still writing). After a failure no further job is
-    started."""
+def run_all(jobs: Iterable[Callable[[], None]],
+            documents: list[tuple[str, bytes]] | None = None) -> None:
+    """Write ``documents`` (path, bytes: the flush's schema files and DDL logs) and run
+    ``jobs``: the documents and the small files the native writer writes in its own threads
+    (:class:`NativeFiles`; the documents first, written while this thread converts rows), the
+    rest in the writer threads, at most ``WINDOW`` at a time (the rows of a job not yet written
+    are in memory: a window bounds what the threads add to it), taking the next job from the
+    iterable only when there is room. Returns once every job submitted has ended; then raises
+    the first exception of a job or of the iterable, if any (after all ended, so no job is
+    still writing). After a failure no further job is started."""
     global _pool
     if _pool is None:
         _pool = ThreadPoolExecutor(THREADS, thread_name_prefix="binlake-files")
@@ -246,6 +262,10 @@ def run_all(jobs: Iterable[Callable[[], None]]) -> None:
     in_flight: collections.deque[Future[None]] = collections.deque()
     error: BaseException | None = None
     try:
+        if natives is not None:
+            natives.write(documents or [])
+        elif documents:
+            jobs = itertools.chain(jobs, write_jobs(documents))
         for job in jobs:
             if natives is not None and isinstance(job, ParquetJob) and natives.take(job):
                 continue

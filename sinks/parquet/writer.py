@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import datetime as _dt
 import functools
-import itertools
 import json
 import logging
 import os
@@ -1405,7 +1404,7 @@ class ParquetSink:
         self._io_path = os.path.join(self.lake, L.STAGING)
         self._trees.wait()
         documents, document_renames = self._documents()
-        F.run_all(itertools.chain(self._file_jobs(), F.write_jobs(documents)))
+        F.run_all(self._file_jobs(), documents)
         self._finish_row_group()
         for part in self._parts.values():
             if part.writer is not None:

@@ -467,6 +467,20 @@ def test_a_file_the_pool_cannot_write_breaks_the_flush_and_nothing_lands(tmp_pat
     assert len(land(lake, items)) == 2  # a restart lands both tables
 
 
+def test_the_pool_writes_documents_and_names_one_it_cannot_write(tmp_path) -> None:
+    """A flush's schema files and DDL logs go to the native threads too, written as they are."""
+    made_empty = tmp_path / "made.json"
+    made_empty.write_bytes(b"")
+    documents = [(str(made_empty), b'{"a": 1}\n'), (str(tmp_path / "new.jsonl"), b"x" * 70_000)]
+    F.run_all([], documents)
+    assert [open(path, "rb").read() for path, _ in documents] == [data for _, data in documents]
+    missing = str(tmp_path / "no-such-directory" / "v1.json")
+    with pytest.raises(OSError) as failed:
+        F.run_all([], [(str(tmp_path / "fine.json"), b"{}"), (missing, b"{}")])
+    assert (failed.value.errno, failed.value.filename) == (errno.ENOENT, missing)
+    assert (tmp_path / "fine.json").read_bytes() == b"{}"  # the rest still written
+
+
 def test_a_flush_over_many_tables_writes_every_file_in_the_pool(tmp_path, monkeypatch) -> None:
     b = StreamBuilder()
     tables = [b.table("db", f"t{i:03d}", COLUMNS[:3]) for i in range(300)]
