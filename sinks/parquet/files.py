@@ -102,8 +102,9 @@ def open_writer(sink: str | pa.NativeFile, schema: pa.Schema, compression: str,
 
 
 class ParquetJob:
-    """One staged Parquet file of a flush: ``batches`` (rows of ``schema``, a table version's)
-    as a single row group at ``path``.
+    """One staged Parquet file of a flush: ``batches`` (rows of ``schema``, a table version's;
+    ``fields``, if given, its fields as an object shared by tables of the same fields) as a
+    single row group at ``path``.
 
     The job lets go of its rows once written, so that a flush over thousands of tables frees
     each table's rows as it goes, as writing them one by one did (peak RSS).
@@ -117,14 +118,15 @@ class ParquetJob:
     file without a codec is the native writer's (:meth:`native`, :class:`NativeFiles`)."""
 
     __slots__ = ("batches", "compression", "compression_level", "dictionary_pagesize_limit",
-                 "path", "schema", "small", "small_compression")
+                 "fields", "path", "schema", "small", "small_compression")
 
     def __init__(self, path: str, batches: list[pa.RecordBatch], schema: pa.Schema,
                  compression: str, compression_level: int | None, small_compression: str | None,
-                 dictionary_pagesize_limit: int) -> None:
+                 dictionary_pagesize_limit: int, fields: pa.Schema | None = None) -> None:
         self.path = path
         self.batches = batches
         self.schema = schema
+        self.fields = fields  # shared by the tables of the same fields (small_file.constants)
         self.compression = compression
         self.compression_level = compression_level
         self.small_compression = small_compression
@@ -196,7 +198,7 @@ class NativeFiles:
         batch = job.native()
         if batch is None:
             return False
-        template, kv = small_file.constants(job.schema)
+        template, kv = small_file.constants(job.schema, job.fields)
         schema_capsule, array_capsule = batch.__arrow_c_array__()
         del batch
         self._jobs[self._pool.submit(job.path, schema_capsule, array_capsule, template,

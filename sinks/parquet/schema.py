@@ -293,6 +293,14 @@ class TableVersion:
                    _resolved=resolved, native_tags=resolved.native_tags)
 
     @property
+    def fields_schema(self) -> pa.Schema:
+        """:attr:`schema` without the table's metadata: one object shared by every version of
+        the same column list (resolved once), so a key, by identity, for what depends on the
+        fields only (the small-file writer's template, ``small_file.constants``)."""
+        resolved = self._resolved
+        return resolved.schema if resolved is not None else self.schema
+
+    @property
     def staging_schema(self) -> pa.Schema:
         """:attr:`schema` minus ``_commit_ts``, for rows of a transaction not committed yet;
         made on first use (most tables' rows are converted once committed)."""

@@ -130,22 +130,43 @@ _constants: collections.OrderedDict[int, tuple[pa.Schema, bytes, tuple[tuple[byt
 _constants = collections.OrderedDict()
 
 
-def constants(schema: pa.Schema) -> tuple[bytes, tuple[tuple[bytes, bytes], ...]]:
+def constants(schema: pa.Schema, fields: pa.Schema | None = None
+              ) -> tuple[bytes, tuple[tuple[bytes, bytes], ...]]:
     """The template and key-value metadata of ``schema`` — the same object each time, a table
     version's — made once, not per file: serializing the schema twice (the template's key and
-    ``ARROW:schema``) and the base64 were ~40 us of every small file's ~100 (issue 17).
-    Keyed by the object's identity, which the entry keeps alive (an id is never reused while
-    its entry is here). For the flush's thread only."""
+    ``ARROW:schema``) and the base64 were ~60 us of every small file's ~150 on the flush's
+    thread (issue 17). ``fields``: ``schema``'s fields as one object shared by the tables of
+    the same fields (``TableVersion.fields_schema``), whose template is then found by its
+    identity, not by serializing the fields. Keyed by the objects' identity, which the entries
+    keep alive (an id is never reused while its entry is here). For the flush's thread only."""
     key = id(schema)
     found = _constants.get(key)
     if found is not None:
         _constants.move_to_end(key)
         return found[1], found[2]
-    made = (schema, _template_for(schema), key_value_metadata(schema))
+    made = (schema, _shared_template(fields) if fields is not None else _template_for(schema),
+            key_value_metadata(schema))
     _constants[key] = made
     if len(_constants) > CONSTANTS:
         _constants.popitem(last=False)
     return made[1], made[2]
+
+
+_shared: collections.OrderedDict[int, tuple[pa.Schema, bytes]] = collections.OrderedDict()
+
+
+def _shared_template(fields: pa.Schema) -> bytes:
+    """The template of a shared ``fields`` object, by its identity (:func:`constants`)."""
+    key = id(fields)
+    found = _shared.get(key)
+    if found is not None:
+        _shared.move_to_end(key)
+        return found[1]
+    made = _template_for(fields)
+    _shared[key] = (fields, made)
+    if len(_shared) > TEMPLATES:
+        _shared.popitem(last=False)
+    return made
 
 
 #: :meth:`Pool.reap` statuses besides 0 (written): the native writer does not cover the rows

@@ -1332,9 +1332,11 @@ class ParquetSink:
         self._buffered -= part.nbytes
         part.nbytes = 0
         self._closed_files.append((part.staged, part.final))
-        return F.ParquetJob(os.path.join(self.lake, part.staged), batches, part.version.schema,
+        version = part.version
+        return F.ParquetJob(os.path.join(self.lake, part.staged), batches, version.schema,
                             self.options.compression, self.options.compression_level,
-                            self.options.small_file_compression, DICTIONARY_PAGE_LIMIT)
+                            self.options.small_file_compression, DICTIONARY_PAGE_LIMIT,
+                            version.fields_schema)
 
     def _open_part_file(self, part: _Part) -> pq.ParquetWriter:
         """A new staged Parquet file for ``part``, named for its final place."""

@@ -493,6 +493,9 @@ def test_a_flush_over_many_tables_writes_every_file_in_the_pool(tmp_path, monkey
     assert len(files) == 300
     ids = sorted(i for path in files for i in pq.read_table(path, columns=["id"])["id"].to_pylist())
     assert ids == list(range(900))
+    # one template for the 300 tables of one shape, each file its own table's metadata
+    assert [pq.read_schema(path).metadata[b"binlake.table"] for path in files] == [
+        f"t{i:03d}".encode() for i in range(300)]
 
 
 def test_a_missing_writer_is_said_once(tmp_path, monkeypatch: pytest.MonkeyPatch,
