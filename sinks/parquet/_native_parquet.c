@@ -840,11 +840,12 @@ typedef struct {
     PyObject_HEAD
     pthread_mutex_t lock;
     pthread_cond_t work, done;   /* a job queued (or stop); a job finished */
-    Job *queue, *queue_tail;     /* submitted, not yet started */
+    Job *queue[2], *tail[2];     /* submitted, not yet started: rows, bytes (write) */
     Job *finished;               /* finished, not yet reaped */
     long long next_id;
     long unfinished;             /* submitted, not yet finished */
-    long bound;                  /* submit waits while this many are unfinished */
+    long rows;                   /* of which rows to encode (submit) */
+    long bound;                  /* submit waits while this many rows jobs are unfinished */
     int threads, started, stopping;
     pthread_t *tids;
 } Pool;
@@ -913,17 +914,21 @@ static void *pool_thread(void *arg) {
     Pool *pool = arg;
     pthread_mutex_lock(&pool->lock);
     for (;;) {
-        while (pool->queue == NULL && !pool->stopping) pthread_cond_wait(&pool->work, &pool->lock);
-        if (pool->queue == NULL) break; /* stopping, nothing left */
-        Job *job = pool->queue;
-        pool->queue = job->next;
-        if (pool->queue == NULL) pool->queue_tail = NULL;
+        while (pool->queue[0] == NULL && pool->queue[1] == NULL && !pool->stopping)
+            pthread_cond_wait(&pool->work, &pool->lock);
+        /* rows first: they hold memory and bound submit; bytes fill the gaps */
+        int k = pool->queue[0] != NULL ? 0 : 1;
+        if (pool->queue[k] == NULL) break; /* stopping, nothing left */
+        Job *job = pool->queue[k];
+        pool->queue[k] = job->next;
+        if (pool->queue[k] == NULL) pool->tail[k] = NULL;
         pthread_mutex_unlock(&pool->lock);
         job_run(job);
         pthread_mutex_lock(&pool->lock);
         job->next = pool->finished;
         pool->finished = job;
         pool->unfinished--;
+        if (job->schema != NULL) pool->rows--;
         pthread_cond_broadcast(&pool->done);
     }
     pthread_mutex_unlock(&pool->lock);
@@ -988,8 +993,9 @@ static void pool_dealloc(Pool *pool) {
     Py_TYPE(pool)->tp_free((PyObject *)pool);
 }
 
-/* Queues `job` (made under the GIL) and returns its id: waits, GIL released, while `bound`
- * jobs are unfinished (what the pool holds in memory). -1 with an exception set (the job
+/* Queues `job` (made under the GIL) and returns its id: a job of rows waits, GIL released,
+ * while `bound` of them are unfinished (what the pool holds in memory; bytes to write are
+ * in memory already, and run when no rows wait). -1 with an exception set (the job
  * freed) when not even one thread could be made. */
 static long long enqueue(Pool *pool, Job *job) {
     /* threads made as jobs need them: as many as jobs unfinished, up to `threads` */
@@ -1010,12 +1016,14 @@ static long long enqueue(Pool *pool, Job *job) {
     long long id;
     Py_BEGIN_ALLOW_THREADS
     pthread_mutex_lock(&pool->lock);
-    while (pool->unfinished >= pool->bound) pthread_cond_wait(&pool->done, &pool->lock);
+    int k = job->schema != NULL ? 0 : 1;
+    while (k == 0 && pool->rows >= pool->bound) pthread_cond_wait(&pool->done, &pool->lock);
     id = job->id = pool->next_id++;
-    if (pool->queue_tail != NULL) pool->queue_tail->next = job;
-    else pool->queue = job;
-    pool->queue_tail = job;
+    if (pool->tail[k] != NULL) pool->tail[k]->next = job;
+    else pool->queue[k] = job;
+    pool->tail[k] = job;
     pool->unfinished++;
+    if (k == 0) pool->rows++;
     pthread_cond_signal(&pool->work);
     pthread_mutex_unlock(&pool->lock);
     Py_END_ALLOW_THREADS

@@ -208,7 +208,8 @@ class NativeFiles:
         return True
 
     def write(self, documents: list[tuple[str, bytes]]) -> None:
-        """Write ``documents`` (path, bytes) as they are, in the native threads."""
+        """Write ``documents`` (path, bytes) as they are, in the native threads, whenever no
+        rows wait for them (queued at once: their bytes are in memory already)."""
         for path, data in documents:
             self._jobs[self._pool.write(path, data)] = path
 

@@ -175,11 +175,13 @@ NOT_COVERED, OS_ERROR, NO_MEMORY = 1, 2, 3
 
 def new_pool(threads: int, bound: int) -> Any:
     """Native writer threads (``_native_parquet.Pool``, up to ``threads``, made as jobs come;
-    a submit waits while ``bound`` jobs are unfinished), or None when the native writer is off:
+    a submit waits while ``bound`` of its jobs are unfinished), or None when the native writer
+    is off:
     ``submit(path, schema_capsule, array_capsule, template, statistics, key_value_metadata) ->
     job id`` encodes and writes a file in C threads that never take the GIL, so that the flush's thread converts the next table meanwhile (with
     pyarrow's writer in Python threads, both fought for the GIL: half of a 2,000-table flush's
-    thread time went waiting for it); ``write(path, data) -> job id`` writes bytes as they are;
+    thread time went waiting for it); ``write(path, data) -> job id`` writes bytes as they are (never waits:
+    they are in memory already; run when no rows wait);
     ``reap(wait_all) -> [(job id, status, errno)]``;
     ``close()`` joins the threads. The pool holds a reference to the capsules (and so to the
     batch's buffers) and to the template until the job is reaped, and copies the rest: its
