@@ -229,8 +229,10 @@ class NativeFiles:
     def finish(self) -> list[ParquetJob]:
         """Wait for every job; the jobs whose rows the native writer does not cover (for
         pyarrow). Raises the first job's ``OSError`` (naming its file), once all have ended."""
-        self._reap(True)
-        self._pool.close()  # its threads joined: a flush ends with none left behind
+        try:
+            self._reap(True)
+        finally:  # also after a MemoryError: a flush ends with no thread left behind
+            self._pool.close()
         if self._error is not None:
             raise self._error
         return self._left
