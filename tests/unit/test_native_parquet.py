@@ -481,6 +481,45 @@ def test_the_pool_writes_documents_and_names_one_it_cannot_write(tmp_path) -> No
     assert (tmp_path / "fine.json").read_bytes() == b"{}"  # the rest still written
 
 
+def test_the_pool_hands_back_every_job_once_through_reaps_closes_and_drops(tmp_path) -> None:
+    """Many tiny jobs, rows and bytes, on pools of 1 to 8 threads bound at 1 to 32: reap(False)
+    interleaved, close() with jobs queued (a later submit restarts the threads), the pool
+    dropped with jobs queued (it runs them and joins). Every job is handed back exactly once,
+    written; run under the sanitizers too (bench/native_asan.sh)."""
+    table = pa.table({"x": pa.array([1, None, 3], pa.int32()), "_seq": pa.array([1, 2, 3])})
+    template, kv = small_file.constants(table.schema)
+    batch = table.to_batches()[0]
+    rows = small_file.write(table, STATS)
+    rng = random.Random(77)
+    for round_ in range(60):
+        pool = small_file.new_pool(rng.choice([1, 2, 8]), rng.choice([1, 2, 32]))
+        want: dict[int, tuple[str, bytes | None]] = {}
+        got: list[tuple[int, int, int]] = []
+        for i in range(rng.randint(1, 80)):
+            path = str(tmp_path / f"{round_}-{i}")
+            if rng.random() < 0.5:
+                want[pool.submit(path, *batch.__arrow_c_array__(), template, STATS, kv)] = (
+                    path, rows)
+            else:
+                data = rng.randbytes(rng.randint(0, 3000))
+                want[pool.write(path, data)] = (path, data)
+            if rng.random() < 0.3:
+                got += pool.reap(False)
+            elif rng.random() < 0.05:
+                pool.close()
+        if rng.random() < 0.2:
+            del pool  # queued jobs run, the threads are joined
+            continue
+        if rng.random() < 0.5:
+            pool.close()
+        got += pool.reap(True)
+        assert sorted(got) == sorted((job, 0, 0) for job in want)
+        assert pool.reap(False) == [] and pool.reap(True) == []
+        pool.close()
+        for path, data in want.values():
+            assert open(path, "rb").read() == data
+
+
 def test_a_flush_over_many_tables_writes_every_file_in_the_pool(tmp_path, monkeypatch) -> None:
     b = StreamBuilder()
     tables = [b.table("db", f"t{i:03d}", COLUMNS[:3]) for i in range(300)]
