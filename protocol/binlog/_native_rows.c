@@ -1480,7 +1480,7 @@ fail:
 }
 
 /* ---- A small batch handed to Arrow whole: the C data interface ---------------------------
- * export_batch(spec) -> (capsule, address): an ArrowArray (the Arrow C data interface's
+ * export_batch(spec) -> (capsule, address, size): an ArrowArray (the Arrow C data interface's
  * struct, https://arrow.apache.org/docs/format/CDataInterface.html) built from a spec, for
  * ``pyarrow.RecordBatch._import_from_c(address, schema)``: one import for a whole record
  * batch instead of one ``Array.from_buffers`` per column, and no per-column array
@@ -1491,7 +1491,12 @@ fail:
  * copied into memory the array owns (one block per export, see Block), so it may be released
  * on any thread, without the GIL.
  * The caller vouches that the spec matches the schema it imports with (Arrow does not see
- * buffer sizes); the capsule releases the array unless Arrow took it, and frees the struct. */
+ * buffer sizes); the capsule releases the array unless Arrow took it, and frees the struct.
+ * The capsule is named "arrow_array", as the Arrow PyCapsule interface names one (its
+ * destructor is that interface's: a consumer may move the array out), so that the small-file
+ * writer's pool reads it as it is (sinks/parquet/_native_parquet.c) and
+ * RecordBatch._import_from_c_capsule takes it. `size` is the block's bytes: at least the sum of
+ * the buffers' (an upper bound of the batch's nbytes, known without importing it). */
 struct ArrowArray {
     int64_t length, null_count, offset, n_buffers, n_children;
     const void **buffers;
@@ -1626,7 +1631,7 @@ static int spec_counts(PyObject *spec) {
     return 0;
 }
 
-static const char *BATCH_CAPSULE = "binlake.native_rows.arrow_array";
+static const char *BATCH_CAPSULE = "arrow_array";
 
 static void batch_free(PyObject *capsule) {
     struct ArrowArray *a = PyCapsule_GetPointer(capsule, BATCH_CAPSULE);
@@ -1656,7 +1661,8 @@ static PyObject *export_batch(PyObject *self, PyObject *spec) {
         free(a);
         return NULL;
     }
-    return Py_BuildValue("(NK)", capsule, (unsigned long long)(uintptr_t)a);
+    return Py_BuildValue("(NKn)", capsule, (unsigned long long)(uintptr_t)a,
+                         ROUND64((Py_ssize_t)sizeof(Block)) + size);
 }
 
 
@@ -2374,7 +2380,7 @@ static PyMethodDef methods[] = {
     {"meta_columns", (PyCFunction)(void (*)(void))meta_columns, METH_FASTCALL,
      "A batch's metadata columns' buffers from its events' tags and where their rows end."},
     {"export_batch", (PyCFunction)export_batch, METH_O,
-     "An Arrow C data interface array from a spec of buffers: (capsule, address)."},
+     "An Arrow C data interface array from a spec of buffers: (capsule, address, size)."},
     {"text_row", (PyCFunction)(void (*)(void))text_row, METH_FASTCALL,
      "Parse one text-protocol row; None when malformed (the Python parser then raises)."},
     {"text_rows", (PyCFunction)(void (*)(void))text_rows, METH_FASTCALL,
@@ -2399,5 +2405,12 @@ PyMODINIT_FUNC PyInit__native_rows(void) {
     for (int i = 0; i <= L_TS; i++)
         if (TAG_OBJECTS[i] == NULL && (TAG_OBJECTS[i] = PyUnicode_InternFromString(TAGS[i])) == NULL)
             return NULL;
-    return PyModule_Create(&module);
+    PyObject *m = PyModule_Create(&module);
+    /* export_batch's capsule is "arrow_array" and it returns the size: native.py takes no
+     * export_batch from a build before that */
+    if (m != NULL && PyModule_AddIntConstant(m, "EXPORT_BATCH_SIZED", 1) < 0) {
+        Py_DECREF(m);
+        return NULL;
+    }
+    return m;
 }

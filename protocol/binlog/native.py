@@ -90,15 +90,18 @@ meta_columns: Callable[[list[tuple[Any, ...]], list[int], bytes],
                        tuple[tuple[int, bytes | None, bytes, bytes | None] | None, ...]] | None = (
     getattr(_module, "meta_columns", None) if ARROW else None)
 
-#: ``export_batch(spec) -> (capsule, address)``: an Arrow C data interface array built from
-#: ``spec`` = ``(length, null_count, validity, buffers, children)`` (validity: None, bytes, or an
-#: int = that many zero bytes; buffers: bytes or ints, in Arrow's order for the type; children:
-#: specs), every buffer copied into memory the array owns, for
-#: ``pyarrow.RecordBatch._import_from_c(address, schema)``; the capsule frees the struct (and
-#: the array, unless Arrow took it). The spec must match the schema (Arrow sees no sizes).
-#: None as for :data:`gather_all`.
-export_batch: Callable[[tuple[Any, ...]], tuple[object, int]] | None = (
-    getattr(_module, "export_batch", None) if ARROW else None)
+#: ``export_batch(spec) -> (capsule, address, size)``: an Arrow C data interface array built
+#: from ``spec`` = ``(length, null_count, validity, buffers, children)`` (validity: None, bytes,
+#: or an int = that many zero bytes; buffers: bytes or ints, in Arrow's order for the type;
+#: children: specs), every buffer copied into memory the array owns, for
+#: ``pyarrow.RecordBatch._import_from_c(address, schema)``; the capsule (an Arrow PyCapsule
+#: interface ``arrow_array``, which the small-file writer's pool reads as it is) frees the
+#: struct (and the array, unless Arrow took it); ``size`` bounds the buffers' bytes from above.
+#: The spec must match the schema (Arrow sees no sizes). None as for :data:`gather_all`, and
+#: for a build before the size (its capsule had another name).
+export_batch: Callable[[tuple[Any, ...]], tuple[object, int, int]] | None = (
+    getattr(_module, "export_batch", None)
+    if ARROW and hasattr(_module, "EXPORT_BATCH_SIZED") else None)
 
 #: ``text_rows(buf, start, end, seq, limit, kinds, columns) -> (start, seq, rows, fallbacks)``:
 #: every complete plain row packet buffered in ``buf[start:end]`` parsed straight into column

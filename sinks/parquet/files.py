@@ -19,7 +19,8 @@ the GIL back a few times per file, and the flush's thread, converting the next t
 waited for it half of its time over 2,000 tables (issue 17). The flush's schema files and DDL
 logs are written there too, first, while this thread converts rows. Per table version the
 template and the key-value metadata are made once on the flush's thread
-(``small_file.constants``).
+(``small_file.constants``). A part converted whole as one exported batch (``rows.Exported``)
+reaches them as the export's capsule, never imported into pyarrow (unless pyarrow writes it).
 
 Crash safety is unchanged: every job — the native threads' too — ends before the flush goes on
 to ``fsync`` the files (``commit.FileSystem.fsync_many``) and to write the manifest; a failed
@@ -33,15 +34,16 @@ import collections
 import functools
 import itertools
 import os
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
-from typing import Any
+from typing import Any, cast
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 
 from . import commit as C
 from . import small_file
+from .rows import Exported
 
 __all__ = ["NativeFiles", "ParquetJob", "SMALL_FILE_BYTES", "SMALL_FILE_STATISTICS", "level_for", "open_writer",
            "run_all", "write_jobs"]
@@ -115,12 +117,18 @@ class ParquetJob:
     snappy takes the runs that repeat). Whether it is small is first asked of the buffers'
     total size (2 us, an upper bound of the rows' bytes: a slice counts its whole buffer),
     and only when that says no of ``nbytes`` (40 us: it walks and dedupes buffers). A small
-    file without a codec is the native writer's (:meth:`native`, :class:`NativeFiles`)."""
+    file without a codec is the native writer's (:meth:`native`, :class:`NativeFiles`).
+
+    ``batches`` may be one :class:`rows.Exported` (a flush's small part, left in the C data
+    interface): small when its size bound says so (the bound is at least ``nbytes``, so
+    pyarrow's rows would be small too), else imported and decided as any batch; the native
+    writer takes its capsule as it is; it is imported only if pyarrow writes the file."""
 
     __slots__ = ("batches", "compression", "compression_level", "dictionary_pagesize_limit",
                  "fields", "path", "schema", "small", "small_compression")
 
-    def __init__(self, path: str, batches: list[pa.RecordBatch], schema: pa.Schema,
+    def __init__(self, path: str, batches: Sequence[pa.RecordBatch | Exported],
+                 schema: pa.Schema,
                  compression: str, compression_level: int | None, small_compression: str | None,
                  dictionary_pagesize_limit: int, fields: pa.Schema | None = None) -> None:
         self.path = path
@@ -135,19 +143,33 @@ class ParquetJob:
 
     def _codec(self) -> str:
         """The file's codec (deciding whether it is small)."""
-        size = sum(batch.get_total_buffer_size() for batch in self.batches)
-        self.small = (size < SMALL_FILE_BYTES
-                      or sum(batch.nbytes for batch in self.batches) < SMALL_FILE_BYTES)
+        batches = self.batches
+        if batches and isinstance(batches[0], Exported) and batches[0].size < SMALL_FILE_BYTES:
+            self.small = True
+        else:
+            batches = self._imported()
+            size = sum(batch.get_total_buffer_size() for batch in batches)
+            self.small = (size < SMALL_FILE_BYTES
+                          or sum(batch.nbytes for batch in batches) < SMALL_FILE_BYTES)
         if self.small and self.small_compression is not None and self.compression in COSTLY_SET_UP:
             return self.small_compression
         return self.compression
 
-    def native(self) -> pa.RecordBatch | None:
+    def _imported(self) -> list[pa.RecordBatch]:
+        """The rows as pyarrow batches (an :class:`Exported` imported, once)."""
+        batches = self.batches
+        if batches and isinstance(batches[0], Exported):
+            self.batches = batches = [batches[0].batch()]
+        return cast("list[pa.RecordBatch]", batches)
+
+    def native(self) -> pa.RecordBatch | Exported | None:
         """The one batch of rows the native writer is to write, if the file is small and
         uncompressed (else None: pyarrow writes it, :meth:`__call__`)."""
         if self._codec() != "none" or not self.small:
             return None
-        batches = self.batches
+        if self.batches and isinstance(self.batches[0], Exported):
+            return self.batches[0] if self.batches[0].num_rows else None
+        batches = self._imported()
         if len(batches) == 1:
             return batches[0] if batches[0].num_rows else None
         batch = pa.Table.from_batches(batches, schema=self.schema).combine_chunks().to_batches()
@@ -156,7 +178,8 @@ class ParquetJob:
     def __call__(self) -> None:
         """pyarrow writes the file."""
         compression, small = self._codec(), self.small
-        batches, self.batches = self.batches, []
+        batches = self._imported()
+        self.batches = []
         table = pa.Table.from_batches(batches, schema=self.schema)
         del batches
         sink: str | pa.BufferOutputStream = pa.BufferOutputStream() if small else self.path
@@ -198,8 +221,11 @@ class NativeFiles:
         batch = job.native()
         if batch is None:
             return False
-        template, kv = small_file.constants(job.schema, job.fields)
-        schema_capsule, array_capsule = batch.__arrow_c_array__()
+        template, kv, schema_capsule = small_file.constants(job.schema, job.fields)
+        if isinstance(batch, Exported):  # in job.schema: the capsule of it made once
+            array_capsule = batch.array
+        else:
+            schema_capsule, array_capsule = batch.__arrow_c_array__()
         del batch
         self._jobs[self._pool.submit(job.path, schema_capsule, array_capsule, template,
                                      SMALL_FILE_STATISTICS, kv)] = job

@@ -372,6 +372,20 @@ def rows_batch(version: TableVersion, group: Sequence[PendingRows],
     commit time); without, in ``version.staging_schema`` (no ``_commit_ts``), for rows of a
     transaction that has not committed yet.
     """
+    batch = _to_batch(version, _built(version, group), with_commit_time)
+    assert isinstance(batch, pa.RecordBatch)  # not asked to stay exported
+    return batch
+
+
+def rows_export(version: TableVersion, group: Sequence[PendingRows]) -> pa.RecordBatch | Exported:
+    """As :func:`rows_batch` with commit times, for a flush's small file: a small batch of
+    complete images (the one :func:`_exported` makes) stays in the C data interface
+    (:class:`Exported`), any other is a pyarrow batch."""
+    return _to_batch(version, _built(version, group), True, exported=True)
+
+
+def _built(version: TableVersion, group: Sequence[PendingRows]) -> _Builder:
+    """The group's rows gathered for :func:`_to_batch`."""
     out = _Builder()
     add_tags = out.tags.append
     add_end = out.ends.append
@@ -415,7 +429,7 @@ def rows_batch(version: TableVersion, group: Sequence[PendingRows],
         add_end(out.count)
     if run_op is not None:
         out.tag(run_op, None)
-    return _to_batch(version, out, with_commit_time)
+    return out
 
 
 def _add_images(version: TableVersion, out: _Builder, entry: PendingRows, event: RowsEvent,
@@ -593,14 +607,40 @@ def _op_spec(op: str, count: int) -> tuple[Any, ...]:
     return _spec(count, *column)
 
 
+class Exported:
+    """A small batch left in the C data interface (``native.export_batch``), not imported into
+    pyarrow: what a flush's small file needs, handed to the native writer's pool as it is
+    (``files.NativeFiles``). Importing it (~10 us) and exporting it again for the pool (~16 us)
+    were a tenth of the flush's thread time over 2,000 tables (issue 17). ``array``: the
+    ``arrow_array`` capsule (it owns the rows: freed with it, on whichever thread lets go of it
+    last, holding the GIL); ``size``: an upper bound of the rows' bytes (the export's block).
+    :meth:`batch` imports it when pyarrow is to write the file after all — once: the import
+    moves the rows out of the capsule."""
+
+    __slots__ = ("array", "num_rows", "schema", "size")
+
+    def __init__(self, array: object, num_rows: int, schema: pa.Schema, size: int) -> None:
+        self.array = array
+        self.num_rows = num_rows
+        self.schema = schema
+        self.size = size
+
+    def batch(self) -> pa.RecordBatch:
+        """The rows as a pyarrow batch (the capsule is left empty: call once)."""
+        return pa.RecordBatch._import_from_c_capsule(self.schema.__arrow_c_schema__(),
+                                                     self.array)
+
+
 def _exported(version: TableVersion, out: _Builder, gathered: Gathered, meta: MetaBuffers,
-              schema: pa.Schema, with_commit_time: bool) -> pa.RecordBatch:
+              schema: pa.Schema, with_commit_time: bool,
+              exported: bool = False) -> pa.RecordBatch | Exported:
     """A batch whose every column has buffers filled in C, handed to Arrow in one import
     (``native.export_batch``): no array per column, no ``from_arrays``. For small batches of
     complete images without before images (each buffer is copied once more). What does not
     depend on the rows' values — an all-NULL column's spec, a one-op ``_op`` column's, the
     NULL ``_missing``/``_json_diff``/``_before`` — is made once per shape and row count: a
-    flush over thousands of tables exports thousands of batches of a few dozen rows."""
+    flush over thousands of tables exports thousands of batches of a few dozen rows.
+    ``exported``: left in the C data interface (:class:`Exported`), not imported."""
     count = out.count
     meta_columns, export_batch = _native.meta_columns, _native.export_batch
     assert meta_columns is not None and export_batch is not None  # the caller checked
@@ -624,13 +664,16 @@ def _exported(version: TableVersion, out: _Builder, gathered: Gathered, meta: Me
                               (column[2],) if column[3] is None else (column[3], column[2]),
                               ()))
     children += _null_tail(version.native_tags, count)
-    capsule, address = export_batch((count, 0, None, (), tuple(children)))
+    capsule, address, size = export_batch((count, 0, None, (), tuple(children)))
+    if exported:
+        return Exported(capsule, count, schema, size)
     batch: pa.RecordBatch = pa.RecordBatch._import_from_c(address, schema)
     del capsule  # the struct: the buffers are Arrow's now
     return batch
 
 
-def _to_batch(version: TableVersion, out: _Builder, with_commit_time: bool) -> pa.RecordBatch:
+def _to_batch(version: TableVersion, out: _Builder, with_commit_time: bool,
+              exported: bool = False) -> pa.RecordBatch | Exported:
     count = out.count
     schema = version.schema if with_commit_time else version.staging_schema
     small = count <= SMALL_EXPAND and out.before is None and _native.export_batch is not None
@@ -639,7 +682,7 @@ def _to_batch(version: TableVersion, out: _Builder, with_commit_time: bool) -> p
     if (small and meta is not None and gathered is not None
             and out.missing.values == [None] and out.json_diffs.values == [None]
             and None not in gathered):
-        return _exported(version, out, gathered, meta, schema, with_commit_time)
+        return _exported(version, out, gathered, meta, schema, with_commit_time, exported)
     arrays = _columns(version, out.main, gathered)
     if out.before is not None:
         before_arrays = _columns(version, out.before, _gathered(version, out.before, False))

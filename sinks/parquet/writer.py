@@ -29,7 +29,7 @@ import functools
 import json
 import logging
 import os
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, NoReturn
 
@@ -62,7 +62,7 @@ from . import trees as T
 from . import xa as X
 from .encoder import RowGroupEncoder
 from .lock import LakeLock
-from .rows import PendingRows, TransactionTags, key_changed_rows, rows_batch
+from .rows import Exported, PendingRows, TransactionTags, key_changed_rows, rows_batch, rows_export
 from .schema import COMMIT_TS_FIELD, TableVersion, VersionOrigin, signature
 from .types import new_counter
 
@@ -1323,12 +1323,16 @@ class ParquetSink:
     def _one_shot(self, part: _Part) -> F.ParquetJob:
         """The job writing a part none of whose rows are written yet: its whole file, one row
         group (at most ``row_group_bytes``, or it would have been written already)."""
+        batches: Sequence[pa.RecordBatch | Exported] = part.batches
         if part.pending:  # converted as _convert_part_pending does, minus its nbytes walk:
-            part.batches.append(rows_batch(part.version, part.pending, with_commit_time=True))
+            if not batches:  # the part whole: a small batch stays exported (rows.Exported)
+                batches = [rows_export(part.version, part.pending)]
+            else:
+                part.batches.append(rows_batch(part.version, part.pending, with_commit_time=True))
             part.pending = []  # the whole part leaves the budget just below
             part.pending_rows = part.pending_bytes = 0
         self._name(part)
-        batches, part.batches = part.batches, []
+        part.batches = []
         self._buffered -= part.nbytes
         part.nbytes = 0
         self._closed_files.append((part.staged, part.final))

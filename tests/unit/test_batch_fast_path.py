@@ -267,11 +267,17 @@ def test_export_batch_refuses_malformed_specs() -> None:
         deep = (0, 0, None, (), (deep,))
     with pytest.raises(ValueError):
         export(deep)
-    capsule, address = export((2, 1, b"\2", (b"\0" * 8 + b"\7" + b"\0" * 7,), ()))
+    capsule, address, size = export((2, 1, b"\2", (b"\0" * 8 + b"\7" + b"\0" * 7,), ()))
     assert address and capsule is not None
+    assert size == 4 * 64  # the block: its header, the buffers' pointers, validity, data
     got = pa.Array._import_from_c(address, pa.int64())
     del capsule
     assert got.to_pylist() == [None, 7]
+    assert got.nbytes <= size
+    capsule, _, _ = export((2, 0, None, (b"\1" + b"\0" * 15,), ()))  # an "arrow_array" capsule
+    got = pa.Array._import_from_c_capsule(pa.int64().__arrow_c_schema__(), capsule)
+    assert got.to_pylist() == [1, 0]
+    del capsule  # the array was moved out: only the struct is freed
 
 
 def test_a_value_the_helpers_cannot_hold_takes_the_python_way() -> None:

@@ -487,7 +487,7 @@ def test_the_pool_hands_back_every_job_once_through_reaps_closes_and_drops(tmp_p
     dropped with jobs queued (it runs them and joins). Every job is handed back exactly once,
     written; run under the sanitizers too (bench/native_asan.sh)."""
     table = pa.table({"x": pa.array([1, None, 3], pa.int32()), "_seq": pa.array([1, 2, 3])})
-    template, kv = small_file.constants(table.schema)
+    template, kv, _ = small_file.constants(table.schema)
     batch = table.to_batches()[0]
     rows = small_file.write(table, STATS)
     rng = random.Random(77)
@@ -556,3 +556,101 @@ def test_a_missing_writer_is_said_once(tmp_path, monkeypatch: pytest.MonkeyPatch
     assert said == ["sinks.parquet._native_parquet is not built: pyarrow writes every small "
                     "Parquet file (the same tables, ~5x the CPU per file); reinstall binlake "
                     "(or `python setup.py build_ext --inplace` in a checkout) to build it"]
+
+
+def native_stream(tables: int) -> list[Any]:
+    """Two transactions of three INSERT rows per table, each event decoded by the native
+    decoder with its Arrow chunks (as the daemon's are), every column of a type that lands from
+    them: each table's part is exported whole (``rows.Exported``) and stays so."""
+    from protocol.binlog.model import RowsEvent, RowsKind
+    from tests.unit.rowbuild import image, rows_body
+    from tests.unit.test_batch_fast_path import _native_only
+    from tests.unit.test_native_arrow import _decode
+
+    rng = random.Random(17)
+    table, pools = _native_only(rng)
+    b = StreamBuilder()
+    items: list[Any] = []
+    for i in range(tables):
+        one = dataclasses.replace(table, table_id=1000 + i, table=f"t{i:03d}")
+        for _ in range(2):
+            rows = [image([None if rng.random() < 0.2 else rng.choice(pool) for pool in pools])
+                    for _ in range(3)]
+            event = _decode(rows_body(len(pools), rows, table_id=1000 + i), RowsKind.INSERT,
+                            True, one)
+            assert isinstance(event, RowsEvent) and event.arrow is not None
+            event = dataclasses.replace(event, header=b._header(int(EventType.WRITE_ROWS)))
+            items += [b.begin(), event, b.commit()]
+    return items
+
+
+def count_imports(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """Records the rows of each ``rows.Exported`` imported into pyarrow."""
+    from sinks.parquet import rows as R
+
+    imported: list[int] = []
+    batch = R.Exported.batch
+
+    def counted(self: R.Exported) -> pa.RecordBatch:
+        imported.append(self.num_rows)
+        return batch(self)
+
+    monkeypatch.setattr(R.Exported, "batch", counted)
+    return imported
+
+
+def test_small_parts_reach_the_pool_unimported_and_land_the_same_bytes(tmp_path,
+                                                                       monkeypatch) -> None:
+    """A flush's small part exported whole goes to the pool's threads as the export's capsule
+    (``rows.Exported``), never imported into pyarrow: the very files the imported batch makes,
+    byte for byte, one per table with every row; pyarrow, when it writes them (the native
+    writer off), imports the capsule once and lands the same tables."""
+    from sinks.parquet import rows as R
+    from sinks.parquet import writer as W
+
+    items = native_stream(40)
+    imported = count_imports(monkeypatch)
+    unimported: list[bool] = []
+    take = F.NativeFiles.take
+
+    def spy_take(self: F.NativeFiles, job: F.ParquetJob) -> bool:
+        unimported.append(isinstance(job.batches[0], R.Exported))
+        return take(self, job)
+
+    monkeypatch.setattr(F.NativeFiles, "take", spy_take)
+    exported = land(str(tmp_path / "exported"), items)
+    assert unimported == [True] * 40 and imported == []
+    assert len(exported) == 40
+    assert sum(pq.read_metadata(path).num_rows for path in exported) == 240
+
+    with monkeypatch.context() as patch:  # the batch imported first, as before rows.Exported
+        patch.setattr(W, "rows_export", lambda version, group: R.rows_batch(version, group, True))
+        before = land(str(tmp_path / "imported"), items)
+    assert unimported == [True] * 40 + [False] * 40 and imported == []
+    assert [os.path.relpath(p, tmp_path / "exported") for p in exported] == [
+        os.path.relpath(p, tmp_path / "imported") for p in before]
+    for ours, theirs in zip(exported, before, strict=True):
+        assert open(ours, "rb").read() == open(theirs, "rb").read()
+
+    monkeypatch.setattr(small_file, "ENABLED", False)  # pyarrow writes: the capsule imported
+    reference = land(str(tmp_path / "pyarrow"), items)
+    assert imported == [6] * 40 and len(unimported) == 80
+    assert len(reference) == 40
+    for ours, theirs in zip(exported, reference, strict=True):
+        got, want = pq.read_table(ours), pq.read_table(theirs)
+        assert got.schema.equals(want.schema, check_metadata=True)
+        assert got.equals(want)
+
+
+def test_an_exported_part_over_the_small_size_is_imported_and_written_by_pyarrow(
+        tmp_path, monkeypatch) -> None:
+    """The export's size bound decides only "small" (it is at least the rows' bytes); over it
+    the part is imported and sized as any batch: here every part, with the bound lowered."""
+    items = native_stream(3)
+    imported = count_imports(monkeypatch)
+    monkeypatch.setattr(F, "SMALL_FILE_BYTES", 64)
+    wrote = spy_native(monkeypatch)
+    files = land(str(tmp_path / "lake"), items)
+    assert imported == [6, 6, 6] and wrote == [False, False, False]
+    assert [pq.read_metadata(path).num_rows for path in files] == [6, 6, 6]
+    assert pq.ParquetFile(files[0]).metadata.row_group(0).column(0).compression == "ZSTD"
