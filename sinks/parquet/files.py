@@ -278,10 +278,10 @@ def _write_all(documents: list[tuple[str, bytes]]) -> None:
 
 def run_all(jobs: Iterable[Callable[[], None]],
             documents: list[tuple[str, bytes]] | None = None) -> None:
-    """Write ``documents`` (path, bytes: the flush's schema files and DDL logs) and run
-    ``jobs``: the documents and the small files the native writer writes in its own threads
-    (:class:`NativeFiles`; the documents first, written while this thread converts rows), the
-    rest in the writer threads, at most ``WINDOW`` at a time (the rows of a job not yet written
+    """Run ``jobs``, then write ``documents`` (path, bytes: the flush's schema files and DDL
+    logs, whose directories the last job waited for): the small files and the documents the
+    native writer writes in its own threads (:class:`NativeFiles`), the rest in the writer
+    threads, at most ``WINDOW`` at a time (the rows of a job not yet written
     are in memory: a window bounds what the threads add to it), taking the next job from the
     iterable only when there is room. Returns once every job submitted has ended; then raises
     the first exception of a job or of the iterable, if any (after all ended, so no job is
@@ -293,9 +293,7 @@ def run_all(jobs: Iterable[Callable[[], None]],
     in_flight: collections.deque[Future[None]] = collections.deque()
     error: BaseException | None = None
     try:
-        if natives is not None:
-            natives.write(documents or [])
-        elif documents:
+        if natives is None and documents:
             jobs = itertools.chain(jobs, write_jobs(documents))
         for job in jobs:
             if natives is not None and isinstance(job, ParquetJob) and natives.take(job):
@@ -305,6 +303,8 @@ def run_all(jobs: Iterable[Callable[[], None]],
                 if error is not None:
                     break
             in_flight.append(_pool.submit(job))
+        if natives is not None and error is None:
+            natives.write(documents or [])
     finally:
         if natives is not None:
             try:

@@ -198,6 +198,7 @@ class _Part:
     staged: str = ""  # relative to the lake
     final: str = ""
     prepared: str = ""  # its first file, made ahead on the trees' thread (see _prepare_part)
+    made_by: int = 0  # the trees' batch that makes it (StagedTrees.wait_for)
 
 
 #: TransactionTags, built in C when protocol._native_slots is (one per transaction; every
@@ -1273,6 +1274,7 @@ class ParquetSink:
         part.prepared = self._made_ahead(
             L.part_file(version.database, version.table, version.version, part.commit_date,
                         part.first_seq, 0), L.staged_file)
+        part.made_by = self._trees.submitted
 
     def _prepare_version(self, version: TableVersion) -> None:
         """:meth:`_prepare_part` for a new schema version's file (written at the flush)."""
@@ -1408,7 +1410,6 @@ class ParquetSink:
         # (files.py) and fsync-ed together (FileSystem.fsync_many), not one after another.
         # New directories come as staged trees, made ahead with the files in them (trees.py).
         self._io_path = os.path.join(self.lake, L.STAGING)
-        self._trees.wait()
         documents, document_renames = self._documents()
         F.run_all(self._file_jobs(), documents)
         self._finish_row_group()
@@ -1471,12 +1472,18 @@ class ParquetSink:
         """The flush's Parquet files: a file with row groups written already gets its last one
         (the caller then waits for it and closes the file); every other file is yielded as a
         job writing it whole (lazily, so that this thread converts the next table's rows while
-        the writer threads encode the last)."""
+        the writer threads encode the last), once the trees' thread has made its directory
+        and file: the first tables' files are written while the last tables' directories are
+        still being made. The last job comes once all are made (the flush's documents go in
+        them next, ``files.run_all``)."""
         for part in self._parts.values():
             if part.writer is None and (part.batches or part.pending):
-                yield self._one_shot(part)
+                job = self._one_shot(part)
+                self._trees.wait_for(part.made_by)
+                yield job
             elif part.batches or part.pending:
                 self._write_row_group(part)  # in the background (encoder.py), in order
+        self._trees.wait()
 
     def _documents(self) -> tuple[list[tuple[str, bytes]], list[tuple[str, str]]]:
         """The flush's new schema versions and DDL logs: (staged path, bytes) to write, and

@@ -416,3 +416,43 @@ def test_a_lake_named_with_a_trailing_slash_gets_the_same_directory_names(
         trees.close()
     assert sorted(known) == [os.path.join(lake, "shop"), os.path.join(lake, "shop/t1"),
                              os.path.join(lake, "shop/t1/_schema")]
+
+
+def test_the_flush_writes_a_table_whose_tree_is_made_while_a_later_tree_is_not(
+        tmp_path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The flush waits for each table's own tree, not for all of them: t1's file is written
+    while the thread is still making t2's directories (which here wait for that file)."""
+    lake = str(tmp_path / "lake")
+    b = StreamBuilder()
+    t1, t2 = b.table("shop", "t1", COLUMNS), b.table("shop", "t2", COLUMNS)
+    sink = ParquetSink(lake)
+    sink.open()
+    real = type(C.OS).make_many
+    written_first: list[bool] = []
+
+    def make_many(self: C.FileSystem, dirs: list[str], files: list[str]) -> None:
+        if any("/t2" in d for d in dirs):
+            t1_files = glob.glob(os.path.join(lake, "_staging", "tree-*", "t1", "**",
+                                              "*.parquet"), recursive=True)
+            deadline = threading.Event()
+            for _ in range(200):  # up to 10 s: the flush writes t1's file meanwhile
+                if t1_files and os.path.getsize(t1_files[0]) > 0:
+                    break
+                deadline.wait(0.05)
+            written_first.append(bool(t1_files) and os.path.getsize(t1_files[0]) > 0)
+        real(self, dirs, files)
+
+    monkeypatch.setattr(type(C.OS), "make_many", make_many)
+    for item in _txn(b, t1, 1):
+        sink.handle(item)
+    for _ in range(200):  # t1's tree made before t2's is queued: two batches
+        if glob.glob(os.path.join(lake, "_staging", "tree-*", "t1", "**", "*.parquet"),
+                     recursive=True):
+            break
+        threading.Event().wait(0.05)
+    for item in _txn(b, t2, 2):
+        sink.handle(item)
+    sink.flush()
+    sink.close()
+    assert written_first == [True]
+    assert _ids(lake) == [1, 2]
