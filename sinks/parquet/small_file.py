@@ -126,34 +126,30 @@ def write(table: pa.Table, statistics: tuple[str, ...]) -> bytes | None:
 #: of the same fields, the key-value metadata is a few KB per table.
 CONSTANTS = 4096
 
-_constants: collections.OrderedDict[
-    int, tuple[pa.Schema, bytes, tuple[tuple[bytes, bytes], ...], object]]
+_constants: collections.OrderedDict[int, tuple[pa.Schema, bytes, tuple[tuple[bytes, bytes], ...]]]
 _constants = collections.OrderedDict()
 
 
 def constants(schema: pa.Schema, fields: pa.Schema | None = None
-              ) -> tuple[bytes, tuple[tuple[bytes, bytes], ...], object]:
+              ) -> tuple[bytes, tuple[tuple[bytes, bytes], ...]]:
     """The template and key-value metadata of ``schema`` — the same object each time, a table
     version's — made once, not per file: serializing the schema twice (the template's key and
     ``ARROW:schema``) and the base64 were ~60 us of every small file's ~150 on the flush's
     thread (issue 17). ``fields``: ``schema``'s fields as one object shared by the tables of
     the same fields (``TableVersion.fields_schema``), whose template is then found by its
     identity, not by serializing the fields. Keyed by the objects' identity, which the entries
-    keep alive (an id is never reused while its entry is here). For the flush's thread only.
-    Third: ``schema``'s ``arrow_schema`` capsule, for the pool's jobs of rows exported without
-    a schema (``rows.Exported``): the pool only reads it (never moves nor releases it), so
-    every job of the schema shares it."""
+    keep alive (an id is never reused while its entry is here). For the flush's thread only."""
     key = id(schema)
     found = _constants.get(key)
     if found is not None:
         _constants.move_to_end(key)
-        return found[1], found[2], found[3]
+        return found[1], found[2]
     made = (schema, _shared_template(fields) if fields is not None else _template_for(schema),
-            key_value_metadata(schema), schema.__arrow_c_schema__())
+            key_value_metadata(schema))
     _constants[key] = made
     if len(_constants) > CONSTANTS:
         _constants.popitem(last=False)
-    return made[1], made[2], made[3]
+    return made[1], made[2]
 
 
 _shared: collections.OrderedDict[int, tuple[pa.Schema, bytes]] = collections.OrderedDict()

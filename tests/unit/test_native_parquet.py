@@ -487,7 +487,7 @@ def test_the_pool_hands_back_every_job_once_through_reaps_closes_and_drops(tmp_p
     dropped with jobs queued (it runs them and joins). Every job is handed back exactly once,
     written; run under the sanitizers too (bench/native_asan.sh)."""
     table = pa.table({"x": pa.array([1, None, 3], pa.int32()), "_seq": pa.array([1, 2, 3])})
-    template, kv, _ = small_file.constants(table.schema)
+    template, kv = small_file.constants(table.schema)
     batch = table.to_batches()[0]
     rows = small_file.write(table, STATS)
     rng = random.Random(77)
