@@ -286,7 +286,10 @@ def run_all(jobs: Iterable[Callable[[], None]],
     are in memory: a window bounds what the threads add to it), taking the next job from the
     iterable only when there is room. Returns once every job submitted has ended; then raises
     the first exception of a job or of the iterable, if any (after all ended, so no job is
-    still writing). After a failure no further job is started."""
+    still writing). After a writer thread's failure no further job is started; a native
+    thread's failure is seen when its job is reaped (every few jobs, and at the end), so the
+    files handed over meanwhile are still written — into staging, which the failed flush
+    never commits."""
     global _pool
     if _pool is None:
         _pool = ThreadPoolExecutor(THREADS, thread_name_prefix="binlake-files")
