@@ -162,7 +162,7 @@ def _start_case(tables: int, args: argparse.Namespace, password: str) -> _Case:
         first, load_seconds = _load(server, database, tables, args.rows, args.rows_per_txn,
                                     args.seed)
     except BaseException:
-        server.stop()
+        server.cleanup()
         raise
     _log(f"{tables} tables: {args.rows} rows loaded in {load_seconds:.1f} s")
     return _Case(tables, server, commands.DaemonTarget(server.port, USER, password, database),
@@ -218,7 +218,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             results["cases"].append(summary)
     finally:
         for case in cases:
-            case.server.stop()
+            case.server.cleanup()
         shutil.rmtree(work_dir, ignore_errors=True)
     summaries = results["cases"]
     if len(summaries) >= 2:
