@@ -122,12 +122,34 @@ def write(table: pa.Table, statistics: tuple[str, ...]) -> bytes | None:
     return data
 
 
-#: Per-schema constants kept (the least recently used goes): a template is shared by schemas
-#: of the same fields, the key-value metadata is a few KB per table.
+class _IdentityCache:
+    """Values made once per object and found again by its identity, the least recently used
+    going past ``size``. Each entry keeps its object alive, so an id is never reused while its
+    entry is here. For the flush's thread only."""
+
+    def __init__(self, size: int) -> None:
+        self._size = size
+        self._entries: collections.OrderedDict[int, tuple[Any, Any]] = collections.OrderedDict()
+
+    def get(self, obj: Any, make: Callable[[Any], Any]) -> Any:
+        key = id(obj)
+        found = self._entries.get(key)
+        if found is not None:
+            self._entries.move_to_end(key)
+            return found[1]
+        made = make(obj)
+        self._entries[key] = (obj, made)
+        if len(self._entries) > self._size:
+            self._entries.popitem(last=False)
+        return made
+
+
+#: Per-schema constants kept: a template is shared by schemas of the same fields, the
+#: key-value metadata is a few KB per table.
 CONSTANTS = 4096
 
-_constants: collections.OrderedDict[int, tuple[pa.Schema, bytes, tuple[tuple[bytes, bytes], ...]]]
-_constants = collections.OrderedDict()
+_constants = _IdentityCache(CONSTANTS)
+_shared = _IdentityCache(TEMPLATES)  # templates of the shared fields objects
 
 
 def constants(schema: pa.Schema, fields: pa.Schema | None = None
@@ -137,35 +159,14 @@ def constants(schema: pa.Schema, fields: pa.Schema | None = None
     ``ARROW:schema``) and the base64 were ~60 us of every small file's ~150 on the flush's
     thread (issue 17). ``fields``: ``schema``'s fields as one object shared by the tables of
     the same fields (``TableVersion.fields_schema``), whose template is then found by its
-    identity, not by serializing the fields. Keyed by the objects' identity, which the entries
-    keep alive (an id is never reused while its entry is here). For the flush's thread only."""
-    key = id(schema)
-    found = _constants.get(key)
-    if found is not None:
-        _constants.move_to_end(key)
-        return found[1], found[2]
-    made = (schema, _shared_template(fields) if fields is not None else _template_for(schema),
-            key_value_metadata(schema))
-    _constants[key] = made
-    if len(_constants) > CONSTANTS:
-        _constants.popitem(last=False)
-    return made[1], made[2]
+    identity, not by serializing the fields. For the flush's thread only."""
 
+    def make(schema: pa.Schema) -> tuple[bytes, tuple[tuple[bytes, bytes], ...]]:
+        template = (_shared.get(fields, _template_for) if fields is not None
+                    else _template_for(schema))
+        return template, key_value_metadata(schema)
 
-_shared: collections.OrderedDict[int, tuple[pa.Schema, bytes]] = collections.OrderedDict()
-
-
-def _shared_template(fields: pa.Schema) -> bytes:
-    """The template of a shared ``fields`` object, by its identity (:func:`constants`)."""
-    key = id(fields)
-    found = _shared.get(key)
-    if found is not None:
-        _shared.move_to_end(key)
-        return found[1]
-    made = _template_for(fields)
-    _shared[key] = (fields, made)
-    if len(_shared) > TEMPLATES:
-        _shared.popitem(last=False)
+    made: tuple[bytes, tuple[tuple[bytes, bytes], ...]] = _constants.get(schema, make)
     return made
 
 
