@@ -38,7 +38,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-__all__ = ["ENABLED", "NOT_COVERED", "OS_ERROR", "constants", "new_pool", "template", "warn_once",
+__all__ = ["ENABLED", "NOT_COVERED", "NO_MEMORY", "OS_ERROR", "constants", "new_pool", "template", "warn_once",
            "write"]
 
 _module: Any = None
@@ -174,18 +174,22 @@ def constants(schema: pa.Schema, fields: pa.Schema | None = None
 #: (pyarrow writes the file), the file system refused (with an errno), no memory.
 NOT_COVERED, OS_ERROR, NO_MEMORY = 1, 2, 3
 
+
 def new_pool(threads: int, bound: int) -> Any:
     """Native writer threads (``_native_parquet.Pool``, up to ``threads``, made as jobs come;
     a submit waits while ``bound`` of its jobs are unfinished), or None when the native writer
-    is off:
-    ``submit(path, schema_capsule, array_capsule, template, statistics, key_value_metadata) ->
-    job id`` encodes and writes a file in C threads that never take the GIL, so that the flush's thread converts the next table meanwhile (with
-    pyarrow's writer in Python threads, both fought for the GIL: half of a 2,000-table flush's
-    thread time went waiting for it); ``write(path, data) -> job id`` writes bytes as they are (never waits:
-    they are in memory already; run when no rows wait);
-    ``reap(wait_all) -> [(job id, status, errno)]``;
-    ``close()`` joins the threads. The pool holds a reference to the capsules (and so to the
-    batch's buffers) and to the template until the job is reaped, and copies the rest: its
-    threads read nothing Python may free. One pool per flush (``files.NativeFiles``): its
-    ``reap`` answers for every job submitted to it."""
+    is off. With pyarrow's writer in Python threads, they and the flush's thread fought for the
+    GIL (half of a 2,000-table flush's thread time went waiting for it); these never take it.
+
+    - ``submit(path, schema_capsule, array_capsule, template, statistics,
+      key_value_metadata) -> job id``: encode and write a file;
+    - ``write(path, data) -> job id``: write bytes as they are (never waits: they are in memory
+      already; run when no rows wait);
+    - ``reap(wait_all) -> [(job id, status, errno)]``;
+    - ``close()``: join the threads.
+
+    The pool holds a reference to the capsules (and so to the batch's buffers) and to the
+    template until the job is reaped, and copies the rest: its threads read nothing Python may
+    free. One pool per flush (``files.NativeFiles``): its ``reap`` answers for every job
+    submitted to it."""
     return _module.Pool(threads, bound) if ENABLED else None
