@@ -653,16 +653,12 @@ def _exported(version: TableVersion, out: _Builder, gathered: Gathered, meta: Me
         op_spec = _spec(count, *op)
     columns = cast("list[tuple[int, int, bytes | None, bytes, bytes | None]]",
                    gathered)  # none is None: the caller checked
-    children: list[tuple[Any, ...]] = [
-        (count, nulls, valid, (data,) if offsets is None else (offsets, data), ())
-        for _, nulls, valid, data, offsets in columns]
+    children = [_spec(count, *native[1:]) for native in columns]
     children.append(op_spec)
     for c in _META_ORDER[with_commit_time]:
         column = meta[c]
         children.append(_null_spec(count, _META_WIDTHS[c]) if column is None
-                        else (count, column[0], column[1],
-                              (column[2],) if column[3] is None else (column[3], column[2]),
-                              ()))
+                        else _spec(count, *column))
     children += _null_tail(version.native_tags, count)
     capsule, address, size = export_batch((count, 0, None, (), tuple(children)))
     if exported:
