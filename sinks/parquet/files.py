@@ -17,7 +17,7 @@ encode and write each file without ever taking the GIL: in Python threads, the P
 the native call (sizes, the Arrow export, the template and metadata, three system calls) took
 the GIL back a few times per file, and the flush's thread, converting the next table's rows,
 waited for it half of its time over 2,000 tables (issue 17). The flush's schema files and DDL
-logs are written there too, first, while this thread converts rows. Per table version the
+logs are written there too, after the last part (their directories are made by then). Per table version the
 template and the key-value metadata are made once on the flush's thread
 (``small_file.constants``). A part converted whole as one exported batch (``rows.Exported``)
 reaches them as the export's capsule, never imported into pyarrow (unless pyarrow writes it).
