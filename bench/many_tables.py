@@ -20,6 +20,12 @@ Steps, on a sandbox MariaDB 10.11 (the ``devtools.sandbox`` server, as ``python 
    own, all loaded and settled first; then the runs alternate between them (20, 2,000, 20, …),
    so both sides of the ratio are measured under the same conditions of the machine.
 
+The lakes are on a fresh ext4 with a journal, made on a loop device for the run
+(bench/lake_fs.py: on this machine's journal-less root ext4, creating the 2,000-table lake's
+~12,000 inodes cost several times more right after anything deleted many files, which swung the
+ratio 1.43x-2.86x with no change in binlake); without root, or with ``--lake-fs tmpdir``, in
+TMPDIR, and the output says which.
+
 The 2,000-vs-20 ratio of the medians is the figure (issue 17's target: ≤ 2x, ≤ ~2 files per
 table, peak RSS < 300 MB). ``--rows-per-txn 1 --tables 1`` is workload (b)'s one-row
 transactions; ``--profile`` runs the daemon under cProfile and prints its top functions (the
@@ -32,6 +38,7 @@ Full scale (one command): ``python -m bench.many_tables``; smoke: ``--rows 10000
 from __future__ import annotations
 
 import argparse
+import contextlib
 import io
 import json
 import os
@@ -48,7 +55,7 @@ from typing import Any
 
 from devtools.sandbox import MARIADB, SandboxServer, start_server
 
-from . import commands
+from . import commands, lake_fs
 from .measure import Measurement
 from .workloads import MIXED_COLUMNS, mixed_rows
 
@@ -182,7 +189,18 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     tree.compile()  # start-up without compiling from source, as bench.run measures it
     env = dict(os.environ)
     cases: list[_Case] = []
+    lakes_fs = contextlib.ExitStack()
     try:
+        lakes = work_dir
+        if args.lake_fs == "ext4":
+            try:
+                lakes = lakes_fs.enter_context(lake_fs.fresh_ext4(work_dir))
+            except lake_fs.LakeFsUnavailable as e:
+                _log(f"no fresh ext4 for the lakes ({e}): they go to TMPDIR, whose recent "
+                     "deletions can slow the 2,000-table runs (bench/lake_fs.py)")
+        results["lake_fs"] = ("a fresh ext4 with a journal, on a loop device" if lakes != work_dir
+                              else f"TMPDIR ({lake_fs.describe(lakes)})")
+        _log(f"lakes on {results['lake_fs']}")
         # Each table count's backlog is on a server of its own (a run reads its binlog to the
         # end: another count's backlog there would be read, filtered out, and timed too), and
         # the runs alternate between them, repeat by repeat, so that the ratio compares runs
@@ -198,7 +216,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                 # just before a run slowed that run's own file and directory creations (on a
                 # journal-less ext4 the kernel's inode allocator scans inodes freed in the
                 # last ~30 s), so the bench measured its own clean-up.
-                lake = work_dir / f"lake-{case.tables}-{repeat}" / "lake"
+                lake = lakes / f"lake-{case.tables}-{repeat}" / "lake"
                 profiled = args.profile and repeat == args.repeats - 1
                 out = args.results_dir / f"many_tables-{results['started']}-{case.tables}.pstats"
                 case.runs.append(commands.measure_run(
@@ -219,6 +237,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     finally:
         for case in cases:
             case.server.cleanup()
+        lakes_fs.close()
         shutil.rmtree(work_dir, ignore_errors=True)
     summaries = results["cases"]
     if len(summaries) >= 2:
@@ -239,8 +258,11 @@ def render(results: dict[str, Any]) -> str:
                      f"{c['rows_per_s']:,} | "
                      f"{c['peak_rss_mib']:.0f} | {c['files']:,} | {c['files_per_table']} | "
                      f"{c['lake_bytes'] / 1e6:.1f} |")
-    if "ratio_seconds" in results:
+    if "lake_fs" in results or "ratio_seconds" in results:
         lines.append("")  # and ends at one
+    if "lake_fs" in results:
+        lines.append(f"Lakes on {results['lake_fs']}.")
+    if "ratio_seconds" in results:
         lines.append(f"Time ratio {results['cases'][-1]['tables']:,} / "
                      f"{results['cases'][0]['tables']:,} tables: {results['ratio_seconds']}x "
                      f"(target <= 2x); CPU seconds {results['ratio_cpu_seconds']}x")
@@ -258,6 +280,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=20241121)
     parser.add_argument("--profile", action="store_true",
                         help="run the last repeat under cProfile and print the top functions")
+    parser.add_argument("--lake-fs", choices=("ext4", "tmpdir"), default="ext4",
+                        help="where the lakes go: a fresh journaled ext4 on a loop device (root; "
+                             "the default, TMPDIR when it cannot be made) or TMPDIR")
     parser.add_argument("--results-dir", type=Path,
                         default=Path(__file__).resolve().parent / "results")
     args = parser.parse_args(argv)

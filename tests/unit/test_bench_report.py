@@ -116,5 +116,10 @@ def test_many_tables_targets_and_table_join_the_readme() -> None:
             "| PASS | 1.60x |") in lines
     assert "| at most ~2 Parquet files per table (2,000 tables) | 2.05 | MISS |  |" in lines
     assert lines[-1].startswith("Time ratio 2,000 / 20 tables: 1.8x (target <= 2x)")
+    many = dict(_many(), lake_fs="a fresh ext4 with a journal, on a loop device")
+    lines = report.readme(results, many).splitlines()
+    assert lines[-2:] == [
+        "Lakes on a fresh ext4 with a journal, on a loop device.",
+        "Time ratio 2,000 / 20 tables: 1.8x (target <= 2x); CPU seconds 1.6x"]
     assert any(line.startswith("| 2,000 | 9.00 | 9.00 | 11,111 | 280 | 4,100 | 2.05 |")
                for line in lines)
