@@ -71,6 +71,7 @@ typedef struct {
     uint8_t *data;
     size_t len, cap;
     int failed;
+    uint64_t bits; /* BOOLEAN values put so far (put_bit), packed eight to a byte */
 } Buf;
 
 static int buf_reserve(Buf *b, size_t more) {
@@ -105,6 +106,14 @@ static void put_le64(Buf *b, uint64_t v) {
     uint8_t s[8];
     for (int i = 0; i < 8; i++) s[i] = (uint8_t)(v >> (8 * i));
     put(b, s, 8);
+}
+
+/* PLAIN BOOLEAN: bit-packed, the first value in the lowest bit; a new byte every eight. */
+static void put_bit(Buf *b, int v) {
+    if ((b->bits & 7) == 0) put_byte(b, 0);
+    if (b->failed) return;
+    if (v) b->data[b->len - 1] |= (uint8_t)(1u << (b->bits & 7));
+    b->bits++;
 }
 
 /* --- Thrift compact protocol: the writer ----------------------------------------------------- */
@@ -275,8 +284,9 @@ static int splice_template(const uint8_t *file, size_t n, Splice *s) {
 
 /* --- leaves: the column plan from the Arrow schema ------------------------------------------ */
 
-enum { P_INT32 = 1, P_INT64 = 2, P_FLOAT = 4, P_DOUBLE = 5, P_BYTE_ARRAY = 6, P_FLBA = 7 };
-enum { V_I8, V_I16, V_I32, V_I64, V_F32, V_F64, V_BYTES, V_DEC };
+enum { P_BOOLEAN = 0, P_INT32 = 1, P_INT64 = 2, P_FLOAT = 4, P_DOUBLE = 5, P_BYTE_ARRAY = 6,
+       P_FLBA = 7 };
+enum { V_BOOL, V_I8, V_I16, V_I32, V_I64, V_F32, V_F64, V_BYTES, V_DEC };
 enum { SHAPE_FLAT, SHAPE_STRUCT, SHAPE_LIST };
 
 #define MAX_LEAVES 65536
@@ -302,10 +312,15 @@ static int decimal_size(int precision) {
 /* The value kind of a primitive format string, or -1 when not covered. */
 static int value_of(const char *f, int *physical, int *type_length) {
     *type_length = 0;
+    if (!strcmp(f, "b")) { *physical = P_BOOLEAN; return V_BOOL; }
     if (!strcmp(f, "c")) { *physical = P_INT32; return V_I8; }
     if (!strcmp(f, "s")) { *physical = P_INT32; return V_I16; }
     if (!strcmp(f, "i") || !strcmp(f, "tdD")) { *physical = P_INT32; return V_I32; }
-    if (!strcmp(f, "l") || !strncmp(f, "tsu:", 4)) { *physical = P_INT64; return V_I64; }
+    /* time64[us]: INT64, its TIME(MICROS) annotation the template's */
+    if (!strcmp(f, "l") || !strncmp(f, "tsu:", 4) || !strcmp(f, "ttu")) {
+        *physical = P_INT64;
+        return V_I64;
+    }
     if (!strcmp(f, "f")) { *physical = P_FLOAT; return V_F32; }
     if (!strcmp(f, "g")) { *physical = P_DOUBLE; return V_F64; }
     if (!strcmp(f, "u") || !strcmp(f, "z")) { *physical = P_BYTE_ARRAY; return V_BYTES; }
@@ -426,6 +441,11 @@ typedef struct {
 static int put_value(Buf *v, const struct ArrowArray *a, const Leaf *leaf, int64_t i, Stats *st) {
     int64_t k = a->offset + i;
     switch (leaf->value) {
+    case V_BOOL: {
+        const uint8_t *bits = (const uint8_t *)a->buffers[1];
+        put_bit(v, (bits[k >> 3] >> (k & 7)) & 1);
+        break;
+    }
     case V_I8: put_le32(v, (uint32_t)(int32_t)((const int8_t *)a->buffers[1])[k]); break;
     case V_I16: put_le32(v, (uint32_t)(int32_t)((const int16_t *)a->buffers[1])[k]); break;
     case V_I32: put_le32(v, (uint32_t)((const int32_t *)a->buffers[1])[k]); break;
@@ -467,7 +487,7 @@ static void put_levels(Buf *out, const uint8_t *levels, int64_t n, int max_level
     while ((1 << width) <= max_level) width++;
     int64_t groups = (n + 7) / 8;
     uint8_t header[10];
-    Buf hb = {header, 0, sizeof header, 0};
+    Buf hb = {header, 0, sizeof header, 0, 0};
     TW hw = {&hb, {0}, 0};
     tw_varint(&hw, ((uint64_t)groups << 1) | 1);
     put_le32(out, (uint32_t)(hb.len + (size_t)groups * (size_t)width));
@@ -493,6 +513,7 @@ static int64_t leaf_page(const struct ArrowArray *batch, const Leaf *leaf, Scrat
                          Stats *st) {
     Buf *rl = &s->scratch_levels_r, *dl = &s->scratch_levels_d, *v = &s->values;
     rl->len = dl->len = v->len = 0;
+    v->bits = 0;
     const struct ArrowArray *top = batch->children[leaf->top];
     int64_t rows = batch->length;
     if (leaf->shape == SHAPE_FLAT) {

@@ -13,10 +13,11 @@ same fields (:func:`template`, ~175 us, made once per set of fields: tables of o
 share it, :data:`TEMPLATES` kept), so every type and logical annotation is pyarrow's; the
 key-value metadata is made as pyarrow makes it — the schema's own, then ``ARROW:schema``, the
 base64 of the schema's IPC serialization, field metadata included (~20 us); the native code
-adds the row group. It covers what the sink lands — integers, FLOAT/DOUBLE,
-DECIMAL <= 38 digits, DATE, microsecond timestamps, strings and binaries, a struct of those
-(``_before``), a list of those (``_missing``) — and returns None for anything else, which
-pyarrow then writes. ``tests/unit/test_native_parquet.py`` reads both writers' files back
+adds the row group. It covers every type the sink lands (``types.arrow_type_for``: BOOL,
+BIT and TIME land as integers) — integers, FLOAT/DOUBLE, DECIMAL <= 38 digits, DATE,
+microsecond timestamps, strings and binaries, a struct of those (``_before``), a list of those
+(``_missing``) — and booleans and time64[us] besides (no landed column has them; a table
+built by hand may), and returns None for anything else, which pyarrow then writes. ``tests/unit/test_native_parquet.py`` reads both writers' files back
 over the type matrix, random tables and the sink's every operation and requires identical
 tables, schemas and metadata; ``bench/native_asan.sh`` runs it under the sanitizers.
 ``BINLAKE_NATIVE=0`` (as for the row decoder) makes pyarrow write every file.

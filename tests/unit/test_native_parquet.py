@@ -3,9 +3,10 @@
 Every file the native writer produces must read back — through pyarrow — as the table pyarrow's
 own file of the same rows reads back as: the same values, types, schema and field metadata, the
 same Parquet schema, and the same footer statistics on ``_seq`` and ``_commit_ts``. Covered here:
-the type matrix (every Arrow type the sink lands, NULLs everywhere, required fields, a struct with
-NULL structs and NULL children, a list with NULL and empty lists and NULL elements, slices and
-several chunks), random tables (``BINLAKE_NATIVE_FUZZ_ROUNDS`` of them, a few by default; more
+the type matrix (every Arrow type the sink lands, and booleans and time64[us] besides, NULLs
+everywhere, required fields, a struct with NULL structs and NULL children, a list with NULL and
+empty lists and NULL elements, slices and several chunks), booleans of every length (bit-packed),
+the sink's whole type mapping (every column type it lands is covered), random tables (``BINLAKE_NATIVE_FUZZ_ROUNDS`` of them, a few by default; more
 under the sanitizers, bench/native_asan.sh), what it does not cover (None: pyarrow writes those),
 damaged templates (None, never a crash), and the sink's every operation (I/U/D, ``_before``,
 ``_missing``, ``_json_diff``) landed through ``ParquetSink`` by each writer. The flush's pool of
@@ -92,6 +93,10 @@ def _decimal_type(precision: int) -> pa.DataType:
 
 def _values(arrow_type: pa.DataType, n: int, rng: random.Random, nulls: float) -> list[Any]:
     def one() -> Any:
+        if pa.types.is_boolean(arrow_type):
+            return rng.random() < 0.5
+        if pa.types.is_time64(arrow_type):
+            return rng.choice([0, 86_399_999_999, rng.randrange(86_400_000_000)])
         if pa.types.is_integer(arrow_type):
             bits = arrow_type.bit_width
             return rng.choice([-(2 ** (bits - 1)), 2 ** (bits - 1) - 1, 0, -1,
@@ -119,7 +124,7 @@ def _values(arrow_type: pa.DataType, n: int, rng: random.Random, nulls: float) -
 PRIMITIVES = [pa.int8(), pa.int16(), pa.int32(), pa.int64(), pa.float32(), pa.float64(),
               pa.date32(), pa.timestamp("us"), pa.timestamp("us", tz="UTC"), pa.string(),
               pa.binary(), pa.decimal128(20, 0), pa.decimal128(12, 2), pa.decimal128(38, 10),
-              pa.decimal128(1, 0)]
+              pa.decimal128(1, 0), pa.bool_(), pa.time64("us")]
 
 
 def _array(arrow_type: pa.DataType, n: int, rng: random.Random, nulls: float) -> pa.Array:
@@ -194,8 +199,16 @@ def _matrix() -> pa.Table:
               for i, t in enumerate(PRIMITIVES)]
     fields += [pa.field(f"d{p}", _decimal_type(p)) for p in range(1, 39)]  # every FLBA width
     fields += [pa.field("required_int", pa.int32(), nullable=False),
-               pa.field("required_text", pa.string(), nullable=False)]
+               pa.field("required_text", pa.string(), nullable=False),
+               pa.field("required_bool", pa.bool_(), nullable=False),
+               pa.field("required_time", pa.time64("us"), nullable=False)]
     arrays = [_array(f.type, n, rng, 0.3 if f.nullable else 0.0) for f in fields]
+    for name, values in (("all_true", [True] * n), ("all_false", [False] * n),
+                         ("all_null_bool", [None] * n)):
+        fields.append(pa.field(name, pa.bool_()))
+        arrays.append(pa.array(values, pa.bool_()))
+    fields.append(pa.field("all_null_time", pa.time64("us")))
+    arrays.append(pa.array([None] * n, pa.time64("us")))
     for field, array in _metadata_columns(n, rng, 0.3):
         fields.append(field)
         arrays.append(array)
@@ -230,6 +243,42 @@ def test_the_type_matrix_reads_back_as_pyarrow_writes_it() -> None:
         _same(table)
 
 
+def _bits(pattern: str, n: int, rng: random.Random) -> list[bool | None]:
+    return [{"true": True, "false": False, "null": None}.get(
+        pattern, rng.choice([True, False, None] if pattern == "mixed" else [True, False]))
+        for _ in range(n)]
+
+
+@pytest.mark.parametrize("pattern", ["true", "false", "null", "mixed", "no-null"])
+def test_booleans_and_times_of_every_length_read_back_as_pyarrow_writes_them(pattern) -> None:
+    """BOOLEAN is bit-packed (a byte per eight values, the last one partly filled), so every
+    length from 1 to 17, at the top level, in ``_before`` (NULL structs too), in a list, as a
+    required field, sliced at an odd offset; time64[us] beside it (INT64 under TIME(MICROS))."""
+    rng = random.Random(pattern)
+    for n in range(1, 18):
+        flags = pa.array(_bits(pattern, n, rng), pa.bool_())
+        times = pa.array([None if b is None else rng.randrange(86_400_000_000)
+                          for b in _bits(pattern, n, rng)], pa.time64("us"))
+        required = pa.array([bool(b) for b in _bits(pattern, n, rng)], pa.bool_())
+        children = [pa.field("flag", pa.bool_()), pa.field("at", pa.time64("us"))]
+        before = pa.StructArray.from_arrays(
+            [flags, times], fields=children,
+            mask=pa.array([pattern == "mixed" and rng.random() < 0.3 for _ in range(n)]))
+        lists = pa.array([_bits(pattern, rng.randrange(4), rng) for _ in range(n)],
+                         pa.list_(pa.bool_()))
+        table = pa.table({"flag": flags, "at": times, "required": required, "flags": lists,
+                          "_seq": pa.array(range(n), pa.int64()), "_before": before},
+                         schema=pa.schema([
+                             pa.field("flag", pa.bool_()), pa.field("at", pa.time64("us")),
+                             pa.field("required", pa.bool_(), nullable=False),
+                             pa.field("flags", pa.list_(pa.bool_())),
+                             pa.field("_seq", pa.int64(), nullable=False),
+                             pa.field("_before", pa.struct(children))]))
+        _same(table)
+        if n > 3:
+            _same(table.slice(3))  # the values' bits start mid-byte
+
+
 def _job(path: str, table: pa.Table) -> F.ParquetJob:
     return F.ParquetJob(path, table.to_batches(), table.schema, "zstd", None, "none",
                         1 << 20)
@@ -251,7 +300,8 @@ def test_the_pool_writes_the_files_write_makes_byte_for_byte(tmp_path, monkeypat
 
 def test_rows_the_pool_does_not_cover_land_through_pyarrow(tmp_path, monkeypatch) -> None:
     covered = pa.table({"x": pa.array([1, None], pa.int32()), "_seq": pa.array([1, 2])})
-    uncovered = pa.table({"x": pa.array([True, None]), "_seq": pa.array([3, 4])})
+    uncovered = pa.table({"x": pa.array(["a", None], pa.large_string()),
+                          "_seq": pa.array([3, 4])})
     wrote = spy_native(monkeypatch)
     F.run_all([_job(str(tmp_path / "a.parquet"), covered),
                _job(str(tmp_path / "b.parquet"), uncovered)])
@@ -269,16 +319,17 @@ def test_random_tables_read_back_as_pyarrow_writes_them() -> None:
 
 
 @pytest.mark.parametrize("arrow_type", [
-    pa.bool_(), pa.large_string(), pa.uint32(), pa.uint64(), pa.timestamp("ns"),
-    pa.decimal256(40, 2), pa.dictionary(pa.int32(), pa.string()), pa.time64("us"),
+    pa.large_string(), pa.uint32(), pa.uint64(), pa.timestamp("ns"), pa.time64("ns"),
+    pa.time32("ms"), pa.decimal256(40, 2), pa.dictionary(pa.int32(), pa.string()),
     pa.struct([pa.field("inner", pa.struct([pa.field("x", pa.int32())]))]),
     pa.list_(pa.struct([pa.field("x", pa.int32())])), pa.null(),
 ])
 def test_what_it_does_not_cover_is_left_to_pyarrow(arrow_type: pa.DataType) -> None:
-    values = pa.array([None, None], arrow_type) if arrow_type != pa.bool_() else pa.array(
-        [True, None])
-    table = pa.table({"x": values, "_seq": pa.array([1, 2], pa.int64())})
+    table = pa.table({"x": pa.array([None, None], arrow_type),
+                      "_seq": pa.array([1, 2], pa.int64())})
     assert small_file.write(table, STATS) is None
+    child = pa.StructArray.from_arrays([table["x"].combine_chunks()], names=["x"])
+    assert small_file.write(table.append_column("_before", child), STATS) is None  # in a struct
 
 
 def test_a_null_in_a_field_declared_non_nullable_is_left_to_pyarrow() -> None:
@@ -435,6 +486,72 @@ def test_the_sink_lands_the_same_tables_through_either_writer(tmp_path, monkeypa
                                                         True, True]
     assert rows[2]["_before"]["name"] == "é" and rows[3]["_before"]["name"] is None
     assert rows[1]["name"] is None and rows[0]["u64"] == Decimal(2**64 - 1)
+
+
+def test_bool_bit_and_time_columns_land_through_the_native_writer(tmp_path, monkeypatch) -> None:
+    """MySQL's BOOL (TINYINT(1)), BIT(1) and TIME land as int8, int64 and int64 microseconds
+    (``types.arrow_type_for``: TIME is a duration up to +-838 h, not a time of day), all of
+    which the native writer covers: a table of them is written by the pool, none handed back to
+    pyarrow, with exactly its rows, as pyarrow lands them."""
+    columns = [col(0, T.LONG, "id", pk=True), col(1, T.TINY, "flag"), col(2, T.BIT, "b1", meta=1),
+               col(3, T.TIME2, "t", meta=6)]
+    b = StreamBuilder()
+    table = b.table("db", "flags", columns)
+    high = dt.timedelta(hours=838, minutes=59, seconds=59)
+    low = -high
+    rows = [(1, 1, 1, low), (2, 0, 0, dt.timedelta(0)), (3, None, None, None),
+            (4, 1, 0, dt.timedelta(microseconds=1)), (5, 0, 1, high)]
+    items = [b.begin(), b.insert(table, rows), b.commit(),
+             b.begin(), b.update(table, [(rows[0], (1, 0, 0, high))]), b.commit(),
+             b.begin(), b.delete(table, [rows[2]]), b.commit()]
+    wrote = spy_native(monkeypatch)
+    native = land(str(tmp_path / "native"), items)
+    assert wrote == [True]  # taken by the pool, never handed back to pyarrow
+    landed = pq.read_table(native[0])
+    assert [str(landed.schema.field(c).type) for c in ("flag", "b1", "t")] == [
+        "int8", "int64", "int64"]
+    micros = 838 * 3_600_000_000 + 59 * 60_000_000 + 59 * 1_000_000
+    assert [(r["_op"], r["id"], r["flag"], r["b1"], r["t"]) for r in landed.to_pylist()] == [
+        ("I", 1, 1, 1, -micros), ("I", 2, 0, 0, 0), ("I", 3, None, None, None),
+        ("I", 4, 1, 0, 1), ("I", 5, 0, 1, micros), ("U", 1, 0, 0, micros),
+        ("D", 3, None, None, None)]
+    assert landed.column("_before").to_pylist()[5] == {"id": 1, "flag": 1, "b1": 1, "t": -micros}
+    monkeypatch.setattr(small_file, "ENABLED", False)
+    reference = land(str(tmp_path / "reference"), items)
+    assert wrote == [True, False]
+    assert landed.equals(pq.read_table(reference[0]))
+
+
+def test_every_type_the_sink_lands_is_covered() -> None:
+    """What ``types.arrow_type_for`` gives any column type (signed or not, binary or not, with
+    or without a charset, narrow and wide DECIMALs) in the schema the sink lands (the column,
+    ``_before``'s struct of them, ``_missing``): the native writer writes it, never pyarrow."""
+    from sinks.parquet.schema import TableVersion, VersionOrigin
+
+    variants: list[dict[str, Any]] = [{}, {"unsigned": True}, {"binary": True}, {"charset": 45},
+                                      {"precision": 10, "scale": 2}, {"precision": 65, "scale": 30}]
+    columns = [col(0, T.LONG, "id", pk=True)]
+    for code in T:
+        for kw in variants:
+            columns.append(col(len(columns), int(code), f"c{len(columns)}", **kw))
+    version = TableVersion.from_table_map(StreamBuilder().table("db", "all", columns), 1,
+                                          VersionOrigin(seq=1), None)
+    landed = {str(t) for t in version.arrow_types}
+    assert {"bool", "time64[us]"} & landed == set()  # BOOL, BIT and TIME land as integers
+    rng = random.Random(5)
+    n = 13
+    arrays = []
+    for field in version.schema:
+        if field.name == "_before":
+            arrays.append(_struct(list(field.type), n, rng, 0.3))
+        elif field.name == "_missing":
+            arrays.append(_list(n, rng, 0.3))
+        elif field.name in ("_op", "_seq", "_row"):
+            arrays.append(pa.array([rng.choice("IUD") for _ in range(n)]) if field.name == "_op"
+                          else pa.array(range(n), pa.int64()))
+        else:
+            arrays.append(_array(field.type, n, rng, 0.3 if field.nullable else 0.0))
+    _same(pa.Table.from_arrays(arrays, schema=version.schema))
 
 
 def test_a_file_the_pool_cannot_write_breaks_the_flush_and_nothing_lands(tmp_path,
