@@ -124,8 +124,9 @@ class ParquetJob:
     pyarrow's rows would be small too), else imported and decided as any batch; the native
     writer takes its capsule as it is; it is imported only if pyarrow writes the file."""
 
-    __slots__ = ("batches", "compression", "compression_level", "dictionary_pagesize_limit",
-                 "fields", "path", "schema", "small", "small_compression")
+    __slots__ = ("batches", "codec", "compression", "compression_level",
+                 "dictionary_pagesize_limit", "fields", "path", "schema", "small",
+                 "small_compression")
 
     def __init__(self, path: str, batches: Sequence[pa.RecordBatch | Exported],
                  schema: pa.Schema,
@@ -140,9 +141,18 @@ class ParquetJob:
         self.small_compression = small_compression
         self.dictionary_pagesize_limit = dictionary_pagesize_limit
         self.small = False
+        self.codec: str | None = None  # decided once (:meth:`_codec`)
 
     def _codec(self) -> str:
-        """The file's codec (deciding whether it is small)."""
+        """The file's codec (deciding whether it is small), decided once: a file the native
+        writer does not take is asked again by :meth:`__call__`, and the second answer cost
+        the same (up to ``nbytes``' walk of the buffers, 40 us) for the same rows."""
+        if self.codec is None:
+            self.codec = self._decide()
+        return self.codec
+
+    def _decide(self) -> str:
+        """The codec from the rows' size (and whether the file is small)."""
         batches = self.batches
         if batches and isinstance(batches[0], Exported) and batches[0].size < SMALL_FILE_BYTES:
             self.small = True
@@ -253,6 +263,12 @@ class NativeFiles:
             elif isinstance(job, ParquetJob):
                 job.batches = []
 
+    @property
+    def failed(self) -> bool:
+        """A job failed to write its file: the flush raises once all have ended, so its
+        remaining files are not worth converting and writing."""
+        return self._error is not None
+
     def finish(self) -> list[ParquetJob]:
         """Wait for every job; the jobs whose rows the native writer does not cover (for
         pyarrow). Raises the first job's ``OSError`` (naming its file), once all have ended."""
@@ -286,8 +302,8 @@ def run_all(jobs: Iterable[Callable[[], None]],
     are in memory: a window bounds what the threads add to it), taking the next job from the
     iterable only when there is room. Returns once every job submitted has ended; then raises
     the first exception of a job or of the iterable, if any (after all ended, so no job is
-    still writing). After a writer thread's failure no further job is started; a native
-    thread's failure is seen when its job is reaped (every few jobs, and at the end), so the
+    still writing). After a writer thread's failure no further job is started, nor after a
+    native thread's once seen — when its job is reaped (every few jobs, and at the end), so the
     files handed over meanwhile are still written — into staging, which the failed flush
     never commits."""
     global _pool
@@ -301,13 +317,15 @@ def run_all(jobs: Iterable[Callable[[], None]],
             jobs = itertools.chain(jobs, write_jobs(documents))
         for job in jobs:
             if natives is not None and isinstance(job, ParquetJob) and natives.take(job):
+                if natives.failed:  # seen as take reaped: the flush fails, so no further
+                    break  # file of it is taken from the iterable (converted), nor written
                 continue
             if len(in_flight) >= WINDOW:
                 error = in_flight.popleft().exception()
                 if error is not None:
                     break
             in_flight.append(_pool.submit(job))
-        if natives is not None and error is None:
+        if natives is not None and error is None and not natives.failed:
             natives.write(documents or [])
     finally:
         if natives is not None:

@@ -12,7 +12,7 @@ damaged templates (None, never a crash), and the sink's every operation (I/U/D, 
 ``_missing``, ``_json_diff``) landed through ``ParquetSink`` by each writer. The flush's pool of
 native writer threads (``files.NativeFiles``) must write the very bytes ``write`` returns, hand
 back to pyarrow what it does not cover, break the flush on a file it cannot write (nothing
-committed) and land every file of a flush over many tables.
+committed, no further file taken) and land every file of a flush over many tables.
 """
 
 from __future__ import annotations
@@ -582,6 +582,57 @@ def test_a_file_the_pool_cannot_write_breaks_the_flush_and_nothing_lands(tmp_pat
     assert not os.path.exists(os.path.join(lake, "_checkpoint.json"))
     monkeypatch.undo()
     assert len(land(lake, items)) == 2  # a restart lands both tables
+
+
+def test_once_a_native_job_failed_no_further_file_of_the_flush_is_taken(tmp_path,
+                                                                        monkeypatch) -> None:
+    """The flush raises anyway: the files after a failure seen are neither taken from the
+    iterable (converted) nor written, nor are the documents."""
+    table = pa.table({"x": pa.array([1, None], pa.int32()), "_seq": pa.array([1, 2])})
+    missing = str(tmp_path / "no-such-directory" / "0.parquet")
+    converted: list[str] = []
+
+    def jobs() -> Any:
+        for i in range(50):
+            path = missing if i == 0 else str(tmp_path / f"{i}.parquet")
+            converted.append(path)
+            yield _job(path, table)
+
+    take = F.NativeFiles.take
+
+    def take_and_wait(self: F.NativeFiles, job: F.ParquetJob) -> bool:
+        taken = take(self, job)
+        self._reap(True)  # the job ended and was seen before the next is asked for
+        return taken
+
+    monkeypatch.setattr(F.NativeFiles, "take", take_and_wait)
+    with pytest.raises(OSError) as failed:
+        F.run_all(jobs(), [(str(tmp_path / "v1.json"), b"{}")])
+    assert (failed.value.errno, failed.value.filename) == (errno.ENOENT, missing)
+    assert converted == [missing]
+    assert os.listdir(tmp_path) == []
+
+
+def test_a_file_pyarrow_writes_is_sized_once(tmp_path, monkeypatch) -> None:
+    """Whether a file is small (its codec) is decided once: when the native writer does not
+    take it (too big) or hands it back (not covered), pyarrow's write asks again."""
+    decided: list[str] = []
+    decide = F.ParquetJob._decide
+
+    def counted(self: F.ParquetJob) -> str:
+        decided.append(self.path)
+        return decide(self)
+
+    monkeypatch.setattr(F.ParquetJob, "_decide", counted)
+    big = pa.table({"x": pa.array(range(40_000), pa.int64()), "_seq": pa.array(range(40_000))})
+    uncovered = pa.table({"x": pa.array(["a", None], pa.large_string()),
+                          "_seq": pa.array([3, 4])})
+    paths = [str(tmp_path / "big.parquet"), str(tmp_path / "uncovered.parquet")]
+    F.run_all([_job(paths[0], big), _job(paths[1], uncovered)])
+    assert sorted(decided) == sorted(paths)
+    assert [pq.ParquetFile(path).metadata.row_group(0).column(0).compression
+            for path in paths] == ["ZSTD", "UNCOMPRESSED"]
+    assert pq.read_table(paths[0]).equals(big) and pq.read_table(paths[1]).equals(uncovered)
 
 
 def test_the_pool_writes_documents_and_names_one_it_cannot_write(tmp_path) -> None:
