@@ -198,8 +198,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             except lake_fs.LakeFsUnavailable as e:
                 _log(f"no fresh ext4 for the lakes ({e}): they go to TMPDIR, whose recent "
                      "deletions can slow the 2,000-table runs (bench/lake_fs.py)")
-        results["lake_fs"] = ("a fresh ext4 with a journal, on a loop device" if lakes != work_dir
-                              else f"TMPDIR ({lake_fs.describe(lakes)})")
+        results["lake_fs"] = ("a fresh ext4 with a journal, on a loop device"
+                              if lakes != work_dir else f"TMPDIR ({lake_fs.describe(lakes)})")
         _log(f"lakes on {results['lake_fs']}")
         # Each table count's backlog is on a server of its own (a run reads its binlog to the
         # end: another count's backlog there would be read, filtered out, and timed too), and

@@ -17,8 +17,8 @@ encode and write each file without ever taking the GIL: in Python threads, the P
 the native call (sizes, the Arrow export, the template and metadata, three system calls) took
 the GIL back a few times per file, and the flush's thread, converting the next table's rows,
 waited for it half of its time over 2,000 tables (issue 17). The flush's schema files and DDL
-logs are written there too, after the last part (their directories are made by then). Per table version the
-template and the key-value metadata are made once on the flush's thread
+logs are written there too, after the last part (their directories are made by then). Per
+table version the template and the key-value metadata are made once on the flush's thread
 (``small_file.constants``). A part converted whole as one exported batch (``rows.Exported``)
 reaches them as the export's capsule, never imported into pyarrow (unless pyarrow writes it).
 
@@ -45,8 +45,8 @@ from . import commit as C
 from . import small_file
 from .rows import Exported
 
-__all__ = ["NativeFiles", "ParquetJob", "SMALL_FILE_BYTES", "SMALL_FILE_STATISTICS", "level_for", "open_writer",
-           "run_all", "write_jobs"]
+__all__ = ["NativeFiles", "ParquetJob", "SMALL_FILE_BYTES", "SMALL_FILE_STATISTICS", "level_for",
+           "open_writer", "run_all", "write_jobs"]
 
 #: Arrow bytes under which a one-row-group file is encoded in memory with the small codec.
 SMALL_FILE_BYTES = 256 * 1024

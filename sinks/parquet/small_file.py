@@ -17,9 +17,10 @@ adds the row group. It covers every type the sink lands (``types.arrow_type_for`
 BIT and TIME land as integers) — integers, FLOAT/DOUBLE, DECIMAL <= 38 digits, DATE,
 microsecond timestamps, strings and binaries, a struct of those (``_before``), a list of those
 (``_missing``) — and booleans and time64[us] besides (no landed column has them; a table
-built by hand may), and returns None for anything else, which pyarrow then writes. ``tests/unit/test_native_parquet.py`` reads both writers' files back
-over the type matrix, random tables and the sink's every operation and requires identical
-tables, schemas and metadata; ``bench/native_asan.sh`` runs it under the sanitizers.
+built by hand may), and returns None for anything else, which pyarrow then writes.
+``tests/unit/test_native_parquet.py`` reads both writers' files back over the type matrix,
+random tables and the sink's every operation and requires identical tables, schemas and
+metadata; ``bench/native_asan.sh`` runs it under the sanitizers.
 ``BINLAKE_NATIVE=0`` (as for the row decoder) makes pyarrow write every file.
 
 A flush hands its small files to :func:`new_pool`: C threads that encode them with the same code
@@ -39,8 +40,8 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-__all__ = ["ENABLED", "NOT_COVERED", "NO_MEMORY", "OS_ERROR", "constants", "new_pool", "template", "warn_once",
-           "write"]
+__all__ = ["ENABLED", "NOT_COVERED", "NO_MEMORY", "OS_ERROR", "constants", "new_pool", "template",
+           "warn_once", "write"]
 
 _module: Any = None
 try:
