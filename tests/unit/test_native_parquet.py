@@ -33,10 +33,12 @@ import pytest
 from protocol.binlog.coltypes import FieldType as T
 from protocol.binlog.events import EventType
 from protocol.binlog.values import JsonDiff
-from sinks.errors import LakeError, SinkStateError
+from sinks.errors import SinkStateError
 from sinks.parquet import ParquetSink, SinkOptions, small_file
 from sinks.parquet import files as F
 from sinks.parquet.testing import StreamBuilder, col
+
+from .test_sink_many_tables import _failed_flush
 
 pytestmark = pytest.mark.skipif(not small_file.ENABLED,
                                 reason="the native Parquet writer is not built")
@@ -567,14 +569,9 @@ def test_a_file_the_pool_cannot_write_breaks_the_flush_and_nothing_lands(tmp_pat
 
     monkeypatch.setattr(F.NativeFiles, "take", take_one_astray)
     sink = ParquetSink(lake, SinkOptions())
-    sink.open()
     items = stream()
-    for item in items:
-        sink.handle(item)
-    with pytest.raises(LakeError) as failed:
-        sink.flush()
-    assert (failed.value.errno, failed.value.path) == (errno.ENOENT, missing)
-    assert sink.durable_position is None
+    failed = _failed_flush(sink, items)
+    assert (failed.errno, failed.path) == (errno.ENOENT, missing)
     with pytest.raises(SinkStateError, match="lake error"):
         sink.handle(items[0])
     sink.close()

@@ -55,6 +55,18 @@ def _land(lake: str, items: list[Any], options: SinkOptions | None = None) -> Pa
     return sink
 
 
+def _failed_flush(sink: ParquetSink, items: list[Any]) -> LakeError:
+    """Open ``sink``, hand it ``items`` and return the LakeError its flush raises, having
+    checked that nothing became durable (a test's failing write, fsync or syncfs)."""
+    sink.open()
+    for item in items:
+        sink.handle(item)
+    with pytest.raises(LakeError) as failed:
+        sink.flush()
+    assert sink.durable_position is None
+    return failed.value
+
+
 def test_one_flush_writes_a_whole_file_per_table(tmp_path) -> None:
     lake = str(tmp_path / "lake")
     sink = _land(lake, _stream())
@@ -141,14 +153,9 @@ def test_a_failed_file_write_breaks_the_flush_and_a_restart_lands_exactly_once(
 
     monkeypatch.setattr(type(C.OS), "write", write)  # on the class: see test_sink_crash
     sink = ParquetSink(lake)
-    sink.open()
-    for item in items:
-        sink.handle(item)
-    with pytest.raises(LakeError) as failed:
-        sink.flush()
-    assert failed.value.errno == errno.ENOSPC
-    assert failed.value.path.startswith(os.path.join(lake, "_staging") + "/")
-    assert sink.durable_position is None
+    failed = _failed_flush(sink, items)
+    assert failed.errno == errno.ENOSPC
+    assert failed.path.startswith(os.path.join(lake, "_staging") + "/")
     with pytest.raises(SinkStateError, match="lake error"):
         sink.handle(items[0])
     sink.close()

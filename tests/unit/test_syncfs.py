@@ -17,11 +17,10 @@ from typing import Any
 import pyarrow.parquet as pq
 import pytest
 
-from sinks.errors import LakeError
 from sinks.parquet import ParquetSink
 from sinks.parquet import commit as C
 
-from .test_sink_many_tables import TABLES, _data_files, _stream
+from .test_sink_many_tables import TABLES, _data_files, _failed_flush, _stream
 
 EXT4 = 0xEF53
 
@@ -140,14 +139,7 @@ def test_a_failed_syncfs_breaks_the_flush_and_a_restart_lands_exactly_once(
     lake = str(tmp_path / "lake")
     libc.fail = errno.EIO
     sink = ParquetSink(lake)
-    sink.open()
-    items = _stream()
-    for item in items:
-        sink.handle(item)
-    with pytest.raises(LakeError) as failed:
-        sink.flush()
-    assert failed.value.errno == errno.EIO
-    assert sink.durable_position is None
+    assert _failed_flush(sink, _stream()).errno == errno.EIO
     sink.close()
     assert _data_files(lake) == []  # the files' syncfs failed before the manifest
     assert not os.path.exists(os.path.join(lake, "_checkpoint.json"))
