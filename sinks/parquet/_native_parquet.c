@@ -413,11 +413,15 @@ static int plan(const struct ArrowSchema *schema, const char *const *statistics,
 
 /* --- the values and levels of a leaf ---------------------------------------------------------- */
 
+/* Bit k of an Arrow bitmap (validity, or BOOLEAN values): least significant bit first. */
+static inline int bit_at(const uint8_t *bits, int64_t k) {
+    return (bits[k >> 3] >> (k & 7)) & 1;
+}
+
 static int valid_at(const struct ArrowArray *a, int64_t i) {
     const uint8_t *bits = a->n_buffers > 0 ? (const uint8_t *)a->buffers[0] : NULL;
     if (bits == NULL || a->null_count == 0) return 1;
-    int64_t k = a->offset + i;
-    return (bits[k >> 3] >> (k & 7)) & 1;
+    return bit_at(bits, a->offset + i);
 }
 
 /* The arrays of a leaf hold enough buffers for its type (checked once per leaf). */
@@ -441,11 +445,7 @@ typedef struct {
 static int put_value(Buf *v, const struct ArrowArray *a, const Leaf *leaf, int64_t i, Stats *st) {
     int64_t k = a->offset + i;
     switch (leaf->value) {
-    case V_BOOL: {
-        const uint8_t *bits = (const uint8_t *)a->buffers[1];
-        put_bit(v, (bits[k >> 3] >> (k & 7)) & 1);
-        break;
-    }
+    case V_BOOL: put_bit(v, bit_at((const uint8_t *)a->buffers[1], k)); break;
     case V_I8: put_le32(v, (uint32_t)(int32_t)((const int8_t *)a->buffers[1])[k]); break;
     case V_I16: put_le32(v, (uint32_t)(int32_t)((const int16_t *)a->buffers[1])[k]); break;
     case V_I32: put_le32(v, (uint32_t)((const int32_t *)a->buffers[1])[k]); break;
@@ -504,7 +504,7 @@ static void put_levels(Buf *out, const uint8_t *levels, int64_t n, int max_level
 }
 
 typedef struct {
-    Buf rep, def, values, scratch_levels_r, scratch_levels_d;
+    Buf values, scratch_levels_r, scratch_levels_d;
 } Scratch;
 
 /* Levels (as bytes) and PLAIN values of one leaf over the batch's rows; returns the number
@@ -589,7 +589,7 @@ typedef struct {
 } Chunk;
 
 static void free_scratch(Scratch *s) {
-    free(s->rep.data); free(s->def.data); free(s->values.data);
+    free(s->values.data);
     free(s->scratch_levels_r.data); free(s->scratch_levels_d.data);
 }
 
@@ -599,17 +599,19 @@ typedef struct {
     size_t key_len, value_len;
 } KV;
 
-enum { ENC_OK = 0, ENC_UNSUPPORTED = 1, ENC_NO_MEMORY = 2 };
+/* What became of a file (encode's result, a pool job's status): small_file.NOT_COVERED,
+ * OS_ERROR and NO_MEMORY name the same numbers. */
+enum { ST_OK = 0, ST_NOT_COVERED = 1, ST_OS_ERROR = 2, ST_NO_MEMORY = 3 };
 
 /* The Parquet file of `batch` (of `schema`) into `out`, never touching a Python object (it
  * runs without the GIL: in write_file and in the pool's threads). `kv`: n_kv entries that
  * replace the template's key-value metadata, or n_kv < 0 to keep the template's. Returns
- * ENC_OK, ENC_UNSUPPORTED (the caller lets pyarrow write it) or ENC_NO_MEMORY. */
+ * ST_OK, ST_NOT_COVERED (the caller lets pyarrow write it) or ST_NO_MEMORY. */
 static int encode(const struct ArrowSchema *schema, const struct ArrowArray *batch,
                   const uint8_t *template, size_t template_len,
                   const char *const *statistics, int n_statistics,
                   const KV *kv, Py_ssize_t n_kv, Buf *out) {
-    int status = ENC_OK;
+    int status = ST_OK;
     Leaf *leaves = NULL;
     Chunk *chunks = NULL;
     Buf page = {0};
@@ -620,30 +622,30 @@ static int encode(const struct ArrowSchema *schema, const struct ArrowArray *bat
     int64_t most = 0; /* leaves at most: a struct's children, else one per column */
     for (int64_t i = 0; i < schema->n_children && most <= MAX_LEAVES; i++)
         most += schema->children[i]->n_children > 1 ? schema->children[i]->n_children : 1;
-    if (most > MAX_LEAVES) return ENC_UNSUPPORTED;
+    if (most > MAX_LEAVES) return ST_NOT_COVERED;
     leaves = malloc(sizeof(Leaf) * (size_t)(most ? most : 1));
-    if (leaves == NULL) return ENC_NO_MEMORY;
+    if (leaves == NULL) return ST_NO_MEMORY;
     if (splice_template(template, template_len, &sp) < 0 ||
         plan(schema, statistics, n_statistics, leaves, most, &count) < 0 || count == 0 ||
         batch->n_children != schema->n_children || batch->length <= 0 ||
         batch->offset != 0 || batch->null_count > 0) {
-        status = ENC_UNSUPPORTED;
+        status = ST_NOT_COVERED;
         goto done;
     }
     chunks = calloc((size_t)count, sizeof(Chunk));
-    if (chunks == NULL) { status = ENC_NO_MEMORY; goto done; }
+    if (chunks == NULL) { status = ST_NO_MEMORY; goto done; }
     put(out, "PAR1", 4);
     for (int i = 0; i < count; i++) {
         Leaf *leaf = &leaves[i];
         Chunk *chunk = &chunks[i];
         int64_t n = leaf_page(batch, leaf, &s, leaf->statistics ? &chunk->stats : NULL);
-        if (n < 0 || n > INT32_MAX) { status = ENC_UNSUPPORTED; goto done; }
+        if (n < 0 || n > INT32_MAX) { status = ST_NOT_COVERED; goto done; }
         page.len = 0;
         if (leaf->max_rep) put_levels(&page, s.scratch_levels_r.data, n, leaf->max_rep);
         if (leaf->max_def) put_levels(&page, s.scratch_levels_d.data, n, leaf->max_def);
         put(&page, s.values.data, s.values.len);
         if (page.failed) break;
-        if (page.len > INT32_MAX) { status = ENC_UNSUPPORTED; goto done; }
+        if (page.len > INT32_MAX) { status = ST_NOT_COVERED; goto done; }
         chunk->offset = (int64_t)out->len;
         chunk->num_values = n;
         TW w = {out, {0}, 0};
@@ -735,7 +737,7 @@ static int encode(const struct ArrowSchema *schema, const struct ArrowArray *bat
     }
     if (out->failed || page.failed || s.values.failed || s.scratch_levels_d.failed ||
         s.scratch_levels_r.failed)
-        status = ENC_NO_MEMORY;
+        status = ST_NO_MEMORY;
 done:
     free(leaves);
     free(chunks);
@@ -793,6 +795,21 @@ static KV *kv_entries(PyObject *kv, Py_ssize_t *n) {
     return entries;
 }
 
+/* The ArrowSchema and ArrowArray in the capsules; -1 with an exception set if either is not
+ * such a capsule or was already moved out (imported into pyarrow: release is then NULL, and
+ * the buffers are no longer the capsule's to lend). */
+static int exported_batch(PyObject *schema_capsule, PyObject *array_capsule,
+                          const struct ArrowSchema **schema, const struct ArrowArray **batch) {
+    *schema = PyCapsule_GetPointer(schema_capsule, "arrow_schema");
+    *batch = *schema ? PyCapsule_GetPointer(array_capsule, "arrow_array") : NULL;
+    if (*batch == NULL) return -1;
+    if ((*schema)->release == NULL || (*batch)->release == NULL) {
+        PyErr_SetString(PyExc_ValueError, "the exported batch was already moved out");
+        return -1;
+    }
+    return 0;
+}
+
 static PyObject *write_file(PyObject *self, PyObject *args) {
     PyObject *schema_capsule, *array_capsule, *statistics, *kv = Py_None;
     Py_buffer template;
@@ -804,9 +821,10 @@ static PyObject *write_file(PyObject *self, PyObject *args) {
     KV *entries = NULL;
     Py_ssize_t n_kv;
     Buf out = {0};
-    struct ArrowSchema *schema = PyCapsule_GetPointer(schema_capsule, "arrow_schema");
-    struct ArrowArray *batch = schema ? PyCapsule_GetPointer(array_capsule, "arrow_array") : NULL;
-    if (batch == NULL || (names = statistics_names(statistics)) == NULL ||
+    const struct ArrowSchema *schema;
+    const struct ArrowArray *batch;
+    if (exported_batch(schema_capsule, array_capsule, &schema, &batch) < 0 ||
+        (names = statistics_names(statistics)) == NULL ||
         (entries = kv_entries(kv, &n_kv)) == NULL)
         goto done;
     int status;
@@ -815,9 +833,9 @@ static PyObject *write_file(PyObject *self, PyObject *args) {
     status = encode(schema, batch, template.buf, (size_t)template.len, names,
                     (int)PyTuple_GET_SIZE(statistics), entries, n_kv, &out);
     Py_END_ALLOW_THREADS
-    if (status == ENC_NO_MEMORY) {
+    if (status == ST_NO_MEMORY) {
         PyErr_NoMemory();
-    } else if (status == ENC_UNSUPPORTED) {
+    } else if (status == ST_NOT_COVERED) {
         result = Py_None;
         Py_INCREF(result);
     } else {
@@ -833,13 +851,13 @@ done:
 
 /* --- the pool: small files encoded and written by threads that never take the GIL ----------- */
 
-enum { JOB_OK = 0, JOB_UNSUPPORTED = 1, JOB_OS_ERROR = 2, JOB_NO_MEMORY = 3 };
-
-/* A job holds everything its thread reads: C copies (path, statistics names, key-value
- * entries) and references to the Python objects whose memory it reads — the capsules (their
- * ArrowSchema/ArrowArray, and through the array's private data the batch's buffers) and the
- * template (bytes: immutable). Those references are taken and dropped only under the GIL, by
- * submit and reap; the thread only reads the memory they keep alive. */
+/* A job holds everything its thread reads: its path (a C copy) and references to the Python
+ * objects whose memory it reads — the capsules (their ArrowSchema/ArrowArray, and through the
+ * array's private data the batch's buffers), the template (bytes), the statistics names (a
+ * tuple of str: `statistics` points at their UTF-8, which a str keeps) and the key-value
+ * metadata (a tuple of bytes pairs: `kv` points into them); tuples, str and bytes never
+ * change. Those references are taken and dropped only under the GIL, by submit and reap; the
+ * thread only reads the memory they keep alive. */
 typedef struct Job {
     struct Job *next;
     long long id;
@@ -849,11 +867,11 @@ typedef struct Job {
     const struct ArrowArray *batch;
     const uint8_t *template;     /* template_obj's bytes, read under the GIL by submit */
     size_t template_len;
-    char **statistics;
+    PyObject *statistics_obj, *kv_obj;
+    const char **statistics;     /* into statistics_obj's str */
     int n_statistics;
-    KV *kv;
+    KV *kv;                      /* into kv_obj's bytes */
     Py_ssize_t n_kv;
-    char *kv_data;
     int status, error;
 } Job;
 
@@ -876,18 +894,17 @@ static void job_free(Job *job) {
     Py_XDECREF(job->schema_capsule);
     Py_XDECREF(job->array_capsule);
     Py_XDECREF(job->template_obj);
+    Py_XDECREF(job->statistics_obj);
+    Py_XDECREF(job->kv_obj);
     free(job->path);
-    if (job->statistics != NULL)
-        for (int i = 0; i < job->n_statistics; i++) free(job->statistics[i]);
     free(job->statistics);
     free(job->kv);
-    free(job->kv_data);
     free(job);
 }
 
-/* Writes all of `data` to `path`, a file that is new or empty (made ahead by trees.py): no
- * O_TRUNC, which on ext4 arms auto_da_alloc and makes close() start the writeback at once;
- * a longer file (defensive) is cut to what was written. Returns 0 or an errno. */
+/* commit.FileSystem.write's twin for threads without the GIL (change them together): all of
+ * `data` to `path`, a file that is new or empty (made ahead by trees.py), opened without
+ * O_TRUNC (see there), a longer file cut to what was written. Returns 0 or an errno. */
 static int write_path(const char *path, const uint8_t *data, size_t len) {
     int fd;
     do fd = open(path, O_WRONLY | O_CREAT | O_CLOEXEC, 0666); while (fd < 0 && errno == EINTR);
@@ -913,20 +930,15 @@ static int write_path(const char *path, const uint8_t *data, size_t len) {
 static void job_run(Job *job) {
     if (job->schema == NULL) { /* write(path, data): the bytes as they are */
         job->error = write_path(job->path, job->template, job->template_len);
-        job->status = job->error ? JOB_OS_ERROR : JOB_OK;
+        job->status = job->error ? ST_OS_ERROR : ST_OK;
         return;
     }
     Buf out = {0};
-    int status = encode(job->schema, job->batch, job->template, job->template_len,
-                        (const char *const *)job->statistics, job->n_statistics, job->kv,
-                        job->n_kv, &out);
-    if (status == ENC_UNSUPPORTED) {
-        job->status = JOB_UNSUPPORTED;
-    } else if (status == ENC_NO_MEMORY) {
-        job->status = JOB_NO_MEMORY;
-    } else {
+    job->status = encode(job->schema, job->batch, job->template, job->template_len,
+                         job->statistics, job->n_statistics, job->kv, job->n_kv, &out);
+    if (job->status == ST_OK) {
         job->error = write_path(job->path, out.data, out.len);
-        job->status = job->error ? JOB_OS_ERROR : JOB_OK;
+        if (job->error) job->status = ST_OS_ERROR;
     }
     free(out.data);
 }
@@ -1015,8 +1027,9 @@ static void pool_dealloc(Pool *pool) {
 }
 
 /* Queues `job` (made under the GIL) and returns its id: a job of rows waits, GIL released,
- * while `bound` of them are unfinished (what the pool holds in memory; bytes to write are
- * in memory already, and run when no rows wait). -1 with an exception set (the job
+ * while `bound` jobs of rows are unfinished (they wait for a thread holding their batch;
+ * bytes to write are in memory already, and run when no rows wait; what finished jobs hold
+ * until reaped the caller bounds, files.NATIVE_WINDOW). -1 with an exception set (the job
  * freed) when not even one thread could be made. */
 static long long enqueue(Pool *pool, Job *job) {
     /* threads made as jobs need them: as many as jobs unfinished, up to `threads` */
@@ -1057,43 +1070,17 @@ static PyObject *pool_submit(Pool *pool, PyObject *args) {
                           &array_capsule, &PyBytes_Type, &template_obj, &PyTuple_Type,
                           &statistics, &kv))
         return NULL;
-    const char **names = NULL;
-    KV *entries = NULL;
-    Py_ssize_t n_kv = -1;
     Job *job = calloc(1, sizeof(Job));
-    if (job == NULL) { PyErr_NoMemory(); goto failed; }
-    job->schema = PyCapsule_GetPointer(schema_capsule, "arrow_schema");
-    job->batch = job->schema ? PyCapsule_GetPointer(array_capsule, "arrow_array") : NULL;
-    if (job->batch == NULL || (names = statistics_names(statistics)) == NULL ||
-        (entries = kv_entries(kv, &n_kv)) == NULL)
-        goto failed;
-    job->path = strdup(PyBytes_AS_STRING(path_obj));
-    job->n_statistics = (int)PyTuple_GET_SIZE(statistics);
-    job->statistics = calloc((size_t)(job->n_statistics ? job->n_statistics : 1), sizeof(char *));
-    size_t kv_bytes = 0;
-    for (Py_ssize_t i = 0; i < n_kv; i++) kv_bytes += entries[i].key_len + entries[i].value_len;
-    job->kv_data = malloc(kv_bytes ? kv_bytes : 1);
-    job->kv = entries;
-    entries = NULL;
-    job->n_kv = n_kv;
-    if (job->path == NULL || job->statistics == NULL || job->kv_data == NULL) {
+    if (job == NULL || (job->path = strdup(PyBytes_AS_STRING(path_obj))) == NULL) {
         PyErr_NoMemory();
         goto failed;
     }
-    for (int i = 0; i < job->n_statistics; i++)
-        if (names[i] != NULL && (job->statistics[i] = strdup(names[i])) == NULL) {
-            PyErr_NoMemory();
-            goto failed;
-        }
-    char *at = job->kv_data; /* the entries, re-pointed at the job's own copy */
-    for (Py_ssize_t i = 0; i < n_kv; i++) {
-        memcpy(at, job->kv[i].key, job->kv[i].key_len);
-        job->kv[i].key = at;
-        at += job->kv[i].key_len;
-        memcpy(at, job->kv[i].value, job->kv[i].value_len);
-        job->kv[i].value = at;
-        at += job->kv[i].value_len;
-    }
+    Py_CLEAR(path_obj);
+    if (exported_batch(schema_capsule, array_capsule, &job->schema, &job->batch) < 0 ||
+        (job->statistics = statistics_names(statistics)) == NULL ||
+        (job->kv = kv_entries(kv, &job->n_kv)) == NULL)
+        goto failed;
+    job->n_statistics = (int)PyTuple_GET_SIZE(statistics);
     Py_INCREF(schema_capsule);
     job->schema_capsule = schema_capsule;
     Py_INCREF(array_capsule);
@@ -1102,16 +1089,14 @@ static PyObject *pool_submit(Pool *pool, PyObject *args) {
     job->template_obj = template_obj;
     job->template = (const uint8_t *)PyBytes_AS_STRING(template_obj);
     job->template_len = (size_t)PyBytes_GET_SIZE(template_obj);
-    free(names);
-    names = NULL;
-    Py_CLEAR(path_obj);
+    Py_INCREF(statistics);
+    job->statistics_obj = statistics;
+    Py_INCREF(kv);
+    job->kv_obj = kv;
     long long id = enqueue(pool, job);
-    if (id < 0) { job = NULL; goto failed; }
-    return PyLong_FromLongLong(id);
+    return id < 0 ? NULL : PyLong_FromLongLong(id);
 failed:
     Py_XDECREF(path_obj);
-    free(names);
-    free(entries);
     if (job != NULL) job_free(job);
     return NULL;
 }
@@ -1168,7 +1153,7 @@ static PyMethodDef pool_methods[] = {
     {"submit", (PyCFunction)pool_submit, METH_VARARGS,
      "submit(path, schema_capsule, array_capsule, template, statistics, key_value_metadata)"
      " -> job id: encode and write the file in the pool's threads (waits, GIL released, while"
-     " the pool holds too many unfinished jobs)"},
+     " `bound` jobs of rows are unfinished)"},
     {"write", (PyCFunction)pool_write, METH_VARARGS,
      "write(path, data: bytes) -> job id: write the bytes as they are in the pool's threads"},
     {"reap", (PyCFunction)pool_reap, METH_VARARGS,
@@ -1185,7 +1170,8 @@ static PyTypeObject PoolType = {
     .tp_basicsize = sizeof(Pool),
     .tp_flags = Py_TPFLAGS_DEFAULT,
     .tp_doc = "Pool(threads, bound): small Parquet files encoded and written by threads that "
-              "never take the GIL; submit waits while `bound` jobs are unfinished",
+              "never take the GIL; submit waits while `bound` jobs of rows are unfinished. "
+              "One Python thread at a time uses a pool (the flush's)",
     .tp_new = pool_new,
     .tp_dealloc = (destructor)pool_dealloc,
     .tp_methods = pool_methods,

@@ -121,7 +121,8 @@ class FileSystem:
         longer content leaves behind: a flush's files were made empty ahead (``trees.py``),
         and truncating an existing file to nothing arms ext4's ``auto_da_alloc``, which makes
         its ``close`` start writing it back there and then — 0.13 s of CPU on the flush's
-        critical path for 2,000 files, which ``fsync_many`` then syncs anyway."""
+        critical path for 2,000 files, which ``fsync_many`` then syncs anyway. The native
+        pool's threads write as this does (``write_path`` in ``_native_parquet.c``)."""
         try:
             fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_CLOEXEC, 0o666)
             try:

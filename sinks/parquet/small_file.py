@@ -179,7 +179,7 @@ NOT_COVERED, OS_ERROR, NO_MEMORY = 1, 2, 3
 
 def new_pool(threads: int, bound: int) -> Any:
     """Native writer threads (``_native_parquet.Pool``, up to ``threads``, made as jobs come;
-    a submit waits while ``bound`` of its jobs are unfinished), or None when the native writer
+    a submit waits while ``bound`` of its jobs of rows are unfinished), or None when the native writer
     is off. With pyarrow's writer in Python threads, they and the flush's thread fought for the
     GIL (half of a 2,000-table flush's thread time went waiting for it); these never take it.
 
@@ -190,8 +190,10 @@ def new_pool(threads: int, bound: int) -> Any:
     - ``reap(wait_all) -> [(job id, status, errno)]``;
     - ``close()``: join the threads.
 
-    The pool holds a reference to the capsules (and so to the batch's buffers) and to the
-    template until the job is reaped, and copies the rest: its threads read nothing Python may
-    free. One pool per flush (``files.NativeFiles``): its ``reap`` answers for every job
+    The pool holds a reference to everything a job's thread reads until the job is reaped:
+    the capsules (and so the batch's buffers), the template, the statistics names and the
+    key-value metadata (a tuple of bytes pairs; it copies only the path), so its threads read
+    nothing Python may free. A capsule already imported into pyarrow is refused (ValueError).
+    One pool per flush (``files.NativeFiles``): its ``reap`` answers for every job
     submitted to it."""
     return _module.Pool(threads, bound) if ENABLED else None

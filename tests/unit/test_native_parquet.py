@@ -334,6 +334,25 @@ def test_what_it_does_not_cover_is_left_to_pyarrow(arrow_type: pa.DataType) -> N
     assert small_file.write(table.append_column("_before", child), STATS) is None  # in a struct
 
 
+def test_a_batch_already_imported_into_pyarrow_is_refused(tmp_path) -> None:
+    """Importing the export moves its buffers out (release is NULL): neither the writer nor
+    the pool may then read them, GIL released or not."""
+    native = small_file._module
+    batch = pa.record_batch({"x": pa.array([1, 2], pa.int64())})
+    schema_capsule, array_capsule = batch.__arrow_c_array__()
+    template = small_file.template(batch.schema)
+    pa.RecordBatch._import_from_c_capsule(schema_capsule, array_capsule)
+    with pytest.raises(ValueError, match="^the exported batch was already moved out$"):
+        native.write(schema_capsule, array_capsule, template, ())
+    pool = native.Pool(1, 2)
+    with pytest.raises(ValueError, match="^the exported batch was already moved out$"):
+        pool.submit(str(tmp_path / "x.parquet"), schema_capsule, array_capsule, template, (),
+                    None)
+    assert pool.reap(True) == []
+    pool.close()
+    assert os.listdir(tmp_path) == []
+
+
 def test_a_null_in_a_field_declared_non_nullable_is_left_to_pyarrow() -> None:
     """Such a field has no definition levels: a NULL there has no place in the page (the
     native writer would drop its value, the column chunk one value short), so pyarrow, the
