@@ -172,8 +172,8 @@ def warn_once(log: Callable[[str], None]) -> None:
         log("protocol._native_slots is not built: events are made by their Python classes "
             f"(same events, slower); {rebuild}")
     if native_format.text_lines is None:
-        log("protocol.binlog._native_format is not built: `binlake decode` formats every value "
-            f"in Python (same output, slower); {rebuild}")
+        log("protocol.binlog._native_format is not built: `binlake decode` and the Open "
+            f"Protocol sink format every value in Python (same output, slower); {rebuild}")
 
 
 def plan(specs: tuple[tuple[Any, ...], ...]) -> object:

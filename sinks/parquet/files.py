@@ -46,7 +46,7 @@ from . import small_file
 from .rows import Exported
 
 __all__ = ["NativeFiles", "ParquetJob", "SMALL_FILE_BYTES", "SMALL_FILE_STATISTICS", "level_for",
-           "open_writer", "run_all", "write_jobs"]
+           "open_writer", "run_all"]
 
 #: Arrow bytes under which a one-row-group file is encoded in memory with the small codec.
 SMALL_FILE_BYTES = 256 * 1024
@@ -281,7 +281,7 @@ class NativeFiles:
         return self._left
 
 
-def write_jobs(documents: list[tuple[str, bytes]]) -> list[Callable[[], None]]:
+def _write_jobs(documents: list[tuple[str, bytes]]) -> list[Callable[[], None]]:
     """Jobs writing ``documents`` (path, bytes), a share of them each: one job per document
     would cost more to hand over than the write itself."""
     shares = min(THREADS, len(documents))
@@ -314,7 +314,7 @@ def run_all(jobs: Iterable[Callable[[], None]],
     error: BaseException | None = None
     try:
         if natives is None and documents:
-            jobs = itertools.chain(jobs, write_jobs(documents))
+            jobs = itertools.chain(jobs, _write_jobs(documents))
         for job in jobs:
             if natives is not None and isinstance(job, ParquetJob) and natives.take(job):
                 if natives.failed:  # seen as take reaped: the flush fails, so no further
@@ -327,6 +327,9 @@ def run_all(jobs: Iterable[Callable[[], None]],
             in_flight.append(_pool.submit(job))
         if natives is not None and error is None and not natives.failed:
             natives.write(documents or [])
+    except BaseException as exc:  # the iterable's (a staged tree's OSError): nothing more
+        error = exc  # is started below either
+        raise
     finally:
         if natives is not None:
             try:

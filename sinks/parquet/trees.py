@@ -16,8 +16,9 @@ the other, they were the last second of a first flush over 2,000 tables. So:
 * Those directories, and the staged files themselves, are created ahead of the flush, on a
   background thread (:class:`StagedTrees`), as soon as a table version or a partition first
   appears: then the main thread is decoding and the machine's other core mostly idle. The flush
-  only reopens the files it writes (``O_TRUNC``). It waits for the thread first; an ``OSError``
-  there is raised by the flush, which breaks the sink like any failed write. The thread makes
+  only rewrites the files it writes, without ``O_TRUNC`` (``commit.FileSystem.write``), each once
+  the thread has made its own tree (:meth:`StagedTrees.wait_for`); an ``OSError`` there is
+  raised by the flush, which breaks the sink like any failed write. The thread makes
   what was queued meanwhile in one ``FileSystem.make_many``: for the real filesystem one C call
   without the GIL (``_native_fs.c``), so it wins the GIL back from the busy main thread once per
   batch, not once per ``mkdir``.
