@@ -160,6 +160,12 @@ class _Case:
     runs: list[Measurement]
 
 
+def _pstats(args: argparse.Namespace, results: dict[str, Any], case: _Case) -> Path:
+    """Where ``--profile`` keeps a table count's last run's profile, beside the JSON."""
+    results_dir: Path = args.results_dir
+    return results_dir / f"many_tables-{results['started']}-{case.tables}.pstats"
+
+
 def _start_case(tables: int, args: argparse.Namespace, password: str) -> _Case:
     server = start_server("/", kind=MARIADB, extra_args=SERVER_ARGS)
     try:
@@ -212,15 +218,14 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             _log(f"{case.tables} tables: server settled in {_settle(case.server):.1f} s")
         for repeat in range(args.repeats):
             for index, case in enumerate(cases):
-                # Every run's lake stays until the end: deleting the last one's ~12,000 inodes
-                # just before a run slowed that run's own file and directory creations (on a
-                # journal-less ext4 the kernel's inode allocator scans inodes freed in the
-                # last ~30 s), so the bench measured its own clean-up.
+                # Every run's lake stays until the end: in TMPDIR (no fresh ext4), deleting the
+                # last one's ~12,000 inodes just before a run slowed that run's own creations
+                # (bench/lake_fs.py), so the bench measured its own clean-up.
                 lake = lakes / f"lake-{case.tables}-{repeat}" / "lake"
                 profiled = args.profile and repeat == args.repeats - 1
-                out = args.results_dir / f"many_tables-{results['started']}-{case.tables}.pstats"
                 case.runs.append(commands.measure_run(
-                    _ProfiledTree(tree.root, "profiled", out) if profiled else tree, env,
+                    _ProfiledTree(tree.root, "profiled", _pstats(args, results, case))
+                    if profiled else tree, env,
                     case.target, case.first, lake, (9100 + index) * 10 + repeat, args.rows))
                 last = case.runs[-1]
                 _log(f"{case.tables} tables, run {repeat + 1}: {last.wall_seconds:.2f} s, "
@@ -230,8 +235,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             summary["load_seconds"] = round(case.load_seconds, 2)
             if args.profile:
                 transactions = (args.rows + args.rows_per_txn - 1) // args.rows_per_txn
-                out = args.results_dir / f"many_tables-{results['started']}-{case.tables}.pstats"
-                summary["profile"] = _profile_text(out, transactions)
+                summary["profile"] = _profile_text(_pstats(args, results, case), transactions)
                 print(summary["profile"], file=sys.stderr)
             results["cases"].append(summary)
     finally:

@@ -144,7 +144,7 @@ def date_of_dir(name: str) -> str:
 def part_file(database: str, table: str, version: int, commit_date: str, first_seq: int,
               index: int) -> str:
     """A data file's name: unique because ``first_seq`` only grows from commit to commit."""
-    return (f"{table_dir(database, table)}/{VERSION_PREFIX}{version}/{DATE_PREFIX}{commit_date}"
+    return (f"{table_dir(database, table)}/{version_dir(version)}/{date_dir(commit_date)}"
             f"/part-{first_seq:016d}-{index:03d}{DATA_SUFFIX}")
 
 

@@ -25,6 +25,7 @@ import pyarrow as pa
 from protocol.binlog.model import Column, ColumnFlag, TableMapEvent
 
 from . import types as T
+from .identity_cache import IdentityCache
 
 #: Metadata columns, in landed order. ``_commit_ts`` is only known at commit, so rows are
 #: buffered without it (the "staging schema") and it is inserted when the transaction commits.
@@ -54,9 +55,9 @@ COMMIT_TS_FIELD = next(f for f in METADATA_FIELDS if f.name == "_commit_ts")
 _METADATA_COLUMNS = tuple({"name": f.name, "spark_type": T.spark_type_name(f.type)}
                           for f in METADATA_FIELDS)
 
-#: The encoded ``columns`` of ``_schema/v<N>.json`` per resolved column list (by id, kept with
-#: it so that the id stays its own): see ``TableVersion.to_json_bytes``.
-_COLUMNS_TEXT: dict[int, tuple[Any, str]] = {}
+#: The encoded ``columns`` of ``_schema/v<N>.json`` per resolved column list, by its
+#: identity: see ``TableVersion.to_json_bytes``.
+_COLUMNS_TEXT = IdentityCache(4096)
 
 
 def _compact(value: Any) -> str:
@@ -171,9 +172,9 @@ def _resolved_columns(columns: tuple[Column, ...], names: tuple[str, ...]) -> _R
                      landed.remove(commit_ts_index), commit_ts_index, json_columns)
 
 
-#: Landed names and resolution per column list, by the tuple's identity (kept with it, so that
-#: the id stays its own): see :func:`_names_and_resolved`.
-_BY_COLUMNS: dict[int, tuple[tuple[Column, ...], tuple[str, ...], _Resolved]] = {}
+#: Landed names and resolution per column list, by the tuple's identity: see
+#: :func:`_names_and_resolved`.
+_BY_COLUMNS = IdentityCache(4096)
 
 
 def _names_and_resolved(columns: tuple[Column, ...]) -> tuple[tuple[str, ...], _Resolved]:
@@ -182,15 +183,13 @@ def _names_and_resolved(columns: tuple[Column, ...]) -> tuple[tuple[str, ...], _
     The decoder hands every TABLE_MAP of one definition the same columns tuple (tables of one
     shape included: ``tablemap.TableMapCache``), so a new table of a known shape costs a
     lookup, not the names loop and the hash of every column that the cache's key needs."""
-    known = _BY_COLUMNS.get(id(columns))
-    if known is not None and known[0] is columns:
-        return known[1], known[2]
-    names = _landed_names(columns)
-    resolved = _resolved_columns(columns, names)
-    if len(_BY_COLUMNS) >= 4096:
-        _BY_COLUMNS.clear()
-    _BY_COLUMNS[id(columns)] = (columns, names, resolved)
-    return names, resolved
+
+    def resolve(columns: tuple[Column, ...]) -> tuple[tuple[str, ...], _Resolved]:
+        names = _landed_names(columns)
+        return names, _resolved_columns(columns, names)
+
+    found: tuple[tuple[str, ...], _Resolved] = _BY_COLUMNS.get(columns, resolve)
+    return found
 
 
 def _json_column(column: Column, name: str, arrow_type: pa.DataType) -> dict[str, Any]:
@@ -216,11 +215,6 @@ def _json_column(column: Column, name: str, arrow_type: pa.DataType) -> dict[str
     }
 
 
-#: What a TableVersion holds until resolved (``TableVersion._resolved_as`` always resolves it).
-_NO_FIELDS = pa.struct([])
-_NO_COLUMNS = pa.schema([])
-
-
 @dataclass(frozen=True, slots=True)
 class VersionOrigin:
     """What created a schema version: the DDL (if one was seen) and the first transaction."""
@@ -244,21 +238,23 @@ class TableVersion:
     primary_key: tuple[int, ...]
     has_full_metadata: bool
     origin: VersionOrigin
+    # What the column list resolves to (made once per list, shared: ``_resolved_as``), and
+    # the parts of it the hot path reads as fields.
+    _resolved: _Resolved
+    arrow_types: tuple[pa.DataType, ...]
+    data_fields: tuple[pa.Field, ...]
+    before_type: pa.StructType
+    schema: pa.Schema  # as landed
+    commit_ts_index: int
+    #: Per column, the native chunks' tag it lands from as they are (``types.native_tag``).
+    native_tags: tuple[str | None, ...]
     #: Where column names, signedness and labels came from: "binlog" (binlog_row_metadata=FULL),
     #: "information_schema" (the daemon's schema source, checked against the TABLE_MAP) or
     #: "none" (columns are col_1…).
     described_by: str = "binlog"
-    arrow_types: tuple[pa.DataType, ...] = ()
-    data_fields: tuple[pa.Field, ...] = ()
-    before_type: pa.StructType = _NO_FIELDS
-    schema: pa.Schema = _NO_COLUMNS  # as landed
-    commit_ts_index: int = 0
     _staging_schema: pa.Schema | None = None  # see ``staging_schema``
     _converters: tuple[T.Converter, ...] | None = None  # see ``converters``
     _counter: Any = None  # counts zero dates landed as NULL (the sink's)
-    _resolved: _Resolved | None = None
-    #: Per column, the native chunks' tag it lands from as they are (``types.native_tag``).
-    native_tags: tuple[str | None, ...] = ()
     # Cache: tuple of present column indexes → position of each table column in the image.
     image_slots: dict[tuple[int, ...], tuple[int | None, ...]] = field(default_factory=dict)
     signature: tuple[Any, ...] = ()
@@ -297,8 +293,7 @@ class TableVersion:
         """:attr:`schema` without the table's metadata: one object shared by every version of
         the same column list (resolved once), so a key, by identity, for what depends on the
         fields only (the small-file writer's template, ``small_file.constants``)."""
-        resolved = self._resolved
-        return resolved.schema if resolved is not None else self.schema
+        return self._resolved.schema
 
     @property
     def staging_schema(self) -> pa.Schema:
@@ -306,8 +301,7 @@ class TableVersion:
         made on first use (most tables' rows are converted once committed)."""
         staging = self._staging_schema
         if staging is None:
-            resolved = self._resolved or _resolved_columns(self.columns, self.names)
-            staging = self._staging_schema = resolved.staging_schema.with_metadata(
+            staging = self._staging_schema = self._resolved.staging_schema.with_metadata(
                 self.schema.metadata)
         return staging
 
@@ -341,26 +335,21 @@ class TableVersion:
     # --- _schema/v<N>.json ---------------------------------------------------------------------
 
     def to_json(self) -> dict[str, Any]:
-        resolved = self._resolved or _resolved_columns(self.columns, self.names)
-        return {"columns": [dict(column) for column in resolved.json_columns],
+        return {"columns": [dict(column) for column in self._resolved.json_columns],
                 **self._json_but_columns()}
 
     def to_json_bytes(self) -> bytes:
         """:meth:`to_json` as the lake writes it (``commit.dumps(doc, compact=True)``, byte for
         byte). Its columns, the bulk of it and the same for every table of one shape, are
         encoded once per shape: a flush over thousands of new tables writes a file each."""
-        resolved = self._resolved or _resolved_columns(self.columns, self.names)
-        cached = _COLUMNS_TEXT.get(id(resolved))
-        if cached is None or cached[0] is not resolved:
-            if len(_COLUMNS_TEXT) >= 4096:
-                _COLUMNS_TEXT.clear()
-            cached = _COLUMNS_TEXT[id(resolved)] = (resolved, _compact(resolved.json_columns))
+        columns_text: str = _COLUMNS_TEXT.get(self._resolved,
+                                              lambda resolved: _compact(resolved.json_columns))
         # "columns" sorts first of the document's keys: the rest follows it, as encoded alone,
         # with the metadata columns (the same in every file) encoded once too. The key's text
         # with its quotes cannot occur inside a string value (a quote there is escaped).
         doc = self._json_but_columns(metadata_columns=0)
         rest = _compact(doc).replace('"metadata_columns":0', _METADATA_COLUMNS_TEXT, 1)
-        return f'{{"columns":{cached[1]},{rest[1:]}\n'.encode()
+        return f'{{"columns":{columns_text},{rest[1:]}\n'.encode()
 
     def _json_but_columns(self, metadata_columns: Any = None) -> dict[str, Any]:
         """The schema document but its ``columns`` (``metadata_columns``: a stand-in)."""

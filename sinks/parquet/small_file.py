@@ -40,6 +40,8 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from .identity_cache import IdentityCache
+
 __all__ = ["ENABLED", "NOT_COVERED", "NO_MEMORY", "OS_ERROR", "constants", "new_pool", "template",
            "warn_once", "write"]
 
@@ -72,7 +74,7 @@ def warn_once(log: Callable[[str], None]) -> None:
 TEMPLATES = 256
 
 _templates: collections.OrderedDict[bytes, bytes] = collections.OrderedDict()
-_lock = threading.Lock()  # the flush's writer threads share the templates
+_lock = threading.Lock()  # the templates are shared by whichever thread asks (tests, flushes)
 
 
 def template(schema: pa.Schema) -> bytes:
@@ -111,7 +113,9 @@ def key_value_metadata(schema: pa.Schema) -> tuple[tuple[bytes, bytes], ...]:
 def write(table: pa.Table, statistics: tuple[str, ...]) -> bytes | None:
     """``table`` as the bytes of a one-row-group uncompressed Parquet file with footer
     statistics on the top-level int64 columns named in ``statistics``; None when the native
-    writer is off or does not cover one of its columns (pyarrow then writes it)."""
+    writer is off or does not cover one of its columns (pyarrow then writes it). The same
+    encoder as the pool's (:func:`new_pool`), in the calling thread: the reference the tests
+    compare the pool's files and pyarrow's with."""
     if not ENABLED or table.num_rows == 0:
         return None
     batches = table.to_batches()
@@ -124,34 +128,12 @@ def write(table: pa.Table, statistics: tuple[str, ...]) -> bytes | None:
     return data
 
 
-class _IdentityCache:
-    """Values made once per object and found again by its identity, the least recently used
-    going past ``size``. Each entry keeps its object alive, so an id is never reused while its
-    entry is here. For the flush's thread only."""
-
-    def __init__(self, size: int) -> None:
-        self._size = size
-        self._entries: collections.OrderedDict[int, tuple[Any, Any]] = collections.OrderedDict()
-
-    def get(self, obj: Any, make: Callable[[Any], Any]) -> Any:
-        key = id(obj)
-        found = self._entries.get(key)
-        if found is not None:
-            self._entries.move_to_end(key)
-            return found[1]
-        made = make(obj)
-        self._entries[key] = (obj, made)
-        if len(self._entries) > self._size:
-            self._entries.popitem(last=False)
-        return made
-
-
 #: Per-schema constants kept: a template is shared by schemas of the same fields, the
 #: key-value metadata is a few KB per table.
 CONSTANTS = 4096
 
-_constants = _IdentityCache(CONSTANTS)
-_shared = _IdentityCache(TEMPLATES)  # templates of the shared fields objects
+_constants = IdentityCache(CONSTANTS)
+_shared = IdentityCache(TEMPLATES)  # templates of the shared fields objects
 
 
 def constants(schema: pa.Schema, fields: pa.Schema | None = None
