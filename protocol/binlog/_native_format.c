@@ -948,11 +948,69 @@ static int has_word(const unsigned char *p, size_t n, const char *word, size_t l
     return 0;
 }
 
-/* maybe_secret(text) -> bool: False when text is ASCII and holds none of "PASSWORD",
- * "IDENTIFIED", "://" in any letter case (then ddl.redact_secrets would return it unchanged);
- * True otherwise -- also for any non-ASCII text, where str.upper()'s Unicode mappings (a long
- * s, a ligature) can make a marker, so ddl.redact_secrets must decide. A lower-cased copy,
- * searched: a row event's statement is as long as its rows. */
+/* The statement markers of ddl.SECRET_MARKERS (their one home), read when the module is
+ * imported: lower-cased, each with the index of its rarest letter (the one memchr looks for). */
+#define MAX_MARKERS 16
+#define MAX_MARKER_LEN 32
+static struct {
+    char word[MAX_MARKER_LEN];
+    size_t len, at;
+} markers[MAX_MARKERS];
+static int n_markers;
+static PyObject *markers_tuple;  /* the tuple read, exposed as MARKERS for the test */
+
+/* Letters from the most to the least frequent in text: a marker's rarest letter is searched. */
+static const char FREQUENCY[] = "etaoinsrhldcumfpgwybvkxjqz";
+
+static size_t rarest(const char *word, size_t len) {
+    size_t best = 0;
+    long best_rank = -1;
+    for (size_t i = 0; i < len; i++) {
+        const char *f = strchr(FREQUENCY, word[i]);
+        long rank = (f != NULL && word[i] != '\0') ? (long)(f - FREQUENCY) : 100;
+        if (rank > best_rank) {
+            best_rank = rank;
+            best = i;
+        }
+    }
+    return best;
+}
+
+static int load_markers(void) {
+    PyObject *ddl = PyImport_ImportModule("protocol.binlog.ddl");
+    if (ddl == NULL) return -1;
+    markers_tuple = PyObject_GetAttrString(ddl, "SECRET_MARKERS");
+    Py_DECREF(ddl);
+    if (markers_tuple == NULL) return -1;
+    if (!PyTuple_Check(markers_tuple) || PyTuple_GET_SIZE(markers_tuple) > MAX_MARKERS) {
+        PyErr_SetString(PyExc_ImportError, "ddl.SECRET_MARKERS: a tuple of at most 16 markers");
+        return -1;
+    }
+    n_markers = (int)PyTuple_GET_SIZE(markers_tuple);
+    for (int k = 0; k < n_markers; k++) {
+        Py_ssize_t len;
+        PyObject *item = PyTuple_GET_ITEM(markers_tuple, k);
+        const char *word = PyUnicode_Check(item) ? PyUnicode_AsUTF8AndSize(item, &len) : NULL;
+        if (word == NULL || len < 1 || len >= MAX_MARKER_LEN
+            || PyUnicode_MAX_CHAR_VALUE(item) > 0x7f) {
+            PyErr_Clear();
+            PyErr_SetString(PyExc_ImportError,
+                            "ddl.SECRET_MARKERS: each marker is 1 to 31 ASCII characters");
+            return -1;
+        }
+        for (Py_ssize_t i = 0; i < len; i++)
+            markers[k].word[i] = (char)(word[i] | ((unsigned char)(word[i] - 'A') < 26u) << 5);
+        markers[k].len = (size_t)len;
+        markers[k].at = rarest(markers[k].word, markers[k].len);
+    }
+    return 0;
+}
+
+/* maybe_secret(text) -> bool: False when text is ASCII and holds none of ddl.SECRET_MARKERS in
+ * any letter case (then ddl.redact_secrets would return it unchanged); True otherwise -- also
+ * for any non-ASCII text, where str.upper()'s Unicode mappings (a long s, a ligature) can make
+ * a marker, so ddl.redact_secrets must decide. A lower-cased copy, searched: a row event's
+ * statement is as long as its rows. */
 static PyObject *maybe_secret(PyObject *self, PyObject *text) {
     if (!PyUnicode_Check(text)) {
         PyErr_SetString(PyExc_TypeError, "text must be str");
@@ -964,8 +1022,6 @@ static PyObject *maybe_secret(PyObject *self, PyObject *text) {
         Py_RETURN_TRUE;
     const unsigned char *p = PyUnicode_1BYTE_DATA(text);
     size_t n = (size_t)PyUnicode_GET_LENGTH(text);
-    if (has_word(p, n, "://", 3, 0))
-        Py_RETURN_TRUE;
     unsigned char *lower = PyMem_Malloc(n ? n : 1);
     if (lower == NULL)
         return PyErr_NoMemory();
@@ -980,7 +1036,9 @@ static PyObject *maybe_secret(PyObject *self, PyObject *text) {
     }
     for (; i < n; i++)
         lower[i] = (unsigned char)(p[i] | ((unsigned char)(p[i] - 'A') < 26u) << 5);
-    int found = has_word(lower, n, "password", 8, 4) || has_word(lower, n, "identified", 10, 6);
+    int found = 0;
+    for (int k = 0; k < n_markers && !found; k++)
+        found = has_word(lower, n, markers[k].word, markers[k].len, markers[k].at);
     PyMem_Free(lower);
     return PyBool_FromLong(found);
 }
@@ -1088,5 +1146,10 @@ PyMODINIT_FUNC PyInit__native_format(void) {
     Py_DECREF(dec);
     if (decimal_type == NULL)
         return NULL;
-    return PyModule_Create(&module);
+    if (load_markers() < 0)
+        return NULL;
+    PyObject *m = PyModule_Create(&module);
+    if (m != NULL && PyModule_AddObjectRef(m, "MARKERS", markers_tuple) < 0)
+        Py_CLEAR(m);
+    return m;
 }

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from itertools import pairwise
 
 __all__ = ["RESETS_TABLE", "DdlKind", "DdlStatement", "added_column_defaults", "classify", "is_ddl",
-           "redact_secrets"]
+           "redact_secrets", "SECRET_MARKERS"]
 
 
 class DdlKind(enum.IntEnum):
@@ -595,7 +595,10 @@ def _all_secret_patterns() -> tuple[re.Pattern[str], ...]:
 _URL_PASSWORD = re.compile(r"\b[a-z][a-z0-9+.-]*://[^\s:/@'\"]*:([^\s@'\"/]*)@", re.IGNORECASE)
 _DOUBLE_QUOTED = re.compile(r'(?:_\w+\s*)?"')
 REDACTED = "'<redacted>'"
-_MARKERS = ("PASSWORD", "IDENTIFIED", "://")
+#: What a statement must contain (in any letter case) for :func:`redact_secrets` to look further:
+#: the one list of these markers. ``binlake decode``'s native screen (``_native_format.c``) reads
+#: it from here when it is imported, so the two cannot disagree. Upper-case ASCII.
+SECRET_MARKERS: tuple[str, ...] = ("PASSWORD", "IDENTIFIED", "://")
 
 
 def redact_secrets(query: str) -> str:
@@ -605,7 +608,7 @@ def redact_secrets(query: str) -> str:
     tell cheaply whether anything changed.
     """
     upper = query.upper()
-    if not any(marker in upper for marker in _MARKERS):
+    if not any(marker in upper for marker in SECRET_MARKERS):
         return query
     # (start, end, is a literal): literals become a quoted '<redacted>', a URL's password bare
     spans = [(match.start(1), match.end(1), True)

@@ -21,6 +21,8 @@ import math
 import os
 import random
 import struct
+import subprocess
+import sys
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
@@ -340,6 +342,26 @@ def test_statements_are_redacted_and_escaped_as_the_reference_does() -> None:
     for _ in range(ROUNDS * 10):
         query = "".join(rng.choice(pieces) for _ in range(rng.randrange(12)))
         assert decode._statement(query) == decode._one_line(ddl.redact_secrets(query)), query
+
+
+def test_the_native_screen_takes_its_markers_from_the_python_list() -> None:
+    """``ddl.SECRET_MARKERS`` is the one list: the extension reads it when it is imported (a
+    different list in a fresh interpreter changes what it screens), and it finds each marker in
+    any letter case and nothing short of one."""
+    import protocol.binlog._native_format as extension
+
+    assert extension.MARKERS is ddl.SECRET_MARKERS
+    screen = native_format.maybe_secret
+    assert screen is not None
+    for marker in ddl.SECRET_MARKERS:
+        for text in (marker, marker.lower(), marker.title(), f"x {marker.swapcase()} y"):
+            assert screen(text), text
+        assert not screen(marker[:-1]) and not screen(marker[1:])
+    script = ("import sys; from protocol.binlog import ddl; ddl.SECRET_MARKERS = ('SECRETWORD',); "
+              "from protocol.binlog import _native_format as n; "
+              "sys.exit(0 if n.maybe_secret('a SecretWord b') and not n.maybe_secret('PASSWORD')"
+              " else 1)")
+    assert subprocess.run([sys.executable, "-c", script], check=False).returncode == 0
 
 
 def test_long_statements_are_escaped_as_the_reference_does() -> None:
