@@ -3,7 +3,7 @@
 Issue 17: landing 100k rows (20k five-row transactions) cost 5 s and 20 files over 20 tables but
 54 s and 9,999 files over 2,000, because every time-based flush wrote (and fsync-ed) a file per
 touched table. The daemon now flushes by size while its stream is behind the server's end
-(README, "When data lands"); this measures it.
+(docs/operations.md, "When data lands"); this measures it.
 
 Steps, on a sandbox MariaDB 10.11 (the ``devtools.sandbox`` server, as ``python -m bench``):
 

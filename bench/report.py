@@ -1,8 +1,8 @@
 """The results as text tables (throughput with ratios, issue 17's targets, memory, snapshot,
-semi-sync latency), and as the README's Markdown table.
+semi-sync latency), and as docs/benchmarks.md's Markdown table.
 
 ``python -m bench.report [RESULTS.json]`` prints a saved run's tables again;
-``python -m bench.report --readme [RESULTS.json]`` prints the README's benchmark table and
+``python -m bench.report --readme [RESULTS.json]`` prints docs/benchmarks.md's throughput table and
 targets from it (default: the newest file in bench/results/), to paste with its commit, and the
 newest ``python -m bench.many_tables`` run's table and targets when there is one
 (``--many-tables FILE`` picks another, ``--many-tables none`` leaves it out).
@@ -213,7 +213,7 @@ def _k(rate: float | None) -> str:
 
 
 def readme(results: dict[str, Any], many: dict[str, Any] | None = None) -> str:
-    """The README's benchmark table (rows/s, wall; ratios vs the peer and vs C), the targets,
+    """docs/benchmarks.md's throughput table (rows/s, wall; ratios vs the peer and vs C), the targets,
     and the peak RSS line, as Markdown; with ``many`` (a ``bench.many_tables`` run) its table,
     and its targets in the targets table."""
     src = results.get("source", {})
@@ -290,7 +290,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("results", nargs="?", type=Path,
                         help="results JSON (default: the newest in bench/results/)")
     parser.add_argument("--readme", action="store_true",
-                        help="the README's Markdown table and targets instead of the text tables")
+                        help="docs/benchmarks.md's Markdown tables and targets instead of the text tables")
     parser.add_argument("--many-tables", default=None,
                         help="with --readme: a bench.many_tables JSON to include (default: the "
                              "newest many_tables-*.json beside the results; 'none' skips)")

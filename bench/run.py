@@ -16,7 +16,7 @@ Order (each step only appends to the binlog, so what a step measures is exactly 
 5. semi-sync commit latency with a real MariaDB replica, binlake ACKing on receive, binlake
    ACKing after landing, and no replica (asynchronous, the floor);
 6. the tables, issue 17's targets (PASS/MISS, never an assertion: bench/targets.py), and JSON
-   under ``bench/results/`` (``python -m bench.report --readme`` turns it into the README's
+   under ``bench/results/`` (``python -m bench.report --readme`` turns it into docs/benchmarks.md's
    table).
 """
 

@@ -26,7 +26,7 @@ Steps, on the benchmark's server:
 ``rows/s`` = table rows / process wall time (``binlake snapshot`` includes its interpreter start,
 connecting, the stream beside the snapshot and the final commit; the dump includes its own
 start). The writer's worst commit latency with and without the snapshot says whether the
-snapshot's reads hurt writers (it takes no locks: see the README's Snapshots). With the writer,
+snapshot's reads hurt writers (it takes no locks: see docs/snapshots.md). With the writer,
 ``binlake snapshot`` also lands the writer's transactions as it goes (a chunk lands once the
 stream has passed its binlog point), so that run's time is the snapshot's and the stream's.
 """

@@ -1,15 +1,7 @@
 """The ``binlake`` command line: parse, load the config, dispatch, and turn failures into exit codes.
 
-Exit codes (also in ``binlake --help``):
-
-  0  success; ``run`` stopped cleanly (SIGTERM/SIGINT)
-  1  ``check`` found a problem, ``status`` could not reach the server (or found no lake), ``run``
-     gave up after ``reconnect.max_attempts`` failed attempts, or a runtime error (I/O, a bug)
-  2  usage or configuration error (a flag the command does not use; a metrics.address in use)
-  3  permanent replication error: the server refused something retrying cannot fix (wrong
-     password, missing privilege, start position purged, duplicate server_id, undecodable stream)
-  4  lake error: the lake's filesystem refused a write (disk full, I/O error, read-only,
-     permission) — the line names the path and the errno — or another writer holds the lake
+Exit codes are :data:`EXIT_OK` … :data:`EXIT_LAKE` below; :data:`EXIT_CODES_HELP` says what each
+means in ``binlake --help``, and docs/operations.md is their one home for operators.
 
 Errors are printed as one line plus a ``fix:`` line; ``-v`` adds the traceback. The commands'
 implementations live in their own modules (``replica.core.daemon`` for ``run``, the others in

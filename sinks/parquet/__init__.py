@@ -1,6 +1,6 @@
 """Crash-safe Parquet change logs, one per table, schema-versioned.
 
-See ``sinks/README.md`` for the layout, the columns and the type mapping. The sink's classes are
+See ``docs/lake-format.md`` for the layout, the columns and the type mapping (``sinks/README.md`` for how the sink implements them). The sink's classes are
 imported on first use, so ``sinks.parquet.layout`` (paths) and :func:`prefer_jemalloc` (the
 start-up step choosing Arrow's allocator) do not pull in pyarrow.
 """

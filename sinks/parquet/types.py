@@ -1,6 +1,6 @@
 """MySQL/MariaDB column types → Arrow types Spark reads correctly, and the value converters.
 
-The mapping is the landing contract (see ``sinks/README.md``): every choice below exists because
+The mapping is the landing contract (see ``docs/lake-format.md``): every choice below exists because
 Spark would otherwise misread or refuse the file:
 
 * timestamps are microseconds (Spark fails on nanoseconds and we never write INT96);

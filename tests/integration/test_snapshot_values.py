@@ -287,7 +287,7 @@ def test_snapshot_rows_land_like_binlog_rows(server: ServerHandle, tmp_path: Pat
                 for k, col in enumerate(cols, start=1):
                     mine = _lake_text(cells[col[0]], col)
                     if mine is None and _invalid_temporal(row[k]):
-                        continue  # zero dates land as NULL (see sinks/README.md)
+                        continue  # zero dates land as NULL (see docs/lake-format.md)
                     assert cells_equal(mine, row[k], col[2]), (
                         f"{server.flavor} {table}.{col[0]} id={row[0]}: lake "
                         f"{cells[col[0]]!r} -> {mine!r}, server {row[k]!r}")
