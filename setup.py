@@ -7,6 +7,8 @@ sinks/parquet/small_file.py).
 ``optional=True``: a machine without a C compiler or Python headers still installs binlake, and
 each part then runs its pure-Python reference (pyarrow for the Parquet files), which the daemon
 says once (protocol/binlog/native.py, sinks/parquet/trees.py, sinks/parquet/small_file.py).
+Each extension defines ``ABI_VERSION``; a build whose version is not the one its Python loader
+states is not used at all (protocol/native_switch.py).
 """
 
 from setuptools import Extension, setup

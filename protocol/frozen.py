@@ -17,12 +17,12 @@ frozen, ``init=False`` / keyword-only fields, default factories) is refused at i
 from __future__ import annotations
 
 import dataclasses
-import importlib
-import os
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-__all__ = ["NATIVE_SLOTS", "fast_init", "positional_maker"]
+from . import native_switch
+
+__all__ = ["ABI", "NATIVE_SLOTS", "NATIVE_SLOTS_MISSING", "fast_init", "positional_maker"]
 
 _C = TypeVar("_C", bound=type)
 _T = TypeVar("_T")
@@ -70,14 +70,16 @@ def fast_init(cls: _C) -> _C:
     return cls
 
 
-_native_slots: Any = None
-try:
-    _native_slots = importlib.import_module("protocol._native_slots")
-except ImportError:  # not built (no compiler, or an in-place build older than it)
-    pass
+#: The ``ABI_VERSION`` of ``_native_slots.c`` this module calls.
+ABI = 1
 
-#: Whether ``protocol._native_slots`` is built (``protocol.binlog.native.warn_once`` says it
-#: when not).
+_native_slots: Any
+#: Why ``protocol._native_slots`` is not used ("" when it is): not built, or built for another
+#: :data:`ABI` (``protocol.binlog.native.warn_once`` says it).
+_native_slots, NATIVE_SLOTS_MISSING = native_switch.load(
+    "protocol._native_slots", ABI, "protocol._native_slots")
+
+#: Whether ``protocol._native_slots`` is loaded (BINLAKE_NATIVE=0 still keeps it unused).
 NATIVE_SLOTS = _native_slots is not None
 
 
@@ -96,7 +98,7 @@ def positional_maker(cls: type[_T], *, checked_by_caller: bool = False) -> Calla
     params = getattr(cls, "__dataclass_params__", None)
     if (params is None or not params.frozen or "__slots__" not in cls.__dict__
             or (hasattr(cls, "__post_init__") and not checked_by_caller)
-            or os.environ.get("BINLAKE_NATIVE", "1") == "0"):
+            or native_switch.native_off()):
         return cls
     fields = dataclasses.fields(cls)  # type: ignore[arg-type]
     if any(not f.init or f.kw_only or f.default_factory is not dataclasses.MISSING

@@ -8,28 +8,29 @@ TABLE_MAP, rows, XID), :func:`end_positions` that of the session's position trac
 anything else, which the Python code then takes (and raises its typed errors for).
 ``tests/unit/test_native_frames.py`` runs both ways over random, truncated and corrupted input.
 
-They are None when the extension is not built (no compiler when binlake was installed, or an
-in-place build older than it: ``protocol.binlog.native.warn_once`` says so once) or with
-``BINLAKE_NATIVE=0``.
+They are None when the extension is not built (no compiler when binlake was installed) or built
+for another :data:`ABI` (``protocol.binlog.native.warn_once`` says so once), or with
+``BINLAKE_NATIVE=0`` (``protocol.native_switch``).
 """
 
 from __future__ import annotations
 
-import importlib
-import os
 from collections.abc import Callable
 from typing import Any
 
-__all__ = ["UNAVAILABLE_REASON", "split_payloads", "feed_plain", "end_positions"]
+from . import native_switch
+
+__all__ = ["ABI", "UNAVAILABLE_REASON", "split_payloads", "feed_plain", "end_positions"]
+
+#: The ``ABI_VERSION`` of ``_native_frames.c`` this module calls.
+ABI = 1
 
 _module: Any = None
-#: Why the extension is missing ("" when it is loaded or switched off with BINLAKE_NATIVE=0).
+#: Why the extension is not used ("" when it is loaded or switched off with BINLAKE_NATIVE=0).
 UNAVAILABLE_REASON = ""
-if os.environ.get("BINLAKE_NATIVE", "1") != "0":
-    try:
-        _module = importlib.import_module("protocol._native_frames")
-    except ImportError as exc:  # not built
-        UNAVAILABLE_REASON = f"the native binlog framing is not built ({exc})"
+if not native_switch.native_off():
+    _module, UNAVAILABLE_REASON = native_switch.load(
+        "protocol._native_frames", ABI, "the native binlog framing")
 
 #: ``split_payloads(buf, start, end, seq, check, limit, status) -> (payloads, pos, seq)``.
 split_payloads: Callable[..., tuple[list[bytes], int, int]] | None = (

@@ -1129,11 +1129,24 @@ static PyMethodDef methods[] = {
     {NULL, NULL, 0, NULL},
 };
 
+/* What the Python side checks before it uses this extension (protocol/native_switch.py):
+ * bump it with the loader's ABI whenever what the module exports, or how it is called, changes */
+#define ABI_VERSION 1
+
 static struct PyModuleDef module = {
     PyModuleDef_HEAD_INIT, "_native_format",
     "Row images as text lines (binlake decode's formats), natively.", -1, methods,
     NULL, NULL, NULL, NULL,
 };
+
+/* The module, carrying ABI_VERSION; NULL (the error set) when either fails. */
+static PyObject *create_module(void)
+{
+    PyObject *m = PyModule_Create(&module);
+    if (m != NULL && PyModule_AddIntConstant(m, "ABI_VERSION", ABI_VERSION) < 0)
+        Py_CLEAR(m);
+    return m;
+}
 
 PyMODINIT_FUNC PyInit__native_format(void) {
     PyDateTime_IMPORT;
@@ -1148,7 +1161,7 @@ PyMODINIT_FUNC PyInit__native_format(void) {
         return NULL;
     if (load_markers() < 0)
         return NULL;
-    PyObject *m = PyModule_Create(&module);
+    PyObject *m = create_module();
     if (m != NULL && PyModule_AddObjectRef(m, "MARKERS", markers_tuple) < 0)
         Py_CLEAR(m);
     return m;

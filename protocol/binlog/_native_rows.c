@@ -2394,6 +2394,10 @@ static PyMethodDef methods[] = {
     {NULL, NULL, 0, NULL},
 };
 
+/* What the Python side checks before it uses this extension (protocol/native_switch.py):
+ * bump it with the loader's ABI whenever what the module exports, or how it is called, changes */
+#define ABI_VERSION 1
+
 static struct PyModuleDef module = {
     PyModuleDef_HEAD_INIT, "_native_rows", "binlake's native row decoder (see native.py).", -1,
     methods, NULL, NULL, NULL, NULL,
@@ -2406,9 +2410,7 @@ PyMODINIT_FUNC PyInit__native_rows(void) {
         if (TAG_OBJECTS[i] == NULL && (TAG_OBJECTS[i] = PyUnicode_InternFromString(TAGS[i])) == NULL)
             return NULL;
     PyObject *m = PyModule_Create(&module);
-    /* export_batch's capsule is "arrow_array" and it returns the size: native.py takes no
-     * export_batch from a build before that */
-    if (m != NULL && PyModule_AddIntConstant(m, "EXPORT_BATCH_SIZED", 1) < 0) {
+    if (m != NULL && PyModule_AddIntConstant(m, "ABI_VERSION", ABI_VERSION) < 0) {
         Py_DECREF(m);
         return NULL;
     }

@@ -28,58 +28,55 @@ entries: the same layouts and tags), Python values made only for the columns tha
 (:data:`text_lists`; ``protocol.snapshot.KeptImage``).
 
 ``BINLAKE_NATIVE=0`` forces the Python reference; ``BINLAKE_NATIVE_ARROW=0`` keeps the native
-decoder but lands from its Python values (no Arrow chunks). When the extension is not built (no compiler
-when binlake was installed), :func:`warn_once` says so once, and decoding is the same, slower.
+decoder but lands from its Python values (no Arrow chunks): ``protocol.native_switch`` reads
+both. When the extension is not built (no compiler when binlake was installed), or built for
+another :data:`ABI` (an in-place build older than the code), none of it is used,
+:func:`warn_once` says so once, and decoding is the same, slower.
 """
 
 from __future__ import annotations
 
-import importlib
-import os
 from collections.abc import Callable
 from typing import Any
+
+from .. import native_switch
 
 __all__ = ["AVAILABLE", "ENABLED", "ARROW", "TEXT_ARROW", "UNAVAILABLE_REASON", "plan", "decode",
            "decode_arrow", "concat", "gather", "gather_all", "meta_columns", "export_batch",
            "text_row",
            "text_rows", "text_collect", "text_arrow", "text_lists", "TEXT_SKIP", "warn_once"]
 
-_module: Any = None
-UNAVAILABLE_REASON = ""
-try:
-    _module = importlib.import_module(f"{__package__}._native_rows")
-except ImportError as exc:  # not built: no compiler when binlake was installed
-    UNAVAILABLE_REASON = f"the native row decoder is not built ({exc})"
+#: The ``ABI_VERSION`` of ``_native_rows.c`` this module calls.
+ABI = 1
+
+_module: Any
+_module, UNAVAILABLE_REASON = native_switch.load(
+    f"{__package__}._native_rows", ABI, "the native row decoder")
 
 AVAILABLE = _module is not None
-ENABLED = AVAILABLE and os.environ.get("BINLAKE_NATIVE", "1") != "0"
+ENABLED = AVAILABLE and not native_switch.native_off()
 
 #: ``text_row(payload, binary)``: one text-protocol row as ``protocol.results.parse_text_row``
 #: returns it, or None when malformed (the Python parser then raises its typed error); None
-#: when the extension is off (or was built before it had ``text_row``). A snapshot's chunks
-#: are parsed by :data:`text_rows` instead.
+#: when the extension is off. A snapshot's chunks are parsed by :data:`text_rows` instead.
 text_row: Callable[[bytes, tuple[bool, ...]], tuple[str | bytes | None, ...] | None] | None = (
-    getattr(_module, "text_row", None) if ENABLED else None)
+    _module.text_row if ENABLED else None)
 
-#: Whether rows land from Arrow chunks: the extension has :func:`decode_arrow`,
-#: :func:`gather` and :func:`concat` (one built before they existed lacks them until it is
-#: rebuilt: rows then land from Python values, as before), and ``BINLAKE_NATIVE_ARROW=0`` does
-#: not ask for the Python values (the same lake; for measuring one path against the other).
-ARROW = (ENABLED and os.environ.get("BINLAKE_NATIVE_ARROW", "1") != "0"
-         and all(hasattr(_module, name) for name in ("decode_arrow", "concat", "gather")))
+#: Whether rows land from Arrow chunks: the extension is on and ``BINLAKE_NATIVE_ARROW=0``
+#: does not ask for the Python values (the same lake; for measuring one path against the other).
+ARROW = ENABLED and not native_switch.arrow_off()
 
 #: ``arrow_bytes(images) -> int``: the bytes of every buffer (validity, data, offsets) of a rows
 #: event's Arrow chunks (``RowsEvent.arrow``), summed in C (the sink's memory estimate, per
-#: event); None with :data:`ARROW` off or an extension built before it (the sink then sums them).
-arrow_bytes: Callable[[Any], int] | None = (
-    getattr(_module, "arrow_bytes", None) if ARROW else None)
+#: event); None with :data:`ARROW` off (the sink then sums them).
+arrow_bytes: Callable[[Any], int] | None = _module.arrow_bytes if ARROW else None
 
 #: ``gather_all(tags, entries) -> list``: every table column of a batch as :func:`gather` gives
 #: it (None for a column whose tag is None, that gather leaves to Python, or over 2 GiB of
-#: strings), one call per batch; None with :data:`ARROW` off or an extension built before it.
+#: strings), one call per batch; None with :data:`ARROW` off.
 gather_all: Callable[[tuple[str | None, ...], list[tuple[Any, Any, Any, int]]],
                      list[tuple[int, int, bytes | None, bytes, bytes | None] | None]] | None = (
-    getattr(_module, "gather_all", None) if ARROW else None)
+    _module.gather_all if ARROW else None)
 
 #: ``meta_columns(tags, ends, kinds) -> tuple``: a batch's metadata columns, per ``kinds`` byte
 #: (``i`` int64, ``s`` string, ``r`` row number = the row's index plus the tag, ``-`` none),
@@ -88,7 +85,7 @@ gather_all: Callable[[tuple[str | None, ...], list[tuple[Any, Any, Any, int]]],
 #: the column cannot hold (the caller then converts in Python). None as for :data:`gather_all`.
 meta_columns: Callable[[list[tuple[Any, ...]], list[int], bytes],
                        tuple[tuple[int, bytes | None, bytes, bytes | None] | None, ...]] | None = (
-    getattr(_module, "meta_columns", None) if ARROW else None)
+    _module.meta_columns if ARROW else None)
 
 #: ``export_batch(spec) -> (capsule, address, size)``: an Arrow C data interface array built
 #: from ``spec`` = ``(length, null_count, validity, buffers, children)`` (validity: None, bytes,
@@ -97,43 +94,40 @@ meta_columns: Callable[[list[tuple[Any, ...]], list[int], bytes],
 #: ``pyarrow.RecordBatch._import_from_c(address, schema)``; the capsule (an Arrow PyCapsule
 #: interface ``arrow_array``, which the small-file writer's pool reads as it is) frees the
 #: struct (and the array, unless Arrow took it); ``size`` bounds the buffers' bytes from above.
-#: The spec must match the schema (Arrow sees no sizes). None as for :data:`gather_all`, and
-#: for a build before the size (its capsule had another name).
+#: The spec must match the schema (Arrow sees no sizes). None as for :data:`gather_all`.
 export_batch: Callable[[tuple[Any, ...]], tuple[object, int, int]] | None = (
-    getattr(_module, "export_batch", None)
-    if ARROW and hasattr(_module, "EXPORT_BATCH_SIZED") else None)
+    _module.export_batch if ARROW else None)
 
 #: ``text_rows(buf, start, end, seq, limit, kinds, columns) -> (start, seq, rows, fallbacks)``:
 #: every complete plain row packet buffered in ``buf[start:end]`` parsed straight into column
 #: lists (``protocol.packets.PacketCodec.text_rows`` says how); None as for ``text_row``.
 text_rows: Callable[..., tuple[int, int, int, int]] | None = (
-    getattr(_module, "text_rows", None) if ENABLED else None)
+    _module.text_rows if ENABLED else None)
 
-#: Whether a snapshot's chunks land from Arrow chunks made straight from their text rows:
-#: :data:`ARROW` and the extension has ``text_collect`` (keep a chunk's row packets unparsed),
-#: ``text_arrow`` (their values' text into :func:`decode_arrow`'s chunks, by a :func:`plan` of
-#: text specs: ``protocol.snapshot.values.text_spec``) and ``text_lists`` (the Python text values
-#: of the columns that need them). Else a snapshot parses its rows with :data:`text_rows`.
-TEXT_ARROW = ARROW and all(hasattr(_module, name)
-                           for name in ("text_collect", "text_arrow", "text_lists"))
+#: Whether a snapshot's chunks land from Arrow chunks made straight from their text rows, as
+#: :data:`ARROW`: ``text_collect`` keeps a chunk's row packets unparsed, ``text_arrow`` turns
+#: their values' text into :func:`decode_arrow`'s chunks (by a :func:`plan` of text specs:
+#: ``protocol.snapshot.values.text_spec``) and ``text_lists`` makes the Python text values of
+#: the columns that need them. Else a snapshot parses its rows with :data:`text_rows`.
+TEXT_ARROW = ARROW
 
 #: ``text_collect(buf, start, end, seq, limit, out) -> (start, seq, rows, last)``: every
 #: complete plain row packet buffered in ``buf[start:end]`` appended to the bytearray ``out``
 #: unparsed, each as a 4-byte little-endian length and its payload (``last``: where the last
 #: one starts in ``out``, -1 for none); the same stop rules as :data:`text_rows`.
 text_collect: Callable[..., tuple[int, int, int, int]] | None = (
-    getattr(_module, "text_collect", None) if TEXT_ARROW else None)
+    _module.text_collect if TEXT_ARROW else None)
 
 #: ``text_arrow(raw, plan, values) -> chunks``: the rows ``raw`` keeps (``values`` values each)
 #: as one Arrow chunk per column of ``plan`` (:data:`Chunk`), or None where the column's
 #: values are left to Python. A malformed row raises ValueError.
 text_arrow: Callable[[Any, object, int], tuple[Chunk | None, ...]] | None = (
-    getattr(_module, "text_arrow", None) if TEXT_ARROW else None)
+    _module.text_arrow if TEXT_ARROW else None)
 
 #: ``text_lists(raw, kinds, columns) -> rows``: the rows ``raw`` keeps appended to the column
 #: lists as :data:`text_rows` would, for the columns whose kind is not :data:`TEXT_SKIP`.
 text_lists: Callable[[Any, bytes, list[list[Any]]], int] | None = (
-    getattr(_module, "text_lists", None) if TEXT_ARROW else None)
+    _module.text_lists if TEXT_ARROW else None)
 
 #: The ``text_lists`` kind of a column not wanted.
 TEXT_SKIP = 255
@@ -149,11 +143,11 @@ def warn_once(log: Callable[[str], None]) -> None:
     """Say once per process that Python does the work of a missing extension: the row decoder
     (built with the others, so its line stands for all), else each of the binlog framing
     (``protocol/_native_frames.c``), the frozen events' constructors (``_native_slots.c``)
-    and ``binlake decode``'s line formatter (``_native_format.c``) that is missing — an
-    in-place build older than it; nothing when switched off on purpose with BINLAKE_NATIVE=0.
+    and ``binlake decode``'s line formatter (``_native_format.c``) that is missing or built for
+    another ABI version; nothing when switched off on purpose with BINLAKE_NATIVE=0.
     """
     global _warned
-    if _warned or os.environ.get("BINLAKE_NATIVE", "1") == "0":
+    if _warned or native_switch.native_off():
         return
     _warned = True
     if not AVAILABLE:
@@ -168,11 +162,11 @@ def warn_once(log: Callable[[str], None]) -> None:
     rebuild = "reinstall binlake (or `python setup.py build_ext --inplace` in a checkout) to build it"
     if frames_missing:
         log(f"{frames_missing}: events are framed in Python (same events, slower); {rebuild}")
-    if not frozen.NATIVE_SLOTS:
-        log("protocol._native_slots is not built: events are made by their Python classes "
+    if frozen.NATIVE_SLOTS_MISSING:
+        log(f"{frozen.NATIVE_SLOTS_MISSING}: events are made by their Python classes "
             f"(same events, slower); {rebuild}")
-    if native_format.text_lines is None:
-        log("protocol.binlog._native_format is not built: `binlake decode` and the Open "
+    if native_format.UNAVAILABLE_REASON:
+        log(f"{native_format.UNAVAILABLE_REASON}: `binlake decode` and the Open "
             f"Protocol sink format every value in Python (same output, slower); {rebuild}")
 
 

@@ -108,14 +108,27 @@ static PyMethodDef methods[] = {
     {NULL, NULL, 0, NULL},
 };
 
+/* What the Python side checks before it uses this extension (protocol/native_switch.py):
+ * bump it with the loader's ABI whenever what the module exports, or how it is called, changes */
+#define ABI_VERSION 1
+
 static struct PyModuleDef module = {
     PyModuleDef_HEAD_INIT, "_native_fs",
     "Directories and empty files made in one call that holds no GIL.", -1, methods,
     NULL, NULL, NULL, NULL,
 };
 
+/* The module, carrying ABI_VERSION; NULL (the error set) when either fails. */
+static PyObject *create_module(void)
+{
+    PyObject *m = PyModule_Create(&module);
+    if (m != NULL && PyModule_AddIntConstant(m, "ABI_VERSION", ABI_VERSION) < 0)
+        Py_CLEAR(m);
+    return m;
+}
+
 PyMODINIT_FUNC
 PyInit__native_fs(void)
 {
-    return PyModule_Create(&module);
+    return create_module();
 }

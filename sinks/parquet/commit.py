@@ -36,7 +36,6 @@ import contextlib
 import ctypes
 import errno
 import fcntl
-import importlib
 import json
 import os
 import shutil
@@ -46,6 +45,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
+from protocol import native_switch
 from protocol.binlog.model import BinlogPosition
 
 from ..errors import LakeCorrupted
@@ -238,18 +238,21 @@ def _load_syncfs() -> Any:
         return None
 
 
-def _load_native_fs() -> Any:
+#: The ``ABI_VERSION`` of ``_native_fs.c`` this module calls.
+NATIVE_FS_ABI = 1
+
+
+def _load_native_fs() -> tuple[Any, str]:
     """``_native_fs`` (a C extension built from ``_native_fs.c`` with the native row decoder,
-    see setup.py), or None: not built, or ``BINLAKE_NATIVE=0``."""
-    if os.environ.get("BINLAKE_NATIVE", "1") == "0":
-        return None
-    try:
-        return importlib.import_module(f"{__package__}._native_fs")
-    except ImportError:
-        return None
+    see setup.py), or None: not built, built for another :data:`NATIVE_FS_ABI`
+    (the reason: ``trees.warn_once`` says it), or ``BINLAKE_NATIVE=0``."""
+    if native_switch.native_off():
+        return None, ""
+    return native_switch.load(f"{__package__}._native_fs", NATIVE_FS_ABI,
+                              "sinks.parquet._native_fs")
 
 
-_native_fs = _load_native_fs()
+_native_fs, NATIVE_FS_MISSING = _load_native_fs()
 
 
 class _OsFileSystem(FileSystem):

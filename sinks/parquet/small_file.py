@@ -21,7 +21,8 @@ built by hand may), and returns None for anything else, which pyarrow then write
 ``tests/unit/test_native_parquet.py`` reads both writers' files back over the type matrix,
 random tables and the sink's every operation and requires identical tables, schemas and
 metadata; ``bench/native_asan.sh`` runs it under the sanitizers.
-``BINLAKE_NATIVE=0`` (as for the row decoder) makes pyarrow write every file.
+``BINLAKE_NATIVE=0`` (as for the row decoder, ``protocol.native_switch``) makes pyarrow write
+every file, as does an extension built for another :data:`ABI` (said once).
 
 A flush hands its small files to :func:`new_pool`: C threads that encode them with the same code
 as :func:`write` and write them to their staged paths, never taking the GIL (``files.py``).
@@ -31,8 +32,6 @@ from __future__ import annotations
 
 import base64
 import collections
-import importlib
-import os
 import threading
 from collections.abc import Callable
 from typing import Any
@@ -40,35 +39,36 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from protocol import native_switch
+
 from .identity_cache import IdentityCache
 
-__all__ = ["ENABLED", "NOT_COVERED", "NO_MEMORY", "OS_ERROR", "constants", "new_pool", "template",
+__all__ = ["ABI", "ENABLED", "NOT_COVERED", "NO_MEMORY", "OS_ERROR", "constants", "new_pool", "template",
            "warn_once", "write"]
 
-_module: Any = None
-try:
-    _module = importlib.import_module(f"{__package__}._native_parquet")
-    if not hasattr(_module, "Pool"):  # built before the pool: as if not built, said once
-        _module = None
-except ImportError:  # not built: :func:`warn_once` says so
-    pass
+#: The ``ABI_VERSION`` of ``_native_parquet.c`` this module calls.
+ABI = 1
 
-ENABLED = _module is not None and os.environ.get("BINLAKE_NATIVE", "1") != "0"
+_module: Any
+_module, _MISSING = native_switch.load(f"{__package__}._native_parquet", ABI,
+                                       "sinks.parquet._native_parquet")
+
+ENABLED = _module is not None and not native_switch.native_off()
 _warned = False
 
 
 def warn_once(log: Callable[[str], None]) -> None:
     """Say once per process that pyarrow writes every small file because ``_native_parquet``
-    is not built (nothing when BINLAKE_NATIVE=0 asked for that). Each extension is optional on
-    its own (setup.py): this one missing beside the others, or a checkout built before it
-    existed, would otherwise only show as CPU."""
+    is not built, or built for another :data:`ABI` (nothing when BINLAKE_NATIVE=0 asked for
+    that). Each extension is optional on its own (setup.py): this one missing beside the
+    others, or a checkout built before it existed, would otherwise only show as CPU."""
     global _warned
-    if _warned or _module is not None or os.environ.get("BINLAKE_NATIVE", "1") == "0":
+    if _warned or _module is not None or native_switch.native_off():
         return
     _warned = True
-    log("sinks.parquet._native_parquet is not built: pyarrow writes every small Parquet file "
-        "(the same tables, ~5x the CPU per file); reinstall binlake (or `python setup.py "
-        "build_ext --inplace` in a checkout) to build it")
+    log(f"{_MISSING or 'sinks.parquet._native_parquet is not built'}: pyarrow writes every "
+        "small Parquet file (the same tables, ~5x the CPU per file); reinstall binlake (or "
+        "`python setup.py build_ext --inplace` in a checkout) to build it")
 
 #: Templates kept, one per set of fields (the least recently used goes): ~8 KB each.
 TEMPLATES = 256

@@ -31,12 +31,13 @@ recovery empties staging (``tests/unit/test_power_loss.py`` replays every power 
 
 from __future__ import annotations
 
-import os
 import posixpath
 import queue
 import threading
 from collections.abc import Callable
 from typing import Any
+
+from protocol import native_switch
 
 from . import commit as C
 from .layout import STAGED_TREE_PREFIX, staged_tree
@@ -48,12 +49,14 @@ _warned = False
 
 def warn_once(log: Callable[[str], None]) -> None:
     """Say once per process that the trees' thread makes directories and files one call at a
-    time because ``_native_fs`` is not built (nothing when BINLAKE_NATIVE=0 asked for that)."""
+    time because ``_native_fs`` is not built, or built for another ABI version (nothing when
+    BINLAKE_NATIVE=0 asked for that)."""
     global _warned
-    if _warned or C._native_fs is not None or os.environ.get("BINLAKE_NATIVE", "1") == "0":
+    if _warned or C._native_fs is not None or native_switch.native_off():
         return
     _warned = True
-    log("sinks.parquet._native_fs is not built: the lake's new directories and files are made "
+    log(f"{C.NATIVE_FS_MISSING or 'sinks.parquet._native_fs is not built'}: the lake's new "
+        "directories and files are made "
         "one call at a time (the same lake, slower over many tables); reinstall binlake (or "
         "`python setup.py build_ext --inplace` in a checkout) to build it")
 
