@@ -24,7 +24,7 @@ import trio
 from protocol import errors
 from replica.config import ConfigError, ReconnectConfig
 from replica.errors import HeartbeatTimeout
-from sinks.errors import SinkError
+from sinks.contract import SinkError
 
 __all__ = ["Backoff", "Disposition", "classify", "is_permanent", "RETRYABLE_SERVER_CODES",
            "PERMANENT_SERVER_CODES", "LAKE_ERRNOS"]

@@ -75,7 +75,14 @@ from replica.observe.progress import (
     format_duration,
     format_summary,
 )
-from sinks.parquet import Checkpoint, ParquetSink, SinkOptions, prefer_jemalloc
+from sinks.contract import Checkpoint, Sink
+from sinks.factory import (
+    COMPACT_LOCK,
+    build_sink,
+    compact_lake,
+    prefer_jemalloc,
+    recover_compaction_if_idle,
+)
 
 log = logging.getLogger("binlake.daemon")
 
@@ -84,12 +91,15 @@ SERVER_END_INTERVAL = 2.0
 #: While reconnecting, a WARNING that sums up the failed attempts this often (seconds).
 OUTAGE_REPORT_INTERVAL = 60.0
 
-__all__ = ["Daemon", "run", "sink_options", "start_point"]
+__all__ = ["Daemon", "open_sink", "run", "start_point"]
 
 
-def sink_options(config: Config) -> SinkOptions:
+def open_sink(config: Config) -> Sink:
+    """The daemon's sink (not open yet): flushes past a size or row threshold are left to the
+    pipeline, which runs them on the sink worker."""
     lake = config.lake
-    return SinkOptions(
+    return build_sink(
+        lake.path,
         file_size_bytes=lake.flush_bytes,
         flush_rows=lake.flush_rows,
         flush_interval_s=lake.flush_interval,
@@ -183,7 +193,7 @@ class Daemon:
         self._new_lake = False
         self._seen_requests: set[str] = set()
         self.metrics = metrics or Metrics(ready_max_lag=config.metrics.ready_max_lag)
-        self.sink = ParquetSink(config.lake.path, sink_options(config))
+        self.sink = open_sink(config)
         self.pipeline = Pipeline(self.sink, pipeline_options(config), self.metrics)
         self.lag = self.pipeline.lag
         self.metrics.lag = self.lag.measure
@@ -284,11 +294,8 @@ class Daemon:
         """A ``binlake compact`` killed -9 leaves its staging and commit record; clean them now
         rather than at the next compaction (which may be a cron day away), unless a compaction
         is running — it holds ``_compact.lock`` and cleans them itself."""
-        from sinks.parquet.compact import recover_if_idle
-        from sinks.parquet.layout import COMPACT_LOCK
-
         try:
-            done = recover_if_idle(self.config.lake.path)
+            done = recover_compaction_if_idle(self.config.lake.path)
         except OSError as exc:  # the next compaction retries; landing matters more
             log.warning("could not clean up after an interrupted compaction (the next "
                         "`binlake compact` will): %s", exc)
@@ -304,7 +311,6 @@ class Daemon:
         thread (it swaps partitions under the publish lock, so landing goes on meanwhile).
         A failed run is logged and retried at the next interval: landing matters more."""
         from replica.commands.compact import options_from
-        from sinks.parquet.compact import compact_lake
 
         options = options_from(self.config)
         while True:

@@ -68,13 +68,14 @@ from replica.core.snapshot import SnapshotCoordinator
 from replica.errors import sole_exception
 from replica.observe.lag import LagTracker
 from replica.observe.metrics import Metrics
-from sinks.parquet import Checkpoint, ParquetSink
+from sinks.contract import Checkpoint, CommitOutcome, Flushed, Sink
 
 log = logging.getLogger("binlake.pipeline")
 
 #: The metrics' ``op`` label of each kind of rows event.
 _OP_NAMES = {kind: kind.name.lower() for kind in RowsKind}
 _INSERT = RowsKind.INSERT
+_ALREADY_LANDED = CommitOutcome.ALREADY_LANDED
 
 
 def _op_name(kind: RowsKind) -> str:
@@ -129,9 +130,9 @@ class PipelineStats:
 
 
 class Pipeline:
-    """Lands what sessions stream into one :class:`~sinks.parquet.ParquetSink`."""
+    """Lands what sessions stream into one :class:`~sinks.contract.Sink`."""
 
-    def __init__(self, sink: ParquetSink, options: PipelineOptions | None = None,
+    def __init__(self, sink: Sink, options: PipelineOptions | None = None,
                  metrics: Metrics | None = None) -> None:
         self.sink = sink
         self.options = options or PipelineOptions()
@@ -142,7 +143,6 @@ class Pipeline:
         self.lag = LagTracker(self.stream_state)
         self._skipping = False
         self._landed_seq = 0
-        self._landed_chunks = 0
         self._schema_source: SchemaSource | None = None
         #: Set by the daemon when snapshots may run: sees every landed rows event and DDL,
         #: and lands snapshot chunks between transactions.
@@ -473,9 +473,8 @@ class Pipeline:
             unlanded = self._unlanded_rows
             for counter, n in rows.items():
                 unlanded[counter] = unlanded.get(counter, 0) + n
-            skipped = self.sink.stats["skipped_transactions"]
-            self.sink.handle_commit(item)  # may flush (size, row count): see _landed_flush
-            if self.sink.stats["skipped_transactions"] != skipped:  # landed before
+            # may flush (size, row count): see _landed_flush
+            if self.sink.handle_commit(item) is _ALREADY_LANDED:
                 self._unlanded_rows.subtract(rows)
             rows.clear()
             return
@@ -552,12 +551,12 @@ class Pipeline:
         gtid = begin.gtid
         return isinstance(gtid, MariadbGtid) and gtid.domain in options.skip_gtid_domains
 
-    def _landed_flush(self, durable: Checkpoint, seconds: float | None) -> None:
+    def _landed_flush(self, flushed: Flushed) -> None:
         """The sink made everything committed durable: count it, and tell the lag."""
+        durable, seconds = flushed.checkpoint, flushed.seconds
         # _seq numbers snapshot chunks too; they are not source transactions
-        chunks = self.sink.stats.get("snapshot_chunks", 0)
-        landed = durable.seq - self._landed_seq - (chunks - self._landed_chunks)
-        self._landed_seq, self._landed_chunks = durable.seq, chunks
+        landed = durable.seq - self._landed_seq - flushed.snapshot_chunks
+        self._landed_seq = durable.seq
         stats = self.stats
         stats.landed_transactions += landed
         self._count_decode()

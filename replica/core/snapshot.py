@@ -65,6 +65,7 @@ from typing import Any, cast
 
 import trio
 
+from protocol.binlog.ddl import classify as classify_ddl
 from protocol.binlog.model import BinlogPosition, EventHeader, RowsEvent, RowsKind
 from protocol.binlog.transactions import (
     Statement,
@@ -77,10 +78,8 @@ from protocol.results import ResultSet, is_binary_column, kept_row
 from protocol.snapshot import DescribeError, SnapshotTable, TableNotFound, quote_name
 from replica.core.connection import Connection, ConnectOptions
 from replica.core.snapshot_describe import describe_table
-from sinks.parquet import ParquetSink
-from sinks.parquet import ddl as D
-from sinks.parquet import layout as L
-from sinks.parquet.pieces import StagedChunk
+from sinks.contract import Sink, StagedSnapshot
+from sinks.factory import SNAPSHOT_REQUESTS_DIR
 
 log = logging.getLogger("binlake.snapshot")
 
@@ -101,7 +100,7 @@ _EXACT_POLL = 0.005
 KEYLESS_ATTEMPTS = 5
 
 #: Directory in the lake where ``binlake snapshot`` leaves requests for a running daemon.
-REQUESTS_DIR = L.SNAPSHOT_REQUESTS_DIR
+REQUESTS_DIR = SNAPSHOT_REQUESTS_DIR
 
 #: Seconds between looks at the requests directory.
 REQUEST_POLL = 1.0
@@ -310,7 +309,7 @@ class Chunk:
     progress: dict[str, Any]  # the table's entry after this chunk
     keyless_changes: int = 0  # the key log's change count before the read (keyless tables)
     one_time: bool = False
-    staged: StagedChunk | None = None  # the rows, staged in pieces (keyless tables; see pieces.py)
+    staged: StagedSnapshot | None = None  # the rows, staged in pieces (keyless tables; see pieces.py)
     landing_seconds: float = 0.0  # how long the stream waited while the staged pieces landed
     #: The after image's Arrow chunks (``SnapshotTable.decode_kept``), None: Python values.
     arrow: tuple[Any, ...] | None = None
@@ -324,7 +323,7 @@ class SnapshotCoordinator:
     :meth:`observe_statement` and :meth:`at_boundary` (synchronously, between its own steps);
     the reader awaits :meth:`land`. Trio runs one task at a time, so no lock is needed."""
 
-    def __init__(self, sink: ParquetSink) -> None:
+    def __init__(self, sink: Sink) -> None:
         self.sink = sink
         self._logs: dict[tuple[str, str], _KeyLog] = {}
         self._generations: dict[tuple[str, str], int] = {}
@@ -409,7 +408,8 @@ class SnapshotCoordinator:
         """DDL changes a table's description: a chunk read before it must not land."""
         if not statement.is_ddl or not (self._logs or self._chunk):
             return
-        for name in D.classify(statement.query, statement.schema).tables:
+        info = classify_ddl(statement.query, statement.schema)
+        for name in info.tables if info is not None else ():
             self._changed_unseen(name, "the table's definition changed (DDL)")
 
     def _changed_unseen(self, name: tuple[str, str], why: str) -> None:
@@ -903,7 +903,7 @@ class SnapshotReader:
         coordinator, sink = self.coordinator, self.coordinator.sink
         database, name = table.database, table.name
         progress_key = table_key(database, name)
-        staged: StagedChunk | None = None
+        staged: StagedSnapshot | None = None
         landed = False
         undecodable: ValueError | None = None  # the first piece that did not decode
 

@@ -51,6 +51,7 @@ from protocol.binlog.values import JsonDiff
 from protocol.frozen import positional_maker
 from protocol.gtid import GtidPosition, GtidSet, MariadbGtid, MysqlGtid
 
+from ..contract import CommitOutcome, Flushed
 from ..errors import LakeError, SinkStateError
 from . import commit as C
 from . import ddl as D
@@ -154,6 +155,10 @@ class SinkOptions:
     #: Encode row groups on a background thread (encoder.py), overlapping the caller's work;
     #: False writes them in the caller's thread (the same files).
     background_encoding: bool = True
+    #: A commit (or snapshot chunk) past ``file_size_bytes`` or ``flush_rows`` flushes inside
+    #: the call that handed it over; False only sets ``flush_wanted`` and the caller flushes
+    #: (the daemon, on its sink worker thread rather than its event loop).
+    flush_in_handle: bool = True
 
 
 @dataclass(slots=True)
@@ -200,6 +205,9 @@ class _Part:
     prepared: str = ""  # its first file, made ahead on the trees' thread (see _prepare_part)
     made_by: int = 0  # the trees' batch that makes it (StagedTrees.wait_for)
 
+
+_ACCEPTED = CommitOutcome.ACCEPTED
+_ALREADY_LANDED = CommitOutcome.ALREADY_LANDED
 
 #: TransactionTags, built in C when protocol._native_slots is (one per transaction; every
 #: field positional, in declaration order).
@@ -292,6 +300,7 @@ class ParquetSink:
         self._parquet_ratio: dict[tuple[str, str, int], float] = {}
         self._unflushed_commits = 0
         self._unflushed_rows = 0
+        self._unflushed_chunks = 0  # snapshot chunks the next flush lands (Flushed)
         self._dirty_since: float | None = None
         self._flush_wanted = False
         self._staged_count = 0
@@ -308,10 +317,10 @@ class ParquetSink:
         self._broken: LakeError | None = None
         self._snapshot_state: dict[str, Any] = {}
         self._io_path = self.lake  # what the sink was writing (named by a LakeError)
-        #: Called after each flush that landed something, with the new checkpoint and the
-        #: seconds the flush took by ``clock`` (None without one): the daemon's metrics and lag
+        #: Called after each flush that landed something (the new checkpoint, the seconds the
+        #: flush took by ``clock``, the snapshot chunks it landed): the daemon's metrics and lag
         #: follow it. The sink reads no clock of its own; the caller lends one.
-        self.on_flush: Callable[[C.Checkpoint, float | None], None] | None = None
+        self.on_flush: Callable[[Flushed], None] | None = None
         self.clock: Callable[[], float] | None = None
 
     # --- lifecycle ---------------------------------------------------------------------------
@@ -490,12 +499,13 @@ class ParquetSink:
         except OSError as exc:
             raise self._failed(exc, "landing a transaction") from exc
 
-    def handle_commit(self, commit: TransactionCommit) -> None:
-        """:meth:`handle` of a :class:`TransactionCommit` (or a subclass)."""
+    def handle_commit(self, commit: TransactionCommit) -> CommitOutcome:
+        """:meth:`handle` of a :class:`TransactionCommit` (or a subclass): ALREADY_LANDED for
+        a transaction the checkpoint covers (a replayed stream), else ACCEPTED."""
         if not self._opened or self._broken is not None:
             self._refuse()
         try:
-            self._on_commit(commit)
+            return self._on_commit(commit)
         except OSError as exc:
             raise self._failed(exc, "landing a transaction") from exc
 
@@ -710,10 +720,10 @@ class ParquetSink:
             return None
         return txn
 
-    def _on_commit(self, commit: TransactionCommit) -> None:
+    def _on_commit(self, commit: TransactionCommit) -> CommitOutcome:
         txn = self._end_transaction("commit")
         if txn is None:
-            return
+            return _ALREADY_LANDED
         seq = txn.tags.seq
         commit_us = commit.commit_time_us
         day = commit_us // _US_PER_DAY
@@ -735,7 +745,15 @@ class ParquetSink:
         if job is not None and self._may_fill(job.owner, job.nbytes):
             self._finish_row_group()  # a file it fills closes, and flushes, at this commit
         if self._flush_wanted or self._unflushed_rows >= self.options.flush_rows:
+            self._threshold_passed()
+        return _ACCEPTED
+
+    def _threshold_passed(self) -> None:
+        """A size or row threshold was passed: flush now, or have the caller do it."""
+        if self.options.flush_in_handle:
             self.flush()
+        else:
+            self._flush_wanted = True
 
     def _commit_tables(self, txn: _Transaction, commit_us: int, commit_date: str) -> int:
         """Move a committed transaction's rows into the per-file buffers; returns the rows."""
@@ -853,8 +871,9 @@ class ParquetSink:
         self.stats["rows"] += rows
         self.stats["snapshot_rows"] = self.stats.get("snapshot_rows", 0) + rows
         self.stats["snapshot_chunks"] = self.stats.get("snapshot_chunks", 0) + 1
+        self._unflushed_chunks += 1
         if self._flush_wanted or self._unflushed_rows >= self.options.flush_rows:
-            self.flush()
+            self._threshold_passed()
         return tags.seq
 
     def stage_snapshot(self, staged: P.StagedChunk | None, event: RowsEvent) -> P.StagedChunk:
@@ -934,6 +953,7 @@ class ParquetSink:
         self.stats["rows"] += staged.rows
         self.stats["snapshot_rows"] = self.stats.get("snapshot_rows", 0) + staged.rows
         self.stats["snapshot_chunks"] = self.stats.get("snapshot_chunks", 0) + 1
+        self._unflushed_chunks += 1
         self.flush()  # the pieces' one commit
         return seq
 
@@ -1361,8 +1381,20 @@ class ParquetSink:
 
     # --- flushing ----------------------------------------------------------------------------------
 
+    @property
+    def flush_wanted(self) -> bool:
+        """A commit passed a size or row threshold (``flush_in_handle=False``): flush next."""
+        return self._flush_wanted
+
     def maybe_flush(self, now: float, *, behind: bool = False) -> bool:
-        """Flush if committed data has waited ``flush_interval_s`` (``now``: a monotonic clock).
+        """:meth:`flush` if :meth:`flush_due`; whether it flushed."""
+        if not self.flush_due(now, behind=behind):
+            return False
+        self.flush()
+        return True
+
+    def flush_due(self, now: float, *, behind: bool = False) -> bool:
+        """Whether committed data has waited ``flush_interval_s`` (``now``: a monotonic clock).
 
         ``behind``: the caller knows more changes are already waiting at the source (a backlog
         being caught up). Then freshness buys nothing — the next changes are there already —
@@ -1380,10 +1412,7 @@ class ParquetSink:
         interval = self.options.flush_interval_s
         if behind:
             interval = max(interval, self.options.catch_up_interval_s)
-        if now - self._dirty_since < interval:
-            return False
-        self.flush()
-        return True
+        return now - self._dirty_since >= interval
 
     def flush(self) -> C.Checkpoint | None:
         """Make every committed transaction durable and visible; returns the new checkpoint.
@@ -1400,8 +1429,10 @@ class ParquetSink:
             checkpoint = self._flush()
         except OSError as exc:
             raise self._failed(exc, "committing to the lake") from exc
+        chunks, self._unflushed_chunks = self._unflushed_chunks, 0
         if self.on_flush is not None:
-            self.on_flush(checkpoint, clock() - started if clock is not None else None)
+            self.on_flush(Flushed(checkpoint, clock() - started if clock is not None else None,
+                                  chunks))
         return checkpoint
 
     def _flush(self) -> C.Checkpoint:

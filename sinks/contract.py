@@ -1,0 +1,177 @@
+"""The sink contract: what the replica hands a sink, and what it gets back.
+
+The daemon (``replica.core``) lands through this protocol and :mod:`sinks.factory` only, never
+through a sink's own classes, so a second format or store is added behind it without touching
+the daemon. What crosses it:
+
+* **in** — the transaction items of ``protocol.binlog.transactions`` (begin, rows, commit,
+  statements, XA PREPARE/ROLLBACK, rollbacks), snapshot chunks (READ rows events landed between
+  two transactions, or staged in pieces first), the snapshot progress that commits with them,
+  and the caller's clock (a sink reads none of its own);
+* **out** — typed, frozen outcomes: a commit is :attr:`CommitOutcome.ACCEPTED` (it lands with
+  the next flush) or :attr:`CommitOutcome.ALREADY_LANDED` (a replayed stream: the lake has it);
+  each flush that landed something reports one :class:`Flushed`; the resume position is a
+  :class:`Checkpoint`, which the replica treats as an opaque offset into its source except for
+  the fields it resumes from (``position``, ``gtid_state``) and reports (``seq``, ``gtid``,
+  ``commit_time_us``).
+
+Threads: a sink is not thread-safe and never awaits. Its caller makes one call at a time; the
+daemon runs the calls that write to the lake (flushes, snapshot landings, close) on its sink
+worker thread and the cheap in-memory ones (handing over items) on its event loop, never two at
+once. Handing over items does no lake I/O other than spilling a transaction too big for memory
+when the sink was built with ``flush_in_handle=False``: a commit past a size or row threshold
+then only sets :attr:`Sink.flush_wanted`, and the caller flushes.
+
+Errors: every failure of the lake is a :class:`~sinks.errors.SinkError` (re-exported here):
+:class:`LakeError` (the lake refused a write; the sink is broken and lands nothing more),
+:class:`LakeLocked` (another writer holds the lake).
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Protocol
+
+from protocol.binlog.model import BinlogPosition, RowsEvent
+from protocol.binlog.transactions import TransactionBegin, TransactionCommit, TransactionItem
+
+from .errors import LakeError, LakeLocked, SinkError
+from .parquet.commit import Checkpoint
+
+if TYPE_CHECKING:
+    from .parquet.pieces import StagedChunk as StagedSnapshot
+else:
+    StagedSnapshot = Any  # opaque to the caller: made by stage_snapshot, handed back
+
+__all__ = ["Checkpoint", "CommitOutcome", "Flushed", "LakeError", "LakeLocked", "Sink",
+           "SinkError", "StagedSnapshot"]
+
+
+class CommitOutcome(enum.Enum):
+    """What a sink did with a transaction's commit."""
+
+    #: The transaction is complete in the sink; the next flush makes it durable.
+    ACCEPTED = "accepted"
+    #: The lake already holds this transaction (a stream replayed after a reconnect or a
+    #: restart): nothing of it lands again.
+    ALREADY_LANDED = "already landed"
+
+
+@dataclass(frozen=True, slots=True)
+class Flushed:
+    """One flush that made transactions durable and visible."""
+
+    #: The lake's new resume position.
+    checkpoint: Checkpoint
+    #: How long the flush took by the clock the caller lent (None: no clock).
+    seconds: float | None
+    #: Snapshot chunks this flush landed: each took a ``_seq`` of its own, so the source
+    #: transactions it landed are the checkpoint's ``seq`` advance minus these.
+    snapshot_chunks: int
+
+
+class Sink(Protocol):
+    """A destination for one replication stream (see the module docstring).
+
+    Lifecycle: :meth:`open` (take the lake, recover it, return where to resume), the items,
+    :meth:`flush` whenever the caller wants durability (or :attr:`flush_wanted` / :meth:`flush_due`
+    says it is time), :meth:`close` (flush what is complete, drop an open transaction, release
+    the lake).
+    """
+
+    #: Called after each flush that landed something (in the thread that ran the flush).
+    on_flush: Callable[[Flushed], None] | None
+    #: The caller's monotonic clock, for :attr:`Flushed.seconds`.
+    clock: Callable[[], float] | None
+
+    def open(self) -> Checkpoint | None:
+        """Take the lake, recover it and return the checkpoint to resume after (None: new)."""
+        ...
+
+    def close(self) -> None:
+        """Land everything committed, drop an open transaction, release the lake."""
+        ...
+
+    @property
+    def durable_position(self) -> Checkpoint | None:
+        """The last landed transaction: resume after it, ACK (semi-sync) up to it."""
+        ...
+
+    @property
+    def unlanded(self) -> bool:
+        """Whether anything handed over is not durable yet."""
+        ...
+
+    # --- the transaction stream ----------------------------------------------------------------
+
+    def handle_begin(self, begin: TransactionBegin) -> None:
+        """A transaction begins."""
+        ...
+
+    def handle_rows(self, event: RowsEvent) -> None:
+        """Rows of the open transaction."""
+        ...
+
+    def handle_commit(self, commit: TransactionCommit) -> CommitOutcome:
+        """The open transaction (or, ``commit.xa`` set, a prepared XA part) commits."""
+        ...
+
+    def handle(self, item: TransactionItem) -> None:
+        """Any item; for statements (DDL), XA PREPARE, XA ROLLBACK and rollbacks."""
+        ...
+
+    # --- durability ------------------------------------------------------------------------------
+
+    @property
+    def flush_wanted(self) -> bool:
+        """A size or row threshold was passed: flush before handing over more."""
+        ...
+
+    def flush_due(self, now: float, *, behind: bool = False) -> bool:
+        """Whether committed data has waited long enough to flush (``now``: monotonic);
+        ``behind``: the source has a backlog, so the longer catch-up interval applies."""
+        ...
+
+    def maybe_flush(self, now: float, *, behind: bool = False) -> bool:
+        """:meth:`flush` if :meth:`flush_due`; whether it flushed."""
+        ...
+
+    def flush(self) -> Checkpoint | None:
+        """Make every committed transaction durable and visible; the new checkpoint."""
+        ...
+
+    # --- snapshots -------------------------------------------------------------------------------
+
+    @property
+    def snapshot_state(self) -> dict[str, Any]:
+        """The snapshot progress as of the last landed chunk (a copy; JSON data)."""
+        ...
+
+    def record_snapshot_state(self, state: dict[str, Any]) -> None:
+        """Make ``state`` the progress; it commits with the next flush."""
+        ...
+
+    def land_snapshot(self, event: RowsEvent, position: BinlogPosition, read_time_us: int,
+                      state: dict[str, Any]) -> int:
+        """Land a snapshot chunk between two transactions at ``position``; its ``_seq``."""
+        ...
+
+    def stage_snapshot(self, staged: StagedSnapshot | None,
+                       event: RowsEvent) -> StagedSnapshot:
+        """Stage a piece of a chunk too big to hold, invisible until it lands."""
+        ...
+
+    def land_staged_snapshot(self, staged: StagedSnapshot, position: BinlogPosition,
+                             read_time_us: int, state: dict[str, Any]) -> int:
+        """Land a staged chunk's pieces in one commit; its ``_seq``."""
+        ...
+
+    def discard_staged_snapshot(self, staged: StagedSnapshot) -> None:
+        """Drop a staged chunk's pieces."""
+        ...
+
+    def prepared_tables(self, xid: str) -> frozenset[tuple[str, str]] | None:
+        """The tables an in-doubt XA transaction's prepared part changed (None: none held)."""
+        ...

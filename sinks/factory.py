@@ -1,0 +1,54 @@
+"""Builds the daemon's sink from its options, and the lake upkeep the daemon runs beside it.
+
+The daemon core imports this module and :mod:`sinks.contract`, nothing else of ``sinks``: the
+concrete sink (today :class:`~sinks.parquet.ParquetSink`) is chosen here, so another format or
+store changes this module, not the daemon. Pyarrow is imported when a sink is built, not when
+this module is: ``binlake run`` chooses Arrow's allocator (:func:`prefer_jemalloc`) first.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from .parquet.allocator import prefer_jemalloc
+from .parquet.layout import COMPACT_LOCK, SNAPSHOT_REQUESTS_DIR
+
+if TYPE_CHECKING:
+    from .contract import Sink
+    from .parquet.compact import CompactOptions, CompactStats
+
+__all__ = ["COMPACT_LOCK", "SNAPSHOT_REQUESTS_DIR", "build_sink", "compact_lake",
+           "prefer_jemalloc", "recover_compaction_if_idle"]
+
+
+def build_sink(lake_dir: str, *, file_size_bytes: int, flush_rows: int,
+               flush_interval_s: float, catch_up_interval_s: float, compression: str,
+               flush_in_handle: bool = True) -> Sink:
+    """A closed sink on ``lake_dir`` (``open()`` takes and recovers the lake), from the
+    configuration's lake keys.
+
+    ``flush_in_handle=False``: a commit past ``file_size_bytes`` or ``flush_rows`` does not
+    flush inside ``handle_commit`` but sets ``flush_wanted``, so that a caller with an event
+    loop runs the flush elsewhere (the daemon: on its sink worker).
+    """
+    from .parquet.writer import ParquetSink, SinkOptions
+
+    return ParquetSink(lake_dir, SinkOptions(
+        file_size_bytes=file_size_bytes, flush_rows=flush_rows,
+        flush_interval_s=flush_interval_s, catch_up_interval_s=catch_up_interval_s,
+        compression=compression, flush_in_handle=flush_in_handle))
+
+
+def recover_compaction_if_idle(lake_dir: str) -> bool | None:
+    """Finish what a killed compaction left unless a compaction runs (it holds
+    :data:`COMPACT_LOCK`): None, nothing was left; True, cleaned up; False, left to it."""
+    from .parquet.compact import recover_if_idle
+
+    return recover_if_idle(lake_dir)
+
+
+def compact_lake(lake_dir: str, options: CompactOptions | None = None) -> CompactStats:
+    """``binlake compact``'s compaction (safe beside the daemon's landing)."""
+    from .parquet.compact import compact_lake as compact
+
+    return compact(lake_dir, options)
