@@ -42,7 +42,7 @@ from typing import Any, NoReturn
 import trio
 
 from protocol import errors
-from replica.config import ConfigError, load_config
+from replica.config import Config, ConfigError, load_config
 from replica.core.backoff import is_permanent
 from sinks.errors import LakeError, LakeLocked
 from sinks.parquet import prefer_jemalloc
@@ -255,6 +255,17 @@ def _dispatch(args: argparse.Namespace) -> int:
     config = load_config(args.config, flags=_flags_from(args),
                          require_server_id=args.command not in ("status", "compact", "health"))
     args.json_errors = config.log.format == "json"
+    # Before anything is created, and while the process has one thread: every file and
+    # directory the command makes in the lake asks for 0666 or 0777, which this makes
+    # lake.file_mode and lake.dir_mode exactly, whatever umask the daemon was started with.
+    saved_umask = os.umask(config.lake.umask)
+    try:
+        return _configured(module_name, config, args)
+    finally:
+        os.umask(saved_umask)  # a caller in the same process (tests) keeps its own
+
+
+def _configured(module_name: str, config: Config, args: argparse.Namespace) -> int:
     from replica.observe.logs import setup_logging
 
     log_config = config.log

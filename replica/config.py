@@ -328,6 +328,29 @@ class LakeConfig:
     compact_grace: float = field(default=3600.0, metadata=_key(
         "Seconds the files compaction replaced stay in _compacted_trash/ before deletion.",
         unit="seconds"))
+    file_mode: str = field(default="0640", metadata=_key(
+        "Mode of every file binlake creates in the lake, in octal: the owner writes, the "
+        "lake's group reads (a Spark reader in another account joins the group), others "
+        "nothing. Must be dir_mode without its execute bits."))
+    dir_mode: str = field(default="0750", metadata=_key(
+        "Mode of every directory binlake creates in the lake, in octal."))
+
+    @property
+    def file_mode_bits(self) -> int:
+        """:attr:`file_mode` as a number (validated by :func:`load_config`)."""
+        return int(self.file_mode, 8)
+
+    @property
+    def dir_mode_bits(self) -> int:
+        """:attr:`dir_mode` as a number (validated by :func:`load_config`)."""
+        return int(self.dir_mode, 8)
+
+    @property
+    def umask(self) -> int:
+        """The process umask that makes the modes exact: every file and directory in the lake
+        is created asking for 0666 or 0777 (binlake's own code, its C writers and pyarrow's
+        alike), which this umask turns into :attr:`file_mode` and :attr:`dir_mode`."""
+        return 0o777 & ~self.dir_mode_bits
 
 
 @dataclass(frozen=True, slots=True)
@@ -821,6 +844,22 @@ def _validate(config: Config, origin_of: typing.Callable[[str], str],
         fail("snapshot.chunk_pause", f"must be 0 or more, got {config.snapshot.chunk_pause}")
     if config.snapshot.chunk_rows < 1:
         fail("snapshot.chunk_rows", f"must be at least 1, got {config.snapshot.chunk_rows}")
+    modes = {}
+    for dotted, text in (("lake.file_mode", config.lake.file_mode),
+                         ("lake.dir_mode", config.lake.dir_mode)):
+        if not re.fullmatch(r"0?[0-7]{3}", text.strip()):
+            fail(dotted, f"must be an octal mode such as 0640, got {text!r}")
+        modes[dotted] = int(text, 8)
+    if modes["lake.dir_mode"] & 0o700 != 0o700:
+        fail("lake.dir_mode", f"must give the owner rwx (binlake writes the lake), got "
+             f"{config.lake.dir_mode}")
+    if modes["lake.file_mode"] != modes["lake.dir_mode"] & 0o666:
+        fail("lake.file_mode", f"must be lake.dir_mode without its execute bits "
+             f"({modes['lake.dir_mode'] & 0o666:04o} for dir_mode {config.lake.dir_mode}), "
+             f"got {config.lake.file_mode}",
+             hint="both come from one process umask, so a file can be read by exactly whom "
+                  "its directory can be entered by: set lake.file_mode = "
+                  f"\"{modes['lake.dir_mode'] & 0o666:04o}\"")
     if start.pos < 4:
         fail("start.pos", f"must be at least 4 (the first event), got {start.pos}")
 

@@ -479,7 +479,7 @@ def publish_lock(lake: str, *, exclusive: bool = False) -> Iterator[None]:
     """Hold ``<lake>/_publish.lock``: shared while files are renamed into partitions (the
     daemon), exclusive while compaction swaps a partition directory. Held for milliseconds."""
     try:
-        fd = os.open(os.path.join(lake, PUBLISH_LOCK), os.O_RDWR | os.O_CREAT, 0o644)
+        fd = os.open(os.path.join(lake, PUBLISH_LOCK), os.O_RDWR | os.O_CREAT, 0o666)
     except FileNotFoundError:  # a simulated file system (tests): no real lake to share
         yield
         return

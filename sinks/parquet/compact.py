@@ -98,7 +98,7 @@ class CompactStats:
 @contextlib.contextmanager
 def compact_lock(lake: str) -> Iterator[None]:
     """``<lake>/_compact.lock``, exclusive: a second compaction waits for the first."""
-    fd = os.open(os.path.join(lake, L.COMPACT_LOCK), os.O_RDWR | os.O_CREAT, 0o644)
+    fd = os.open(os.path.join(lake, L.COMPACT_LOCK), os.O_RDWR | os.O_CREAT, 0o666)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)
         yield
@@ -203,7 +203,7 @@ def recover_if_idle(lake: str) -> bool | None:
                  if os.path.exists(os.path.join(lake, p))]
     if not leftovers:
         return None
-    fd = os.open(os.path.join(lake, L.COMPACT_LOCK), os.O_RDWR | os.O_CREAT, 0o644)
+    fd = os.open(os.path.join(lake, L.COMPACT_LOCK), os.O_RDWR | os.O_CREAT, 0o666)
     try:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)

@@ -43,7 +43,7 @@ class LakeLock:
             os.makedirs(self.lake, exist_ok=True)
             # Read-only: a descriptor open for writing would keep the filesystem from being
             # remounted read-only. Only the holder writes its pid, through a second one.
-            fd = os.open(self.path, os.O_RDONLY | os.O_CREAT | os.O_CLOEXEC, 0o644)
+            fd = os.open(self.path, os.O_RDONLY | os.O_CREAT | os.O_CLOEXEC, 0o666)
         except OSError as exc:
             raise LakeError.from_os_error(exc, self.path, "taking the lake's lock") from exc
         try:

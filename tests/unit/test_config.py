@@ -396,3 +396,25 @@ def test_flush_interval_sets_the_pipeline_ticker() -> None:
     assert pipeline_options(config).tick == 0.5
     fast = replace(config, lake=LakeConfig(flush_interval=0.1))
     assert pipeline_options(fast).tick == 0.05
+
+
+def test_lake_modes_default_to_0640_and_0750_through_one_umask() -> None:
+    lake = load_config(env=MINIMAL_ENV).lake
+    assert (lake.file_mode_bits, lake.dir_mode_bits, lake.umask) == (0o640, 0o750, 0o027)
+    shared = load_config(env={**MINIMAL_ENV, "BINLAKE_LAKE_FILE_MODE": "0660",
+                              "BINLAKE_LAKE_DIR_MODE": "770"}).lake
+    assert (shared.file_mode_bits, shared.dir_mode_bits, shared.umask) == (0o660, 0o770, 0o007)
+
+
+@pytest.mark.parametrize(("env", "key", "message"), [
+    ({"BINLAKE_LAKE_FILE_MODE": "0644"}, "lake.file_mode", "without its execute bits (0640"),
+    ({"BINLAKE_LAKE_FILE_MODE": "rw-r-----"}, "lake.file_mode", "octal mode"),
+    ({"BINLAKE_LAKE_DIR_MODE": "0890"}, "lake.dir_mode", "octal mode"),
+    ({"BINLAKE_LAKE_DIR_MODE": "0550", "BINLAKE_LAKE_FILE_MODE": "0440"}, "lake.dir_mode",
+     "owner rwx"),
+])
+def test_lake_modes_that_one_umask_cannot_give_are_refused(env: dict[str, str], key: str,
+                                                           message: str) -> None:
+    with pytest.raises(ConfigError) as info:
+        load_config(env={**MINIMAL_ENV, **env})
+    assert info.value.key == key and message in str(info.value)
