@@ -47,7 +47,8 @@ from protocol.binlog.transactions import (
     TransactionItem,
     TransactionRollback,
 )
-from protocol.binlog.values import JsonDiff, time_text
+from protocol.valuetypes import time2
+from protocol.valuetypes.binary_json import JsonDiff
 
 # Open Protocol column type codes are the MYSQL_TYPE_* codes of the type a column stores; the
 # binlog's own variants (TIMESTAMP2, NEWDATE, VAR_STRING, …) map to that type.
@@ -127,7 +128,7 @@ def _format_fraction(micro: int) -> str:
 def _format_time(value: _dt.timedelta) -> str:
     """TIME as the server prints it, with the fraction's trailing zeros dropped (as for
     DATETIME above)."""
-    text = time_text(value)
+    text = time2.text(value)
     return text.rstrip("0") if "." in text else text  # a fraction has a non-zero digit
 
 

@@ -9,6 +9,9 @@
  * rows.decode_rows_event turns into the same RowDecodeError the Python decoder's errors become.
  * Values Python cannot hold (an invalid date) are handed to the same Python helper the
  * reference uses, so the result is the same object.
+ *
+ * The readers below are twins of the readable descriptions in protocol/valuetypes (TIMESTAMP,
+ * TIME, DECIMAL, JSON, character data): tests/unit/test_value_types.py compares them.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>

@@ -42,7 +42,8 @@ it and the after value is the full new JSON text — the same as a FULL update w
 does not (MINIMAL), the after value is a :class:`~protocol.binlog.values.JsonDiff` surfacing the
 operations faithfully.
 
-**Values.** What ``SELECT`` returns: see ``values`` for DECIMAL, temporal and JSON. Character
+**Values.** What ``SELECT`` returns: ``protocol.valuetypes`` describes TIMESTAMP, TIME, DECIMAL,
+JSON and character data once (the code generated here is a twin of it, tested against it). Character
 columns decode with their collation's codec (``coltypes.codec_for_collation``), legacy charsets
 with the server's own conversion (:mod:`.charsets`); a column with no known charset, or the
 binary collation, stays ``bytes``; a value that is not well-formed in its declared charset is
@@ -65,10 +66,12 @@ from typing import Any
 from ..errors import EventDecodeError, MalformedPacket, RowDecodeError, UnknownTable
 from ..frozen import positional_maker
 from ..packets import read_lenenc
+from ..valuetypes import timestamp2 as _timestamp2
+from ..valuetypes.characters import text_decoder, text_rule
 from . import charsets as _charsets
 from . import native as _native
 from . import values as _values
-from .coltypes import FieldType, charset_name, codec_for_collation
+from .coltypes import FieldType
 from .model import Column, EventHeader, RowsEvent, RowsKind, TableMapEvent
 
 __all__ = ["decode_rows_event", "TableDecoder", "DecoderCache", "RowsEventFlag", "set_labels",
@@ -119,7 +122,7 @@ _NAMESPACE: dict[str, Any] = {
     "_fromts": datetime.datetime.fromtimestamp,
     "_timedelta": datetime.timedelta,
     "_UTC": datetime.UTC,
-    "_EPOCH": datetime.datetime(1970, 1, 1, tzinfo=datetime.UTC),
+    "_EPOCH": _timestamp2.EPOCH,
     "_dt2_invalid": _values.datetime2_invalid,
     "_date": _values.decode_date,
     "_dt2": _values.decode_datetime2,
@@ -162,48 +165,6 @@ def set_labels(labels: tuple[str, ...]) -> Callable[[int], str]:
         return value
 
     return text
-
-
-def text_rule(collation: int | None) -> tuple[str, str | None]:
-    """How a character column's stored bytes become its value, by its collation id:
-    ``("legacy", charset)`` — the server-derived table of ``charsets``; ``("bytes", None)`` —
-    kept as stored (no collation, binary, no codec); ``("latin1", None)`` — MySQL's latin1;
-    ``("codec", codec)`` — that Python codec, bytes where the value is not valid in it.
-
-    The generated row code and :func:`text_decoder` (snapshot reads) both follow it, so a
-    value decodes the same from the binlog and from ``SELECT``.
-    """
-    codec = codec_for_collation(collation)
-    name = charset_name(collation) if collation is not None else None
-    if name is not None and codec not in ("utf-8", "mysql-latin1") and _charsets.decoder(name):
-        return "legacy", name
-    if codec is None:
-        return "bytes", None
-    if codec == "mysql-latin1":
-        return "latin1", None
-    return "codec", codec
-
-
-def text_decoder(collation: int | None) -> Callable[[bytes], str | bytes]:
-    """A function applying :func:`text_rule` to one value (the slow path, for SELECT rows)."""
-    kind, how = text_rule(collation)
-    if kind == "legacy":
-        legacy = _charsets.decoder(how or "")
-        assert legacy is not None
-        return legacy
-    if kind == "bytes":
-        return bytes
-    if kind == "latin1":
-        return _values.decode_mysql_latin1
-    codec = how or "utf-8"
-
-    def decode(data: bytes) -> str | bytes:
-        try:
-            return data.decode(codec)
-        except UnicodeDecodeError:
-            return data
-
-    return decode
 
 
 def _derive(columns: tuple[Column, ...]) -> tuple[
@@ -490,8 +451,7 @@ class TableDecoder:
         fmt, scale = {0: (">I", 0), 1: (">IB", 10000), 2: (">IB", 10000), 3: (">IH", 100),
                       4: (">IH", 100), 5: (">IBH", 0), 6: (">IBH", 0)}[fsp]
         unpack = self._const(f"_ts2_{fsp}", struct.Struct(fmt).unpack_from)
-        zero = self._const(f"_ts2_zero_{fsp}", _values.InvalidTemporal(
-            "0000-00-00 00:00:00" + (".000000"[:fsp + 1] if fsp else "")))
+        zero = self._const(f"_ts2_zero_{fsp}", _timestamp2.zero(fsp))
         if fsp == 0:
             out.append(f"{ind}v = {unpack}(buf, off)[0]")
             out.append(f"{ind}off += 4")
@@ -754,10 +714,7 @@ def native_spec(col: Column) -> tuple[Any, ...] | None:
     if t == FieldType.DATETIME2 and 0 <= col.meta <= 6:
         return (_native.K_DT2, col.meta, 0, 0, _values.datetime2_invalid, None)
     if t == FieldType.TIMESTAMP2 and 0 <= col.meta <= 6:
-        fsp = col.meta
-        zero = _values.InvalidTemporal(
-            "0000-00-00 00:00:00" + (".000000"[:fsp + 1] if fsp else ""))
-        return (_native.K_TS2, fsp, 0, 0, zero, datetime.UTC)
+        return (_native.K_TS2, col.meta, 0, 0, _timestamp2.zero(col.meta), datetime.UTC)
     if t == FieldType.NEWDECIMAL:
         precision, scale = col.meta >> 8, col.meta & 0xFF
         try:
@@ -927,7 +884,7 @@ def _read_json_diff(buf: bytes, off: int, end: int, before_list: list[Any] | Non
         raise ValueError("JSON diff vector overruns its length")
     before_text = before_list[-1] if before_list else None
     if isinstance(before_text, str):
-        doc = json.loads(before_text, parse_float=_values._Opaque,
+        doc = json.loads(before_text, parse_float=_values.Opaque,
                          parse_int=_json_int, parse_constant=_reject_constant)
         return _values.json_to_text(_values.apply_json_diff(doc, ops)), off
     return _values.JsonDiff(tuple(

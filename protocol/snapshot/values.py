@@ -40,9 +40,11 @@ from typing import Any
 from ..binlog import native as _native
 from ..binlog.coltypes import FieldType
 from ..binlog.model import Column
-from ..binlog.rows import native_spec, set_labels, text_decoder, text_rule
-from ..binlog.values import InvalidTemporal
+from ..binlog.rows import native_spec, set_labels
 from ..results import TEXT_DEFAULT, TEXT_FLOAT, TEXT_INT, TEXT_UTF8
+from ..valuetypes import binary_json, characters, newdecimal, time2, timestamp2
+from ..valuetypes.characters import text_decoder, text_rule
+from ..valuetypes.temporal import InvalidTemporal
 
 __all__ = ["quote_name", "select_expression", "converter_for", "column_converter",
            "wire_kind", "text_spec", "PYTHON_SPEC", "Converter", "ColumnConverter"]
@@ -56,7 +58,6 @@ ColumnConverter = Callable[[Sequence[Any]], list[Any]]
 """A whole column of non-NULL values → the list a :data:`Converter` gives value by value (a
 snapshot converts millions of values: one Python call per value was most of its CPU time)."""
 
-_EPOCH = datetime.datetime(1970, 1, 1, tzinfo=datetime.UTC)
 _date_of = datetime.date.fromisoformat
 _datetime_of = datetime.datetime.fromisoformat
 _F32 = struct.Struct("<f")
@@ -78,13 +79,13 @@ def select_expression(column: Column, name: str, data_type: str = "") -> str:
     if t in (FieldType.FLOAT, FieldType.DOUBLE):
         return f"CAST({c} AS DOUBLE)"
     if t in (FieldType.TIMESTAMP, FieldType.TIMESTAMP2):
-        return f"UNIX_TIMESTAMP({c})"
+        return timestamp2.select_expression(c)
     if t in (FieldType.ENUM, FieldType.SET, FieldType.BIT):
         return f"CAST({c} AS UNSIGNED)"
     if t == FieldType.VECTOR:
         return f"HEX({c})"
     if t in _STRINGS and data_type not in ("uuid", "inet4", "inet6"):
-        return f"CAST({c} AS BINARY)"
+        return characters.select_expression(c)
     return c
 
 
@@ -108,8 +109,7 @@ def _double(raw: bytes | str) -> float:
     return float(raw)
 
 
-def _decimal(raw: bytes | str) -> Decimal:
-    return Decimal(_text(raw))
+_decimal = newdecimal.from_text
 
 
 def _date(raw: bytes | str) -> datetime.date | InvalidTemporal:
@@ -120,10 +120,6 @@ def _date(raw: bytes | str) -> datetime.date | InvalidTemporal:
         return InvalidTemporal(text)
 
 
-def _micros(fraction: str) -> int:
-    return int(fraction.ljust(6, "0")) if fraction else 0
-
-
 def _datetime(raw: bytes | str) -> datetime.datetime | InvalidTemporal:
     text = _text(raw)
     try:  # the server's 'YYYY-MM-DD hh:mm:ss[.f{1,6}]' is ISO 8601: the C parser
@@ -132,31 +128,11 @@ def _datetime(raw: bytes | str) -> datetime.datetime | InvalidTemporal:
         return InvalidTemporal(text)
 
 
-def _timestamp(fsp: int) -> Converter:
-    zero = InvalidTemporal("0000-00-00 00:00:00" + ("." + "0" * fsp if fsp else ""))
-
-    def convert(raw: bytes | str) -> datetime.datetime | InvalidTemporal:
-        seconds, _, fraction = _text(raw).partition(".")
-        us = _micros(fraction)
-        if seconds == "0" and not us:
-            return zero
-        return _EPOCH + datetime.timedelta(0, int(seconds), us)
-
-    return convert
-
-
-def _time(raw: bytes | str) -> datetime.timedelta:
-    text = _text(raw)
-    negative = text.startswith("-")
-    hms, _, fraction = text.lstrip("-").partition(".")
-    hour, minute, second = hms.split(":")
-    delta = datetime.timedelta(0, int(hour) * 3600 + int(minute) * 60 + int(second),
-                               _micros(fraction))
-    return -delta if negative else delta
+_time = time2.from_text
 
 
 class _Characters:
-    """The row decoder's rule (``rows.text_rule``): the column's charset conversion, bytes
+    """The row decoder's rule (``valuetypes.characters.text_rule``): the column's charset conversion, bytes
     where there is none or the value is not valid in it; a BINARY(n) comes back padded."""
 
     __slots__ = ("decode", "utf8")
@@ -198,8 +174,7 @@ def _set(labels: tuple[str, ...] | None) -> Converter:
     return lambda raw: text(int(raw))
 
 
-def _json(raw: bytes | str) -> str:
-    return _bytes(raw).decode("utf-8")
+_json = binary_json.from_text
 
 
 def _unhex(raw: bytes | str) -> bytes:
@@ -238,7 +213,7 @@ def converter_for(column: Column, data_type: str = "") -> Converter:
         return special
     t = column.type_code
     if t in (FieldType.TIMESTAMP, FieldType.TIMESTAMP2):
-        return _timestamp(column.scale or 0)
+        return timestamp2.from_text(column.scale or 0)
     if t == FieldType.ENUM:
         return _labels(column.enum_values)
     if t == FieldType.SET:

@@ -108,8 +108,8 @@ from protocol.binlog.model import ColumnFlag, RowsEvent, RowsKind, TableMapEvent
 from protocol.binlog.stream import Event, EventStream
 from protocol.binlog.tablemap import OptionalMetadata
 from protocol.binlog.transactions import Statement, TransactionAssembler
-from protocol.binlog.values import time_text
 from protocol.errors import ChecksumMismatch, ProtocolError, TruncatedData
+from protocol.valuetypes import time2
 from replica.config import ServerConfig
 
 __all__ = [
@@ -889,7 +889,7 @@ def format_value(value: Any) -> str:
     if isinstance(value, _dt.date):
         return _quote(value.isoformat())
     if isinstance(value, _dt.timedelta):
-        return _quote(time_text(value))
+        return _quote(time2.text(value))
     ops = getattr(value, "ops", None)
     if isinstance(ops, tuple):  # protocol.binlog.values.JsonDiff (MINIMAL image, MySQL)
         names = {0: "REPLACE", 1: "INSERT", 2: "REMOVE"}

@@ -71,7 +71,8 @@ from protocol.binlog.coltypes import codec_for_collation
 from protocol.binlog.filereader import split_binlog
 from protocol.binlog.model import Column, RowsEvent, RowsKind
 from protocol.binlog.stream import EventStream
-from protocol.binlog.values import _CP1252_HIGH, InvalidTemporal
+from protocol.binlog.values import InvalidTemporal
+from protocol.valuetypes.characters import _CP1252_HIGH
 from tests.servers.handle import ServerHandle
 
 pytestmark = pytest.mark.server
