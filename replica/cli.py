@@ -44,7 +44,7 @@ import trio
 from protocol import errors
 from replica.config import Config, ConfigError, load_config
 from replica.core.backoff import is_permanent
-from sinks.errors import LakeError, LakeLocked
+from sinks.errors import LakeError, LakeFormatTooNew, LakeLocked
 from sinks.parquet import prefer_jemalloc
 from sinks.parquet.lean_import import import_pyarrow_lean
 
@@ -66,7 +66,7 @@ exit codes:
   1  `check` found a problem, `status` could not reach the server (or found no
      lake), `run` gave up after reconnect.max_attempts, or a runtime error
   2  usage or configuration error (also: a flag the command does not use, a
-     metrics.address another process listens on)
+     metrics.address another process listens on, a lake written by a newer binlake)
   3  permanent replication error (authentication, privileges, purged position,
      duplicate server_id, undecodable stream): fix the cause, retrying will not help
   4  lake error: disk full, I/O error, read-only or permission (the line names the
@@ -339,7 +339,7 @@ def hint_for(exc: BaseException) -> str | None:
     """The one-line fix for an exception, if there is one."""
     if isinstance(exc, ConfigError):
         return exc.hint
-    if isinstance(exc, LakeError | LakeLocked):
+    if isinstance(exc, LakeError | LakeLocked | LakeFormatTooNew):
         return exc.fix
     if isinstance(exc, errors.InsecureTransport) and exc.fix:
         return exc.fix
@@ -351,7 +351,7 @@ def hint_for(exc: BaseException) -> str | None:
 
 
 def exit_code_for(exc: BaseException) -> int:
-    if isinstance(exc, ConfigError):
+    if isinstance(exc, ConfigError | LakeFormatTooNew):  # the wrong binlake for this lake
         return EXIT_USAGE
     if isinstance(exc, LakeError | LakeLocked):
         return EXIT_LAKE

@@ -77,6 +77,23 @@ class LakeError(SinkError):
         return f"fix the lake's filesystem, {resume}"
 
 
+class LakeFormatTooNew(SinkError):
+    """The lake was written by a newer binlake, in a lake format this one does not know: it is
+    refused before anything is read or written, never misread or "recovered" into damage."""
+
+    def __init__(self, lake: str, found: int, supported: int) -> None:
+        super().__init__(f"the lake {lake} has lake format {found}, newer than this binlake's "
+                         f"{supported}: it was written by a newer binlake")
+        self.lake = lake
+        self.found = found
+        self.supported = supported
+
+    @property
+    def fix(self) -> str:
+        return (f"run a binlake that writes lake format {self.found} on this lake (upgrade "
+                "this one), or point lake.path at another lake")
+
+
 class LakeLocked(SinkError):
     """Another process holds the lake's writer lock (``<lake>/_lock``): one writer per lake."""
 

@@ -43,6 +43,7 @@ from replica.config import Config
 from replica.observe.lag import ServerEnd, lag_of_checkpoint, query_server_end
 from replica.observe.progress import format_snapshot_entry
 from sinks.parquet import layout as L
+from sinks.parquet import state as lake_state
 
 __all__ = ["TableFacts", "LakeFacts", "ServerPosition", "Status", "lake_facts",
            "server_position", "collect", "snapshots", "render_text", "add_arguments", "run"]
@@ -119,10 +120,7 @@ def lake_facts(path: str) -> LakeFacts:
     facts = LakeFacts(path=os.path.abspath(path), exists=os.path.isdir(path))
     if not facts.exists:
         return facts
-    checkpoint = os.path.join(path, L.CHECKPOINT)
-    if os.path.exists(checkpoint):
-        doc = _read_json(checkpoint)
-        facts.checkpoint = doc if isinstance(doc, dict) else None
+    facts.checkpoint = lake_state.read_document(path)  # a newer lake format: refused
     facts.commit_in_progress = os.path.exists(os.path.join(path, L.MANIFEST))
     for database_dir in sorted(os.listdir(path)):
         database_path = os.path.join(path, database_dir)

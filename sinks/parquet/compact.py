@@ -52,6 +52,7 @@ from ..errors import SinkError
 from . import layout as L
 from .commit import dumps, fsync_path, publish_lock, replace_atomically
 from .pins import PIN_LIFETIME, purge_pins
+from .state import check_lake
 
 log = logging.getLogger("binlake.compact")
 
@@ -367,6 +368,7 @@ def compact_lake(lake: str, options: CompactOptions | None = None,
     stats = CompactStats()
     if not os.path.isdir(lake):
         raise CompactError(f"no lake at {lake}")
+    check_lake(lake)  # a lake of a newer binlake: refused before anything is touched
     with compact_lock(lake):
         recover_compaction(lake)
         clock = time.time() if now is None else now

@@ -59,6 +59,7 @@ from . import files as F
 from . import layout as L
 from . import pieces as P
 from . import small_file
+from . import state as S
 from . import trees as T
 from . import xa as X
 from .encoder import RowGroupEncoder
@@ -286,7 +287,7 @@ class ParquetSink:
         # id(columns) → (columns, primary key, full metadata, signature): see _signature_of
         self._signatures: dict[int, tuple[Any, tuple[int, ...], bool, tuple[Any, ...]]] = {}
         self._new_versions: list[TableVersion] = []
-        self._pending_ddl: dict[tuple[str, str], dict[str, Any]] = {}
+        self._pending_ddl: dict[tuple[str, str], S.PendingDdl] = {}
         self._ddl_log: dict[str, list[dict[str, Any]]] = {}
         self._txn: _Transaction | None = None
         self._day = -1  # of the last commit (UTC days since the epoch), and its date's text
@@ -334,6 +335,7 @@ class ParquetSink:
         """
         self._lock.acquire()
         try:
+            S.check_lake(self.lake)  # a lake of a newer binlake: refused before recovery
             doc = C.recover(self.lake)
         except OSError as exc:
             self._lock.release()
@@ -350,7 +352,8 @@ class ParquetSink:
         self._opened = True
         if doc is None:
             return None
-        checkpoint = C.Checkpoint.from_json(doc)
+        state = S.LakeState.from_json(doc, self.lake)
+        checkpoint = state.checkpoint
         self._checkpoint = checkpoint
         self._seq = checkpoint.seq
         self._flavor = checkpoint.gtid_flavor
@@ -363,12 +366,11 @@ class ParquetSink:
         self._last_end = checkpoint.position
         self._last_commit_us = checkpoint.commit_time_us
         self._last_server_id = checkpoint.server_id
-        self._snapshot_state = dict(doc.get("snapshot") or {})
-        for entry in doc.get("pending_ddl", []):
-            self._pending_ddl[(entry["database"], entry["table"])] = entry
-        for entry in doc.get("xa_prepared", []):
-            prepared = X.Prepared.from_json(entry)
-            self._xa[prepared.xid] = prepared
+        self._snapshot_state = dict(state.snapshot)
+        for ddl in state.pending_ddl:
+            self._pending_ddl[(ddl.database, ddl.table)] = ddl
+        for record in state.xa_prepared:
+            self._xa[record.xid] = X.Prepared.from_record(record)
         return checkpoint
 
     @property
@@ -1007,7 +1009,7 @@ class ParquetSink:
             ddl = self._pending_ddl.pop(key, None)
             origin = VersionOrigin(
                 seq=txn.tags.seq, gtid=txn.tags.gtid,
-                ddl=ddl["query"] if ddl else None, ddl_type=ddl["ddl_type"] if ddl else None,
+                ddl=ddl.query if ddl else None, ddl_type=ddl.ddl_type if ddl else None,
             )
             number = current.version + 1 if current is not None else 1
             current = TableVersion.from_table_map(table_map, number, origin, self._counter,
@@ -1102,10 +1104,8 @@ class ParquetSink:
             return
         for database, table in info.tables:
             self._pending_ddl.pop((database, table), None)  # re-insert: dicts keep age order
-            self._pending_ddl[(database, table)] = {
-                "database": database, "table": table, "query": statement.query,
-                "ddl_type": info.ddl_type, "seq": txn.tags.seq,
-            }
+            self._pending_ddl[(database, table)] = S.PendingDdl(
+                database, table, statement.query, info.ddl_type, txn.tags.seq)
         # Only a version's origin needs these; a table that never lands rows again must not
         # grow the checkpoint forever.
         while len(self._pending_ddl) > MAX_PENDING_DDL:
@@ -1464,16 +1464,9 @@ class ParquetSink:
             gtid_state=self._gtid_state_text(), gtid_flavor=self._flavor,
             commit_time_us=self._last_commit_us, server_id=self._last_server_id,
         )
-        doc = checkpoint.to_json()
-        doc["format"] = 1
-        if self._last_commit_us is not None:
-            doc["commit_time"] = _dt.datetime.fromtimestamp(
-                self._last_commit_us / 1_000_000, _dt.UTC).isoformat()
-        doc["pending_ddl"] = list(self._pending_ddl.values())
-        if self._snapshot_state:
-            doc["snapshot"] = self._snapshot_state
-        if self._xa:
-            doc["xa_prepared"] = [prepared.to_json() for prepared in self._xa.values()]
+        doc = S.LakeState(
+            checkpoint, tuple(self._pending_ddl.values()), self._snapshot_state,
+            tuple(prepared.record() for prepared in self._xa.values())).to_json()
         self._io_path = self.lake
         if renames or self._xa_deletes:
             C.commit(self.lake, renames, doc, self._known_dirs, self._xa_deletes)

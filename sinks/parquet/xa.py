@@ -28,7 +28,39 @@ import pyarrow as pa
 
 from . import commit as C
 
-__all__ = ["PreparedFile", "Prepared", "write_batches", "read_batches"]
+__all__ = ["PreparedFile", "Prepared", "XaFileRecord", "XaRecord", "write_batches",
+           "read_batches"]
+
+
+@dataclass(frozen=True, slots=True)
+class XaFileRecord:
+    """One table version's prepared rows, as the checkpoint records them."""
+
+    path: str  # relative to the lake: _xa/xa-<seq>-<k>.arrow
+    database: str
+    table: str
+    version: int
+
+
+@dataclass(frozen=True, slots=True)
+class XaRecord:
+    """An XA transaction in doubt, as the checkpoint records it (``xa_prepared``)."""
+
+    xid: str
+    seq: int  # the prepared part's transaction number
+    gtid: str | None
+    files: tuple[XaFileRecord, ...] = ()
+
+    def to_json(self) -> dict[str, Any]:
+        return {"xid": self.xid, "seq": self.seq, "gtid": self.gtid,
+                "files": [{"path": f.path, "database": f.database, "table": f.table,
+                           "version": f.version} for f in self.files]}
+
+    @classmethod
+    def from_json(cls, doc: dict[str, Any]) -> XaRecord:
+        files = tuple(XaFileRecord(f["path"], f["database"], f["table"], int(f["version"]))
+                      for f in doc.get("files", []))
+        return cls(str(doc["xid"]), int(doc["seq"]), doc.get("gtid"), files)
 
 
 @dataclass(slots=True)
@@ -55,16 +87,16 @@ class Prepared:
     gtid: str | None
     files: list[PreparedFile] = field(default_factory=list)
 
-    def to_json(self) -> dict[str, Any]:
-        return {"xid": self.xid, "seq": self.seq, "gtid": self.gtid,
-                "files": [{"path": f.final, "database": f.database, "table": f.table,
-                           "version": f.version} for f in self.files]}
+    def record(self) -> XaRecord:
+        """What the checkpoint records of it (where its files will be once committed)."""
+        return XaRecord(self.xid, self.seq, self.gtid, tuple(
+            XaFileRecord(f.final, f.database, f.table, f.version) for f in self.files))
 
     @classmethod
-    def from_json(cls, doc: dict[str, Any]) -> Prepared:
-        files = [PreparedFile(f["path"], f["database"], f["table"], int(f["version"]))
-                 for f in doc.get("files", [])]
-        return cls(str(doc["xid"]), int(doc["seq"]), doc.get("gtid"), files)
+    def from_record(cls, record: XaRecord) -> Prepared:
+        """A transaction the checkpoint left in doubt (its files committed)."""
+        return cls(record.xid, record.seq, record.gtid, [
+            PreparedFile(f.path, f.database, f.table, f.version) for f in record.files])
 
 
 def write_batches(path: str, schema: pa.Schema, batches: Iterable[pa.RecordBatch],

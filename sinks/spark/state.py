@@ -37,6 +37,7 @@ from ..parquet import ddl as D
 from ..parquet import layout as L
 from ..parquet.compact import max_seq
 from ..parquet.pins import new_pin, pin_partition
+from ..parquet.state import read_document
 from .readers import _aligned, read_changes_from
 from .schema import load_versions
 
@@ -384,8 +385,10 @@ def materialize_state(spark: SparkSession, lake: str, database: str, table: str,
     one directory rename publishes the state (a reader sees all of it or none). The ``keep``
     latest states stay; older ones are deleted.
     """
-    with open(os.path.join(lake, L.CHECKPOINT), encoding="utf-8") as f:
-        upto = int(json.load(f)["seq"])
+    checkpoint = read_document(lake)  # a newer lake format: refused
+    if checkpoint is None:
+        raise FileNotFoundError(f"no checkpoint under {lake}")
+    upto = int(checkpoint["seq"])
     previous = latest_state(lake, database, table)
     if previous is not None and previous[0] >= upto:
         return None
