@@ -413,8 +413,9 @@ class LogConfig:
     file: str | None = field(default=None, metadata=_key(
         "Append to this file instead of stderr; reopened on SIGHUP (logrotate)."))
     progress_interval: float = field(default=10.0, metadata=_key(
-        "While the daemon is catching up, one progress line (transactions and rows landed, "
-        "rate, lag, time left) this often, in seconds; and one per table being snapshotted.",
+        "While the daemon is catching up, one progress line (transactions and rows landed; "
+        "decoded, their rate, bytes read, what is buffered and when it lands; lag, time left) "
+        "this often, in seconds; and one per table being snapshotted.",
         unit="seconds"))
 
 

@@ -45,8 +45,8 @@ if TYPE_CHECKING:
 else:
     StagedSnapshot = Any  # opaque to the caller: made by stage_snapshot, handed back
 
-__all__ = ["Checkpoint", "CommitOutcome", "Flushed", "LakeError", "LakeLocked", "Sink",
-           "SinkError", "StagedSnapshot"]
+__all__ = ["Checkpoint", "CommitOutcome", "Flushed", "LakeError", "LakeLocked", "Pending",
+           "Sink", "SinkError", "StagedSnapshot"]
 
 
 class CommitOutcome(enum.Enum):
@@ -70,6 +70,23 @@ class Flushed:
     #: Snapshot chunks this flush landed: each took a ``_seq`` of its own, so the source
     #: transactions it landed are the checkpoint's ``seq`` advance minus these.
     snapshot_chunks: int
+
+
+@dataclass(frozen=True, slots=True)
+class Pending:
+    """What a sink holds that is not durable yet, and when it lands: for an operator's
+    progress line while a backlog is caught up (its time flushes wait long), never for
+    metrics, which count durable work only."""
+
+    #: Committed transactions the next flush lands.
+    transactions: int
+    #: Bytes of rows the sink buffers (in memory, or spilled) for them.
+    bytes: int
+    #: Seconds until a flush by time is due (0: at the next chance), None if nothing waits.
+    #: A table's buffer reaching :attr:`flush_bytes` lands it sooner.
+    lands_in: float | None
+    #: The buffered size of one table at which a flush is due whatever the time.
+    flush_bytes: int
 
 
 class Sink(Protocol):
@@ -132,6 +149,11 @@ class Sink(Protocol):
     def flush_due(self, now: float, *, behind: bool = False) -> bool:
         """Whether committed data has waited long enough to flush (``now``: monotonic);
         ``behind``: the source has a backlog, so the longer catch-up interval applies."""
+        ...
+
+    def pending(self, now: float, *, behind: bool = False) -> Pending:
+        """What is handed over and not durable yet, and when :meth:`flush_due` will say so
+        (same ``now`` and ``behind`` as there). Cheap: no I/O, callable at any time."""
         ...
 
     def maybe_flush(self, now: float, *, behind: bool = False) -> bool:

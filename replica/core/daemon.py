@@ -72,6 +72,7 @@ from replica.observe.progress import (
     Landed,
     Progress,
     SnapshotProgress,
+    Work,
     format_duration,
     format_summary,
 )
@@ -272,6 +273,13 @@ class Daemon:
         stats = self.pipeline.stats
         return Landed(stats.landed_transactions, stats.landed_rows)
 
+    def work(self, now: float) -> Work:
+        """Decoded and buffered work, for the progress lines (never the metrics)."""
+        stats = self.pipeline.stats
+        pending = self.pipeline.sink.pending(now, behind=self.lag.stream_behind())
+        return Work(stats.transactions, stats.rows, stats.bytes, pending.transactions,
+                    pending.bytes, pending.lands_in, pending.flush_bytes)
+
     async def _start_services(self, nursery: trio.Nursery) -> None:
         nursery.start_soon(self._watch_signals)
         nursery.start_soon(self._watch_server_end)
@@ -347,7 +355,8 @@ class Daemon:
                     log.info("%s", snapshot_line)
             if not self.lag.connected:
                 continue  # the reconnect lines say what is going on
-            line = self.progress.sample(time.monotonic(), self.landed, self.lag.measure())
+            now = time.monotonic()
+            line = self.progress.sample(now, self.landed, self.lag.measure(), self.work(now))
             if line is not None:
                 log.info("%s", line)
 

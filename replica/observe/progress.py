@@ -3,9 +3,13 @@
 A daemon started far behind (a new lake from ``start.from = earliest``, one stopped for a day,
 a burst the lake could not keep up with) can stream for minutes before it is live. While it is
 behind by more than a live daemon ever is (``lake.flush_interval`` plus a second), it logs one
-INFO line every ``log.progress_interval`` seconds: transactions and rows landed so far, the rate
-over the last interval, the lag (:mod:`replica.observe.lag`) and an estimate of the time left
-from how fast the bytes behind shrink. Reaching the server's end is said once; the stop is
+INFO line every ``log.progress_interval`` seconds: transactions and rows landed so far; the work
+not durable yet (:class:`Work`: transactions and rows decoded, their rate, bytes read, what the
+sink buffers and when it lands) — a backlog lands by size, and by time only every
+``lake.catch_up_flush_interval``, so without it the line would stand still for a minute while
+the daemon works; the lag (:mod:`replica.observe.lag`) and an estimate of the time left from how
+fast the bytes behind shrink. The metrics count durable work only; these lines are the one place
+decoded work is shown. Reaching the server's end is said once; the stop is
 summed up in one line.
 
 Pure formatting and a small state object, so the lines are unit-tested without a server.
@@ -18,7 +22,7 @@ from typing import Any
 
 from replica.observe.lag import Lag
 
-__all__ = ["Landed", "Progress", "SnapshotProgress", "format_bytes", "format_duration",
+__all__ = ["Landed", "Progress", "Work", "SnapshotProgress", "format_bytes", "format_duration",
            "format_summary", "format_snapshot_entry"]
 
 
@@ -51,6 +55,39 @@ class Landed:
     rows: int
 
 
+@dataclass(frozen=True, slots=True)
+class Work:
+    """What the daemon has done that is not necessarily durable: decoded since it started,
+    and what the sink holds for the next flush."""
+
+    #: Transactions and rows decoded and handed to the sink since the start.
+    transactions: int
+    rows: int
+    #: Bytes read from the server's stream since the start.
+    bytes_read: int
+    #: Committed transactions buffered for the next flush, and their rows' bytes.
+    buffered_transactions: int
+    buffered_bytes: int
+    #: Seconds until a flush by time lands the buffer (None: nothing buffered).
+    lands_in: float | None
+    #: A table's buffer of this size lands sooner.
+    flush_bytes: int
+
+
+def _work_text(work: Work, previous: Work | None, span: float) -> str:
+    text = f"{work.transactions} transactions and {work.rows} rows decoded"
+    if previous is not None and span > 0:
+        text += (f" ({(work.transactions - previous.transactions) / span:.0f} transactions/s, "
+                 f"{(work.rows - previous.rows) / span:.0f} rows/s)")
+    text += f", {format_bytes(work.bytes_read)} read"
+    if work.lands_in is not None and work.buffered_transactions:
+        text += (f"; {work.buffered_transactions} transactions "
+                 f"({format_bytes(work.buffered_bytes)}) buffered, landing in "
+                 f"{format_duration(work.lands_in)} or once a table holds "
+                 f"{format_bytes(work.flush_bytes)}")
+    return text
+
+
 def format_summary(landed: Landed, elapsed: float) -> str:
     return (f"{landed.transactions} transactions and {landed.rows} rows landed in "
             f"{format_duration(elapsed)}")
@@ -77,13 +114,15 @@ class Progress:
         self.started = started
         self.live_lag = live_lag
         self.catching_up = False
-        self._last: tuple[float, Landed, int | None] | None = None
+        self._last: tuple[float, Landed, int | None, Work | None] | None = None
 
-    def sample(self, now: float, landed: Landed, lag: Lag | None) -> str | None:
-        """The line for this sample, or None when there is nothing to say."""
+    def sample(self, now: float, landed: Landed, lag: Lag | None,
+               work: Work | None = None) -> str | None:
+        """The line for this sample, or None when there is nothing to say. With ``work``, the
+        line also says what is decoded and buffered, and the rate is the decoding's."""
         # the estimate follows the stream's reading when known: landing moves in flushes
         remaining = None if lag is None else lag.unread if lag.unread is not None else lag.bytes
-        previous, self._last = self._last, (now, landed, remaining)
+        previous, self._last = self._last, (now, landed, remaining, work)
         if lag is None:
             return None
         if lag.caught_up:
@@ -99,14 +138,16 @@ class Progress:
             return None
         self.catching_up = True
         line = f"catching up: {landed.transactions} transactions and {landed.rows} rows landed"
-        if previous is not None and now > previous[0]:
-            span = now - previous[0]
+        span = now - previous[0] if previous is not None else 0.0
+        if work is not None:
+            line += "; " + _work_text(work, previous[3] if previous is not None else None, span)
+        elif previous is not None and span > 0:
             tx_rate = (landed.transactions - previous[1].transactions) / span
             row_rate = (landed.rows - previous[1].rows) / span
             line += f" ({tx_rate:.0f} transactions/s, {row_rate:.0f} rows/s)"
         line += f"; {_lag_text(lag)}"
         if previous is not None and previous[2] is not None and remaining is not None:
-            gained = (previous[2] - remaining) / (now - previous[0]) if now > previous[0] else 0
+            gained = (previous[2] - remaining) / span if span > 0 else 0
             if gained > 0:
                 line += f", ~{format_duration(remaining / gained)} left"
             else:

@@ -51,7 +51,7 @@ from protocol.binlog.values import JsonDiff
 from protocol.frozen import positional_maker
 from protocol.gtid import GtidPosition, GtidSet, MariadbGtid, MysqlGtid
 
-from ..contract import CommitOutcome, Flushed
+from ..contract import CommitOutcome, Flushed, Pending
 from ..errors import LakeError, SinkStateError
 from . import commit as C
 from . import ddl as D
@@ -1413,6 +1413,18 @@ class ParquetSink:
         if behind:
             interval = max(interval, self.options.catch_up_interval_s)
         return now - self._dirty_since >= interval
+
+    def pending(self, now: float, *, behind: bool = False) -> Pending:
+        """What the next flush lands, and when :meth:`flush_due` will want it by time."""
+        lands_in = None
+        if self._opened and self._unflushed_commits:
+            interval = self.options.flush_interval_s
+            if behind:
+                interval = max(interval, self.options.catch_up_interval_s)
+            since = self._dirty_since if self._dirty_since is not None else now
+            lands_in = max(0.0, since + interval - now)
+        return Pending(self._unflushed_commits, self._buffered, lands_in,
+                       self.options.file_size_bytes)
 
     def flush(self) -> C.Checkpoint | None:
         """Make every committed transaction durable and visible; returns the new checkpoint.

@@ -6,6 +6,7 @@ of tables")."""
 from __future__ import annotations
 
 import os
+import re
 import time
 from pathlib import Path
 
@@ -22,6 +23,7 @@ from .daemon_process import (
     read_checkpoint,
     unique_db,
 )
+from .proxy import TcpProxy
 from .workload import read_lake
 
 pytestmark = pytest.mark.server
@@ -102,3 +104,55 @@ def test_backlog_lands_by_size_then_changes_land_within_flush_interval(
     finally:
         code, _ = daemon.terminate(30)
     assert code == 0, daemon.stderr()[-3000:]
+
+
+PROGRESS_TRANSACTIONS = int(os.environ.get("BINLAKE_CATCH_UP_PROGRESS_TRANSACTIONS", "25000"))
+
+
+def test_the_first_progress_line_of_a_backlog_shows_decoded_work(
+        mariadb_10_11: ServerHandle, tmp_path: Path) -> None:
+    """A backlog lands by size, and by time only every lake.catch_up_flush_interval (60 s):
+    the first progress line (log.progress_interval, 10 s) already shows transactions and rows
+    decoded, bytes read and what is buffered, while the metrics count only what is durable."""
+    server = mariadb_10_11
+    db = unique_db("progress")
+    server.sql(f"CREATE DATABASE {db}; CREATE TABLE {db}.t (id INT PRIMARY KEY, v VARCHAR(400))")
+    start = binlog_end(server)
+    statements = [f"INSERT INTO {db}.t VALUES ({n}, REPEAT('x', 300));"
+                  for n in range(PROGRESS_TRANSACTIONS)]
+    for low in range(0, len(statements), 2500):
+        server.sql("\n".join(statements[low:low + 2500]))
+    backlog = binlog_end(server)[1] - start[1]
+    with TcpProxy("127.0.0.1", server.port) as proxy:
+        # a distant server: reading the backlog takes longer than the first progress line
+        proxy.throttle(backlog / 25)
+        settings = daemon_settings(server, tmp_path / "lake", db, port=proxy.port, overrides={
+            "start": {"from": "file", "file": start[0], "pos": start[1]},
+            "log": {"progress_interval": 10.0}})
+        daemon = DaemonProcess(tmp_path, settings, password=server.users["repl"].password)
+        started = time.monotonic()
+        daemon.start()
+        try:
+            first = daemon.wait_for(
+                r"INFO +binlake\.daemon: (catching up|caught up)[^\n]*", timeout=20)
+            seen_after = time.monotonic() - started
+            _, text = http_get(daemon.metrics_url() + "/metrics")
+            line = first.group(0)
+            decoded = re.search(r"landed; (\d+) transactions and (\d+) rows decoded, ([\d.]+) "
+                                r"(KiB|MiB) read; (\d+) transactions \(([\d.]+ [KM]iB)\) "
+                                r"buffered, landing in ([\d.]+ s|\d+ min \d+ s) or once a "
+                                r"table holds 64\.0 MiB", line)
+            assert "catching up: 0 transactions and 0 rows landed" in line, line
+            assert decoded is not None, line
+            assert int(decoded.group(1)) > 0 and int(decoded.group(2)) > 0, line
+            assert int(decoded.group(5)) > 0, line
+            assert seen_after <= 10.0 + 5.0, f"first line {seen_after:.1f} s after the start"
+            assert metric(text, "binlake_transactions_total") == 0.0  # durable work only
+            daemon.wait_for(rf"caught up with the server: {PROGRESS_TRANSACTIONS} transactions "
+                            rf"and {PROGRESS_TRANSACTIONS} rows landed", timeout=180)
+            _, text = http_get(daemon.metrics_url() + "/metrics")
+            assert metric(text, "binlake_transactions_total") == PROGRESS_TRANSACTIONS
+        finally:
+            code, _ = daemon.terminate(30)
+    assert code == 0, daemon.stderr()[-3000:]
+    print(f"first progress line after {seen_after:.1f} s: {line}")

@@ -211,3 +211,28 @@ def test_a_keyless_table_being_read_shows_its_staged_rows() -> None:
     assert progress.sample(110.0, state, {"shop.log": 8000}) == [
         "snapshot of shop.log: 0 rows in 0 chunks landed, 8000 more read and staged (a table "
         "without a key lands when its one read ends) (500 rows/s)"]
+
+
+def test_while_nothing_lands_the_line_shows_what_is_decoded_buffered_and_when_it_lands() -> None:
+    """A backlog lands by size, and by time only every catch-up interval: meanwhile the line
+    moves with the decoding, and says what waits and when it lands."""
+    from replica.observe.progress import Work
+
+    progress = Progress(0.0, live_lag=6.0)
+    first = progress.sample(10, Landed(0, 0), Lag(False, None, 12_000_000, 11_000_000),
+                            Work(2_000, 10_000, 1_048_576, 2_000, 524_288, 50.0, 64 << 20))
+    assert first == ("catching up: 0 transactions and 0 rows landed; 2000 transactions and "
+                     "10000 rows decoded, 1.0 MiB read; 2000 transactions (512.0 KiB) buffered, "
+                     "landing in 50 s or once a table holds 64.0 MiB; 11.4 MiB behind the server")
+    second = progress.sample(20, Landed(0, 0), Lag(False, None, 12_000_000, 6_000_000),
+                             Work(6_000, 30_000, 3_145_728, 6_000, 1_572_864, 40.0, 64 << 20))
+    assert second == ("catching up: 0 transactions and 0 rows landed; 6000 transactions and "
+                      "30000 rows decoded (400 transactions/s, 2000 rows/s), 3.0 MiB read; "
+                      "6000 transactions (1.5 MiB) buffered, landing in 40 s or once a table "
+                      "holds 64.0 MiB; 11.4 MiB behind the server, ~12 s left")
+    nothing_buffered = progress.sample(30, Landed(6_000, 30_000),
+                                       Lag(False, 9.0, 12_000_000, 1_000_000),
+                                       Work(6_500, 32_500, 3_400_000, 0, 0, None, 64 << 20))
+    assert nothing_buffered is not None and "buffered" not in nothing_buffered
+    assert nothing_buffered.startswith("catching up: 6000 transactions and 30000 rows landed; "
+                                       "6500 transactions and 32500 rows decoded (50 ")

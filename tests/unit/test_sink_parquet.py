@@ -408,3 +408,24 @@ def test_commit_date_partitions_follow_commit_time(lake):
     sink.close()
     assert sorted(os.listdir(os.path.join(lake, "shop", "users", "schema_version=1"))) == [
         "commit_date=2025-12-31", "commit_date=2026-01-01"]
+
+
+def test_pending_says_what_the_next_flush_lands_and_when(lake):
+    """For the progress lines: committed, not durable, and the time flush's due time (the
+    catch-up interval while behind); a flush empties it."""
+    from sinks.contract import Pending
+
+    b = StreamBuilder()
+    users = b.table("shop", "users", users_columns())
+    sink = ParquetSink(lake, SinkOptions(flush_interval_s=2.0, catch_up_interval_s=60.0,
+                                         file_size_bytes=1 << 20))
+    sink.open()
+    assert sink.pending(100.0) == Pending(0, 0, None, 1 << 20)
+    feed(sink, [b.begin(), b.insert(users, [(1, "a", 1), (2, "b", 2)]), b.commit()])
+    assert not sink.flush_due(100.0, behind=True)  # the clock starts at the first look
+    pending = sink.pending(110.0, behind=True)
+    assert (pending.transactions, pending.lands_in) == (1, 50.0) and pending.bytes > 0
+    assert sink.pending(110.0).lands_in == 0.0  # not behind: overdue, lands at the next tick
+    sink.flush()
+    assert sink.pending(111.0) == Pending(0, 0, None, 1 << 20)
+    sink.close()
