@@ -42,7 +42,7 @@ from typing import Any, NoReturn
 import trio
 
 from protocol import errors
-from replica.config import Config, ConfigError, load_config
+from replica.config import Config, ConfigError, load_config, peek_key
 from replica.core.backoff import is_permanent
 from sinks.errors import LakeError, LakeFormatTooNew, LakeLocked
 from sinks.parquet import prefer_jemalloc
@@ -410,11 +410,16 @@ def _log_to_file(message: str, error: str, hint: str | None) -> None:
 
 def _json_errors(args: argparse.Namespace) -> bool:
     """Whether the final error line is JSON: the loaded config says so, or — when the config
-    itself failed to load — the flag or the environment does."""
+    itself failed to load — ``log.format`` as far as its sources can be read
+    (:func:`replica.config.peek_key`, the same precedence)."""
     if hasattr(args, "json_errors"):
         return bool(args.json_errors)
-    wanted = getattr(args, "cfg:log.format", None) or os.environ.get("BINLAKE_LOG_FORMAT")
-    return wanted == "json"
+    flags = [("log.format", getattr(args, "cfg:log.format", None), "--log-format")]
+    flags += [(key.strip(), value, "--set")
+              for key, _, value in (s.partition("=") for s in getattr(args, "settings", ()))]
+    wanted = peek_key("log.format", getattr(args, "config", None),
+                      flags=[flag for flag in flags if flag[1] is not None])
+    return bool(wanted == "json")
 
 
 def _utc_now() -> str:

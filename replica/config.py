@@ -704,6 +704,43 @@ def load_config(
     return _build(values, file_path, require_server_id)
 
 
+def peek_key(dotted: str, path: str | os.PathLike[str] | None = None, *,
+             env: Mapping[str, str] | None = None,
+             flags: Iterable[tuple[str, Any, str]] = ()) -> Any:
+    """One key's value when the whole configuration did not load (:func:`load_config` raised),
+    under the same precedence: built-in default, ``BINLAKE_DEFAULT_*``, the file, the
+    environment, the flags. A source that cannot be read, or gives this key a bad value, is
+    passed over: the caller (how the error that ended the command is printed) must not fail in
+    turn, and asks nothing it could not have anyway."""
+    spec = KEYS[dotted]
+    environ = os.environ if env is None else env
+    value = spec.default
+    candidates: list[tuple[Any, bool]] = []
+    default_name = DEFAULT_ENV_PREFIX + spec.env[len(ENV_PREFIX):]
+    if default_name in environ:
+        candidates.append((environ[default_name], True))
+    file_path = (os.fspath(path) if path is not None else environ.get("BINLAKE_CONFIG")
+                 or (DEFAULT_CONFIG_PATH if os.path.exists(DEFAULT_CONFIG_PATH) else None))
+    if file_path is not None:
+        try:
+            with open(file_path, "rb") as f:
+                table = tomllib.load(f).get(spec.section)
+            if isinstance(table, dict) and spec.name in table:
+                candidates.append((table[spec.name], False))
+        except (OSError, tomllib.TOMLDecodeError):
+            pass
+    if spec.env in environ:
+        candidates.append((environ[spec.env], True))
+    candidates += [(given, isinstance(given, str)) for key, given, _flag in flags
+                   if key == dotted]
+    for raw, from_text in candidates:
+        try:
+            value = _checked(spec, raw, from_text, "")
+        except ConfigError:
+            continue
+    return value
+
+
 def _read_file(file_path: str, values: dict[str, tuple[Any, Origin]]) -> None:
     origin = f"file {file_path}"
     try:

@@ -297,3 +297,26 @@ def test_tls_mode_help_lists_auto_as_the_default(capsys: pytest.CaptureFixture[s
     assert ("--tls-mode MODE auto (the default: preferred on loopback and unix sockets, "
             "required elsewhere), disabled, preferred, required, verify-ca or verify-identity "
             "(server.tls_mode)") in help_text
+
+
+@pytest.mark.parametrize(("file_format", "env", "flags", "json_line"), [
+    ("json", {}, [], True),  # the file decides when nothing above it does
+    ("json", {"BINLAKE_LOG_FORMAT": "human"}, [], False),  # the environment over the file
+    ("human", {"BINLAKE_DEFAULT_LOG_FORMAT": "json"}, [], False),  # a default under it
+    (None, {"BINLAKE_DEFAULT_LOG_FORMAT": "json"}, [], True),
+    ("human", {"BINLAKE_LOG_FORMAT": "json"}, ["--log-format", "human"], False),  # the flag
+    ("human", {}, ["--set", "log.format=json"], True),
+    ("json", {"BINLAKE_LOG_FORMAT": "nonsense"}, [], True),  # a bad value is passed over
+])
+def test_the_fatal_error_line_follows_log_format_as_the_config_would(
+        capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, tmp_path: Any,
+        file_format: str | None, env: dict[str, str], flags: list[str], json_line: bool) -> None:
+    """The configuration fails to load (another key is bad), yet ``log.format`` is taken with
+    the configuration's own precedence: built-in, default variable, file, environment, flags."""
+    config = tmp_path / "binlake.toml"
+    config.write_text(f'[log]\nformat = "{file_format}"\n' if file_format else "")
+    for name, value in {**env, "BINLAKE_LAKE_FLUSH_ROWS": "not-a-number"}.items():
+        monkeypatch.setenv(name, value)
+    assert cli.run(["status", "--no-server", "--config", str(config), *flags]) == 2
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert lines[0].startswith("{") is json_line, lines
