@@ -35,13 +35,15 @@ if [ "${#apt_packages[@]}" -gt 0 ]; then
   DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "${apt_packages[@]}"
 fi
 
-# A .venv without a working pip (creation interrupted, or made before python3-venv was there)
-# is made again.
-if ! .venv/bin/python -m pip --version >/dev/null 2>&1; then
+# The venv holds binlake's declared dependencies and nothing of the machine's own Python, so what
+# passes here passes on any machine. A .venv without a working pip (creation interrupted, or
+# made before python3-venv was there), or one that sees the system's site packages (made by an
+# older setup.sh), is made again.
+if ! .venv/bin/python -m pip --version >/dev/null 2>&1 \
+    || grep -qs "include-system-site-packages = true" .venv/pyvenv.cfg; then
   echo "setup: creating .venv"
   rm -rf .venv
-  # --system-site-packages lets a machine that already has pyspark/pyarrow reuse them.
-  python3 -m venv --system-site-packages .venv
+  python3 -m venv .venv
 fi
 extras="spark"
 [ "$want_test" = 1 ] && extras="test"
