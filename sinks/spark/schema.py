@@ -17,6 +17,7 @@ from typing import Any
 from pyspark.sql import types as S
 
 from ..parquet import layout as L
+from ..parquet.state import read_document
 
 _SIMPLE: dict[str, S.DataType] = {
     "tinyint": S.ByteType(), "smallint": S.ShortType(), "int": S.IntegerType(),
@@ -47,7 +48,9 @@ def spark_type(name: str) -> S.DataType:
 
 
 def load_versions(lake: str, database: str, table: str) -> dict[int, dict[str, Any]]:
-    """Every ``_schema/v<N>.json`` of a table, by version number."""
+    """Every ``_schema/v<N>.json`` of a table, by version number. A lake written by a newer
+    binlake is refused (:class:`~sinks.errors.LakeFormatTooNew`): its rules are not these."""
+    read_document(lake)
     directory = os.path.join(lake, L.table_dir(database, table), L.SCHEMA_DIR)
     versions = {}
     for path in glob.glob(os.path.join(directory, "v*.json")):

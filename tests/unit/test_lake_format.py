@@ -13,11 +13,12 @@ import pytest
 
 from protocol.binlog.coltypes import FieldType as T
 from replica import cli
-from sinks.errors import LakeCorrupted
+from sinks.errors import LakeCorrupted, LakeFormatTooNew
 from sinks.parquet import ParquetSink
 from sinks.parquet import state as S
 from sinks.parquet.commit import dumps
 from sinks.parquet.testing import StreamBuilder, col
+from sinks.spark.schema import load_versions
 
 XID = "X'31',X'',1"
 
@@ -120,3 +121,13 @@ def test_a_half_done_commit_of_a_newer_binlake_is_not_recovered(
                             "--set", f"lake.path={lake}"])
     assert "has lake format 3, newer than this binlake's 1" in err
     assert _tree(lake) == before
+
+
+def test_the_spark_readers_refuse_a_lake_of_a_newer_binlake(tmp_path: Path) -> None:
+    """read_changes, stream_changes and read_current_state start from load_versions."""
+    lake = tmp_path / "lake"
+    _landed_lake(lake)
+    assert list(load_versions(str(lake), "shop", "t")) == [1]
+    _from_the_future(lake)
+    with pytest.raises(LakeFormatTooNew, match="has lake format 2, newer than this binlake's 1"):
+        load_versions(str(lake), "shop", "t")
