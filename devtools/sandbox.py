@@ -535,6 +535,10 @@ class SandboxServer:
         with contextlib.suppress(OSError):
             os.utime(self.base_dir)
 
+    def kill(self) -> None:
+        """SIGKILL the server: a crash, nothing flushed or shut down (the datadir stays)."""
+        self._kill()
+
     def _kill(self) -> None:
         if self._process is not None and self._process.poll() is None:
             self._process.kill()

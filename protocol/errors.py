@@ -113,7 +113,20 @@ class GtidNotInBinlog(BinlogDumpError):
 
 
 class GtidDiverged(BinlogDumpError):
-    """The master has higher sequence numbers than the requested GTID: the replica diverged."""
+    """The server lacks transactions the replica holds: their histories diverged (a failover
+    promoted a server that never received them).
+
+    Raised for the server's own refusal (1236, "… has diverged", "… has more GTIDs than …"),
+    and by the replica itself when it compares its GTID state with the server's before the
+    dump (``code`` 0: the message is then the replica's own, with no server code in front).
+    ``missing`` names the GTIDs the server lacks, when known.
+    """
+
+    def __init__(self, code: int, sqlstate: str, message: str, *, missing: str = "") -> None:
+        super().__init__(code, sqlstate, message)
+        if not code:
+            self.args = (message,)
+        self.missing = missing
 
 
 class GtidPurged(BinlogDumpError):
@@ -151,6 +164,11 @@ class BinlogFormatNotRow(ReplicationError):
 
 class ServerIdConflict(ReplicationError):
     """The replica's configured server_id equals the server's own ``@@server_id``."""
+
+
+class ServerChanged(ReplicationError):
+    """A binlog file/position recorded on one server was to be resumed on another: offsets
+    mean nothing in another server's binlog, and a server without GTIDs offers no other way."""
 
 
 class ChecksumMismatch(ReplicationError):

@@ -247,8 +247,13 @@ def semi_sync_statements(*, mariadb: bool) -> list[str]:
 SERVER_VARIABLES_QUERY = (
     "SHOW GLOBAL VARIABLES WHERE Variable_name IN ('server_id', 'server_uuid', 'log_bin', "
     "'binlog_format', 'binlog_checksum', 'gtid_mode', 'gtid_binlog_pos', 'max_allowed_packet', "
-    "'rpl_semi_sync_master_enabled', 'rpl_semi_sync_source_enabled')"
+    "'rpl_semi_sync_master_enabled', 'rpl_semi_sync_source_enabled', 'gtid_domain_id', "
+    "'read_only')"
 )
+
+
+def _int_or_none(value: str | None) -> int | None:
+    return int(value) if value is not None and value.isdigit() else None
 
 
 def _on(value: str | None) -> bool:
@@ -267,6 +272,8 @@ class ServerFacts:
     gtid_binlog_pos: str | None  # MariaDB
     semi_sync_enabled: bool | None  # None: the server has no semi-sync master/source support
     server_uuid: str | None = None
+    gtid_domain_id: int | None = None  # MariaDB
+    read_only: bool = False
 
     @classmethod
     def from_variables(cls, variables: Mapping[str, str | None]) -> ServerFacts:
@@ -286,7 +293,16 @@ class ServerFacts:
             gtid_binlog_pos=v.get("gtid_binlog_pos"),
             semi_sync_enabled=None if semi is None else _on(semi),
             server_uuid=v.get("server_uuid"),
+            gtid_domain_id=_int_or_none(v.get("gtid_domain_id")),
+            read_only=_on(v.get("read_only")),
         )
+
+    @property
+    def has_gtids(self) -> bool:
+        """Whether a dump can start from GTIDs: MariaDB always, MySQL with gtid_mode=ON."""
+        if self.gtid_binlog_pos is not None:
+            return True  # MariaDB: every transaction has a GTID
+        return (self.gtid_mode or "").upper() == "ON"
 
 
 def check_server(facts: ServerFacts, *, replica_server_id: int,

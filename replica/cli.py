@@ -293,8 +293,15 @@ _HINTS = {
                   "and streams on (`binlake snapshot --table DB.TABLE` re-reads single tables)",
     "GtidNotInBinlog": "the lake's position is not in this server's binlog history: check "
                        "server.host points at the right server",
-    "GtidDiverged": "this server's history diverged from the lake's: check server.host and "
-                    "the server's GTID state",
+    "GtidDiverged": "the server lacks transactions the lake holds (a failover promoted a "
+                    "replica that was behind): land into a new lake.path with start.from = "
+                    "snapshot, or set start.on_divergence = \"continue\" to go on from where "
+                    "both histories agree (recorded in the lake's checkpoint)",
+    "ServerChanged": "point server.host back at the server the lake was landed from, or land "
+                     "into a new lake.path (start.from = snapshot); with GTIDs on (MySQL "
+                     "gtid_mode=ON) a lake follows any server of its topology",
+    "NoWritablePrimary": "promote one of server.host's candidates (read_only = 0), or add "
+                         "the new primary to server.host",
     "GtidStrictModeHole": "the position falls in a hole of the server's binlog: set "
                           "start.gtid_strict_mode = false or start from another position",
     "BinlogPositionError": "the position (the lake's checkpoint, or start.file/start.pos for a "

@@ -111,14 +111,16 @@ class Secret:
 
 
 def _key(help: str, *, choices: Sequence[str] = (), unit: str = "", secret: bool = False,
-         name: str = "", required: bool = False) -> dict[str, Any]:
-    """Field metadata: the help text and the validation hints for one config key."""
+         name: str = "", required: bool = False, joins_list: bool = False) -> dict[str, Any]:
+    """Field metadata: the help text and the validation hints for one config key.
+    ``joins_list``: a text key that also takes a list, kept as its comma-separated text."""
     return {"help": help, "choices": tuple(choices), "unit": unit, "secret": secret,
-            "name": name, "required": required}
+            "name": name, "required": required, "joins_list": joins_list}
 
 
 TLS_MODES = ("auto", "disabled", "preferred", "required", "verify-ca", "verify-identity")
 START_FROM = ("latest", "earliest", "gtid", "file", "snapshot")
+ON_DIVERGENCE = ("stop", "continue")
 SEMI_SYNC_MODES = ("off", "ack-after-land", "ack-on-receive")
 COMPRESSIONS = ("zstd", "snappy", "gzip", "lz4", "none")
 LOG_FORMATS = ("human", "json")
@@ -132,7 +134,11 @@ LOG_LEVELS = ("debug", "info", "warning", "error")
 class ServerConfig:
     """The primary server binlake replicates from, and how to reach and trust it."""
 
-    host: str = field(default="127.0.0.1", metadata=_key("Server host name or IP address."))
+    host: str = field(default="127.0.0.1", metadata=_key(
+        "Server host name or IP address; or the candidate servers of a failover topology, as "
+        "a list [\"db1:3306\", \"db2:3306\"] (port defaults to server.port): the daemon "
+        "follows whichever is a writable primary and moves on when it is lost.",
+        joins_list=True))
     port: int = field(default=3306, metadata=_key("Server TCP port."))
     socket: str | None = field(default=None, metadata=_key(
         "Unix socket path; when set, host and port are not used."))
@@ -162,6 +168,17 @@ class ServerConfig:
         "Seconds to connect, negotiate TLS and authenticate.", unit="seconds"))
     read_timeout: float = field(default=30.0, metadata=_key(
         "Seconds a query (not the binlog stream) may take to answer.", unit="seconds"))
+
+    @property
+    def candidates(self) -> tuple[tuple[str, int], ...]:
+        """The servers ``host`` names, as (host, port), in order: one, or a failover list
+        (``db1:3306,db2`` — an entry without a port takes ``port``)."""
+        return tuple(_host_and_port(entry.strip(), self.port)
+                     for entry in self.host.split(",") if entry.strip())
+
+    def following(self, host: str, port: int) -> ServerConfig:
+        """This section with ``host``/``port`` as the one server to reach (a candidate)."""
+        return dataclasses.replace(self, host=host, port=port)
 
 
 @dataclass(frozen=True, slots=True)
@@ -203,6 +220,12 @@ class StartConfig:
         "MariaDB: ask the server to enforce GTID strict mode for this replica."))
     gtid_ignore_duplicates: bool = field(default=False, metadata=_key(
         "MariaDB: skip events of a domain already applied (multi-source setups)."))
+    on_divergence: str = field(default="stop", metadata=_key(
+        "When the server lacks transactions the lake holds (a failover promoted a replica "
+        "that was behind): stop (exit 3, the lake unchanged), or continue from where both "
+        "histories agree, landing the server's transactions after that point and recording "
+        "the lost ones in the lake's checkpoint (divergences).",
+        choices=ON_DIVERGENCE))
 
 
 @dataclass(frozen=True, slots=True)
@@ -389,6 +412,21 @@ class MetricsConfig:
         return _split_address(self.address)[1]
 
 
+def _host_and_port(entry: str, default_port: int) -> tuple[str, int]:
+    """``db1``, ``db1:3306``, ``[::1]:3306`` or ``::1`` → (host, port); raises ValueError."""
+    if entry.startswith("["):
+        host, sep, rest = entry[1:].partition("]")
+        if not sep or (rest and not rest.startswith(":")):
+            raise ValueError(f"{entry!r} is not [v6] or [v6]:port")
+        return host, int(rest[1:]) if rest else default_port
+    if entry.count(":") == 1:
+        host, _, port = entry.partition(":")
+        if not port.isdigit() or not host:
+            raise ValueError(f"{entry!r} is not host or host:port")
+        return host, int(port)
+    return entry, default_port
+
+
 def _split_address(address: str) -> tuple[str, int]:
     """``host:port`` or ``[v6]:port`` → (host, port); raises ValueError."""
     host, sep, port_text = address.rpartition(":")
@@ -472,6 +510,7 @@ class _KeySpec:
     unit: str
     secret: bool
     required: bool
+    joins_list: bool = False
 
     @property
     def dotted(self) -> str:
@@ -510,7 +549,8 @@ def _catalogue() -> dict[str, _KeySpec]:
             spec = _KeySpec(
                 section=section, name=meta["name"] or f.name, attr=f.name, kind=kind,
                 optional=optional, default=f.default, help=meta["help"], choices=meta["choices"],
-                unit=meta["unit"], secret=meta["secret"], required=meta["required"])
+                unit=meta["unit"], secret=meta["secret"], required=meta["required"],
+                joins_list=meta["joins_list"])
             specs[spec.dotted] = spec
     return specs
 
@@ -539,6 +579,10 @@ def _convert(spec: _KeySpec, value: Any, from_text: bool) -> Any:
         return None
     kind = spec.kind
     if kind in ("str", "secret"):
+        if spec.joins_list and isinstance(value, list):
+            if not value or not all(isinstance(item, str) and item.strip() for item in value):
+                raise _BadValue("expected a non-empty list of non-empty strings")
+            value = ",".join(item.strip() for item in value)
         if not isinstance(value, str):
             raise _BadValue(f"expected a string, got {_describe(value)}")
         if spec.choices and value not in spec.choices:
@@ -855,6 +899,16 @@ def _validate(config: Config, origin_of: typing.Callable[[str], str],
         fail("replica.report_port", f"must be between 0 and 65535, got {replica.report_port}")
     if not server.host and server.socket is None:
         fail("server.host", "is empty and no server.socket is set")
+    try:
+        candidates = server.candidates
+    except ValueError as exc:
+        fail("server.host", str(exc), hint='write host, host:port, or a list '
+             '["db1:3306", "db2:3306"]')
+    if any(not 1 <= port <= 65535 for _, port in candidates):
+        fail("server.host", "a port must be between 1 and 65535")
+    if len(candidates) > 1 and server.socket is not None:
+        fail("server.socket", "a unix socket reaches one server; it cannot be combined with a "
+             "list of candidate hosts", hint="remove server.socket, or list one host")
     if not server.user:
         fail("server.user", "must not be empty")
     if (server.tls_cert is None) != (server.tls_key is None):

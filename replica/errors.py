@@ -8,7 +8,7 @@ failures as retryable — ``replica.core.backoff.classify`` among it — sees th
 
 from __future__ import annotations
 
-__all__ = ["ReplicaError", "ConnectError", "ConnectTimeout", "ConnectionLost", "ReadTimeout",
+__all__ = ["ReplicaError", "ConnectError", "NoWritablePrimary", "ConnectTimeout", "ConnectionLost", "ReadTimeout",
            "HeartbeatTimeout", "sole_exception", "describe"]
 
 
@@ -18,6 +18,11 @@ class ReplicaError(Exception):
 
 class ConnectError(ReplicaError, ConnectionError):
     """The server could not be reached (refused, unreachable, no such socket)."""
+
+
+class NoWritablePrimary(ReplicaError, ConnectionError):
+    """None of server.host's candidates is a writable primary now (a switchover in progress:
+    the old primary is read-only or down, the new one not yet promoted); retried."""
 
 
 class ConnectTimeout(ReplicaError, TimeoutError):

@@ -36,6 +36,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from protocol.binlog.model import BinlogPosition, RowsEvent
 from protocol.binlog.transactions import TransactionBegin, TransactionCommit, TransactionItem
+from protocol.failover import ServerIdentity
 
 from .errors import LakeError, LakeLocked, SinkError
 from .parquet.commit import Checkpoint
@@ -196,4 +197,43 @@ class Sink(Protocol):
 
     def prepared_tables(self, xid: str) -> frozenset[tuple[str, str]] | None:
         """The tables an in-doubt XA transaction's prepared part changed (None: none held)."""
+        ...
+
+    # --- the source server and the GTID state (failover) -----------------------------------------
+
+    @property
+    def server(self) -> ServerIdentity | None:
+        """The server the stream comes from, as recorded in the checkpoint (None: unknown)."""
+        ...
+
+    def note_server(self, server: ServerIdentity) -> None:
+        """The stream comes from ``server`` now; another server than the recorded one voids
+        the checkpoint's binlog position (an offset in the old server's binlog)."""
+        ...
+
+    @property
+    def gtid_state_complete(self) -> bool:
+        """Whether the GTID state covers everything before the lake's start, so that a dump
+        may start from it on any server of the topology."""
+        ...
+
+    @property
+    def seedable(self) -> bool:
+        """A new lake with nothing landed or seeded: :meth:`seed_gtid_state` may be called."""
+        ...
+
+    @property
+    def gtid_seed(self) -> str | None:
+        """The state the lake was seeded with (before anything committed)."""
+        ...
+
+    def seed_gtid_state(self, state: str, flavor: str) -> None:
+        """A new lake's GTID state: the server's at its start point (``flavor``: mariadb or
+        mysql); transactions it covers are already landed by definition."""
+        ...
+
+    def diverge(self, state: str, record: dict[str, Any]) -> None:
+        """Go on from ``state`` although the lake holds transactions the server lacks (an
+        explicit choice), recording ``record`` (JSON data) in the checkpoint; committed at
+        once."""
         ...

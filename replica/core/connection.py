@@ -132,8 +132,10 @@ class ConnectOptions:
         if config.server_public_key_file:
             with open(config.server_public_key_file, "rb") as f:
                 key = f.read()
+        # A list of candidate hosts: the first, unless the caller picked one (following()).
+        host, port = config.candidates[0] if config.candidates else (config.host, config.port)
         values: dict[str, object] = dict(
-            host=config.host, port=config.port, unix_socket=config.socket, user=config.user,
+            host=host, port=port, unix_socket=config.socket, user=config.user,
             password=password, tls_ca=config.tls_ca, tls_cert=config.tls_cert,
             # "auto": preferred on loopback and unix sockets, required for remote hosts.
             tls_mode=None if config.tls_mode == "auto" else config.tls_mode,

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import re
 import signal
 import time
 from collections.abc import Iterator, Sequence
@@ -37,14 +38,19 @@ from typing import Any
 import trio
 
 from protocol.binlog import native as native_rows
-from protocol.binlog.model import BinlogPosition
-from protocol.errors import ProtocolError, ServerError
-from protocol.gtid import GtidPosition, GtidSet
+from protocol.errors import (
+    GtidDiverged,
+    GtidNotInBinlog,
+    GtidStrictModeHole,
+    ProtocolError,
+    ServerError,
+)
 from replica.config import Config, FilterConfig
 from replica.core import early_stop
 from replica.core.backoff import Backoff, Disposition, classify
 from replica.core.connection import Connection, ConnectOptions
 from replica.core.pipeline import Pipeline, PipelineOptions
+from replica.core.resume import Resume, diverged_from_dump, plan_resume
 from replica.core.schema_source import SchemaSource
 from replica.core.session import (
     ReplicationSession,
@@ -64,7 +70,7 @@ from replica.core.snapshot import (
     remove_request,
     requests_done,
 )
-from replica.errors import describe, sole_exception
+from replica.errors import NoWritablePrimary, describe, sole_exception
 from replica.observe import logs
 from replica.observe.lag import query_server_end
 from replica.observe.metrics import Metrics, serve_http
@@ -76,7 +82,7 @@ from replica.observe.progress import (
     format_duration,
     format_summary,
 )
-from sinks.contract import Checkpoint, Sink
+from sinks.contract import Sink
 from sinks.factory import (
     COMPACT_LOCK,
     build_sink,
@@ -89,10 +95,12 @@ log = logging.getLogger("binlake.daemon")
 
 #: Seconds between reads of the server's end (for the lag), at most.
 SERVER_END_INTERVAL = 2.0
+#: The domain of the GTID a MariaDB dump refused ("... start from GTID 0-1-105, which ...").
+_REFUSED_DOMAIN = re.compile(r"GTID (\d+)-\d+-\d+")
 #: While reconnecting, a WARNING that sums up the failed attempts this often (seconds).
 OUTAGE_REPORT_INTERVAL = 60.0
 
-__all__ = ["Daemon", "open_sink", "run", "start_point"]
+__all__ = ["Daemon", "open_sink", "run"]
 
 
 def open_sink(config: Config) -> Sink:
@@ -120,33 +128,6 @@ def pipeline_options(config: Config) -> PipelineOptions:
         semi_sync=SemiSyncMode(config.semi_sync.mode),
         tick=PipelineOptions.tick_for(config.lake.flush_interval),
     )
-
-
-def start_point(config: Config, checkpoint: Checkpoint | None, *, mariadb: bool) -> StartPoint:
-    """Where to stream from: right after the lake's checkpoint, else the configured start.
-
-    A checkpoint resumes by binlog position (exact, and valid for this server's binlog); its
-    GTID state is there for failover to another server (``start.from = gtid``).
-    """
-    if checkpoint is not None:
-        if checkpoint.position is not None:
-            return checkpoint.position
-        if checkpoint.gtid_state:
-            return _parse_gtid(checkpoint.gtid_state, mariadb=mariadb)
-    start = config.start
-    if start.from_ == "earliest":
-        return StartFrom.EARLIEST
-    if start.from_ == "file":
-        if not start.file:
-            raise ValueError("start.from = file needs start.file")
-        return BinlogPosition(start.file, start.pos)
-    if start.from_ == "gtid":
-        return _parse_gtid(start.gtid or "", mariadb=mariadb)
-    return StartFrom.LATEST  # latest, and snapshot: the tables are read from that point on
-
-
-def _parse_gtid(text: str, *, mariadb: bool) -> GtidPosition | GtidSet:
-    return GtidPosition.parse(text) if mariadb else GtidSet.parse(text)
 
 
 def describe_start(start: StartPoint, session: ReplicationSession) -> str:
@@ -216,6 +197,9 @@ class Daemon:
         #: Set once the metrics endpoint listens: (host, port).
         self.metrics_address: tuple[str, int] | None = None
         self.progress = Progress(self.started, live_lag=config.lake.flush_interval + 1.0)
+        #: server.host's candidates, and the index of the one followed (tried first).
+        self.candidates = config.server.candidates
+        self._followed = 0
         self._filters_checked = False
 
     def stop(self) -> None:
@@ -368,14 +352,18 @@ class Daemon:
         the first stream did.
         """
         await self._streamed.wait()
-        options = ConnectOptions.from_config(
-            self.config.server, read_timeout=min(self.config.server.read_timeout, 10.0))
         conn: Connection | None = None
+        reading = self._followed
         try:
             while True:
                 try:
+                    if conn is not None and reading != self._followed:  # a new primary
+                        await _close_quietly(conn)
+                        conn = None
                     if conn is None:
-                        conn = await Connection.open(options)
+                        reading = self._followed
+                        conn = await Connection.open(self._connect_options(
+                            read_timeout=min(self.config.server.read_timeout, 10.0)))
                     self.lag.server_end(await query_server_end(conn))
                 except (OSError, ProtocolError, ValueError, IndexError) as exc:
                     log.debug("reading the server's end for the lag failed: %s", describe(exc))
@@ -430,7 +418,7 @@ class Daemon:
             return None
         log.info("binlog_row_metadata is %s, not FULL: column names, ENUM/SET labels and keys "
                  "come from information_schema where it matches the binlog", metadata)
-        return SchemaSource(ConnectOptions.from_config(self.config.server))
+        return SchemaSource(self._connect_options())
 
     async def _replicate(self) -> None:
         while not self._stopping:
@@ -489,12 +477,22 @@ class Daemon:
         config = self.config
         conn: Connection | None = None
         schema_source: SchemaSource | None = None
+        resume: Resume | None = None
         with self._abandoned_on_stop():
-            conn = await Connection.open(ConnectOptions.from_config(config.server))
+            conn = await self._open_primary()
         if conn is None:  # stopped while connecting
             return True
         try:
-            start = start_point(config, self.pipeline.durable, mariadb=conn.is_mariadb)
+            with self._abandoned_on_stop():
+                resume = await plan_resume(conn, self.sink, config, self._address())
+            if resume is None:  # stopped while asking
+                return True
+            start = resume.start
+            if resume.changed:
+                self.lag.server_changed()
+            self.metrics.follow(self._address(), resume.server.server_id,
+                                resume.server.server_uuid,
+                                say_in_readiness=len(self.candidates) > 1)
             options = SessionOptions(
                 server_id=config.replica.server_id,
                 start=start,
@@ -532,7 +530,13 @@ class Daemon:
                 self._stream_scope = scope
                 if self._stopping:
                     scope.cancel()
-                finished = await self._stream_and_snapshot(session, schema_source)
+                try:
+                    finished = await self._stream_and_snapshot(session, schema_source)
+                except (GtidNotInBinlog, GtidDiverged, GtidStrictModeHole) as exc:
+                    if not resume.from_lake_gtids:
+                        raise
+                    self._after_refused_gtids(exc, resume)
+                    return False  # the next attempt starts where both histories agree
                 if finished:
                     log.info("snapshots done; stopping")
                     self._stopping = True
@@ -566,6 +570,84 @@ class Daemon:
                 except Exception:  # a broken connection: the error that broke it is raised
                     pass
 
+
+    # --- the server followed ---------------------------------------------------------------------
+
+    def _connect_options(self, **overrides: object) -> ConnectOptions:
+        """How to reach the server followed now (the candidate that was a writable primary)."""
+        server = self.config.server
+        if server.socket is None and len(self.candidates) > 1:
+            server = server.following(*self.candidates[self._followed])
+        return ConnectOptions.from_config(server, **overrides)
+
+    def _address(self) -> str:
+        server = self.config.server
+        if server.socket is not None:
+            return server.socket
+        host, port = self.candidates[self._followed]
+        return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+
+    async def _open_primary(self) -> Connection:
+        """A connection to the server to stream from: the one host; or, from a list of
+        candidates, the first (from the one followed last, in turn) that answers and is a
+        writable primary (``@@read_only`` = 0) — a replica, or a demoted primary, is
+        passed over. None answering so is a retryable :class:`NoWritablePrimary`."""
+        if self.config.server.socket is not None or len(self.candidates) <= 1:
+            return await Connection.open(self._connect_options())
+        count = len(self.candidates)
+        passed: list[str] = []
+        for step in range(count):
+            index = (self._followed + step) % count
+            host, port = self.candidates[index]
+            server = self.config.server.following(host, port)
+            try:
+                conn = await Connection.open(ConnectOptions.from_config(server))
+            except Exception as exc:
+                if classify(exc) is Disposition.STOP:
+                    raise  # wrong password, TLS: the same on every candidate
+                passed.append(f"{host}:{port} ({describe(exc)})")
+                continue
+            try:
+                rows = await conn.query("SELECT @@GLOBAL.read_only")
+                read_only = _text(rows[0][0]) not in ("0", "OFF")
+            except BaseException:
+                await _close_quietly(conn)
+                raise
+            if read_only:
+                passed.append(f"{host}:{port} (read_only: a replica)")
+                await _close_quietly(conn)
+                continue
+            if index != self._followed:
+                log.info("server.host candidate %s:%s is the writable primary now", host, port)
+            self._followed = index
+            return conn
+        raise NoWritablePrimary("none of server.host's candidates is a writable primary: "
+                                + "; ".join(passed))
+
+    def _after_refused_gtids(self, exc: ProtocolError, resume: Resume) -> None:
+        """The dump refused the lake's GTID state (MariaDB: a GTID the server's binlog lacks,
+        while it has higher sequence numbers from another writer): the histories diverged.
+        Stop with GtidDiverged; or, by choice, record it and let the next attempt go on from
+        where both histories agree (``@@gtid_slave_pos``, see protocol.failover)."""
+        from protocol.failover import mariadb_fork
+        from protocol.gtid import GtidPosition
+
+        durable = self.pipeline.durable
+        lake_state = durable.gtid_state if durable is not None else self.sink.gtid_seed
+        fork = None
+        if resume.server.flavor == "mariadb" and lake_state:
+            refused = frozenset(int(m) for m in _REFUSED_DOMAIN.findall(str(exc)))
+            fork = mariadb_fork(GtidPosition.parse(lake_state), resume.server_binlog,
+                                resume.server_slave, refused or frozenset(
+                                    GtidPosition.parse(lake_state).domains))
+        if self.config.start.on_divergence != "continue" or fork is None:
+            raise diverged_from_dump(exc, resume, lake_state) from None
+        log.warning("the server %s lacks a transaction the lake holds (%s); "
+                    "start.on_divergence = continue: going on from %s (where both histories "
+                    "agree), recorded in the lake's checkpoint", resume.server, exc, fork)
+        self.sink.diverge(str(fork), {"server": resume.server.to_json(), "lost": str(exc),
+                                      "lake_gtid_state": lake_state,
+                                      "resumed_from": str(fork)})
 
     # --- snapshots -------------------------------------------------------------------------------
 
@@ -647,7 +729,7 @@ class Daemon:
     async def _snapshot_loop(self) -> None:
         """Run pending snapshots; a daemon then waits for requests, a batch run returns."""
         assert self.snapshots is not None
-        reader = SnapshotReader(self.snapshots, ConnectOptions.from_config(self.config.server),
+        reader = SnapshotReader(self.snapshots, self._connect_options(),
                                 chunk_rows=self.config.snapshot.chunk_rows,
                                 chunk_pause=self.config.snapshot.chunk_pause)
         batch = self._snapshots_pending()

@@ -391,6 +391,9 @@ class Pipeline:
         durable = self.sink.durable_position
         if durable is None or durable.position is None:
             return
+        if durable.server is not None and session.facts is not None and \
+                not durable.server.describes(session.facts):
+            return  # a position in the old primary's binlog: nothing to ACK on this one yet
         if await session.ack(durable.position):
             self.stats.acks += 1
             if self.metrics is not None:

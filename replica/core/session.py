@@ -65,7 +65,8 @@ from replica.errors import HeartbeatTimeout
 if TYPE_CHECKING:
     from replica.core.connection import Connection
 
-__all__ = ["StartFrom", "StartPoint", "SemiSyncMode", "SessionOptions", "ReplicationSession"]
+__all__ = ["StartFrom", "StartPoint", "SemiSyncMode", "SessionOptions", "ReplicationSession",
+           "resolve_start"]
 
 
 class StartFrom(enum.Enum):
@@ -267,18 +268,10 @@ class ReplicationSession:
             self.conn.server_version, (11, 4))
 
     async def _resolve(self, start: StartFrom) -> BinlogPosition:
-        if start is StartFrom.EARLIEST:
-            rows = await self._query("SHOW BINARY LOGS")
-            if not rows:
-                raise ProtocolError("SHOW BINARY LOGS returned no binlog files")
-            return BinlogPosition(_text(rows[0][0]), 4)
-        if self.conn.is_mariadb:
-            rows = await self._query("SHOW MASTER STATUS")
-        else:
-            rows = await self._query("SHOW BINARY LOG STATUS")
-        if not rows:
-            raise ProtocolError("the server reports no current binlog position")
-        return BinlogPosition(_text(rows[0][0]), int(_text(rows[0][1])))
+        try:
+            return await resolve_start(self.conn, start)
+        except ServerError as exc:
+            raise _retype(exc) from None
 
     # --- commands with typed errors ------------------------------------------------------------
 
@@ -463,6 +456,20 @@ class ReplicationSession:
 
     async def close(self) -> None:
         await self.conn.close()
+
+
+async def resolve_start(conn: Connection, start: StartFrom) -> BinlogPosition:
+    """The binlog position ``start`` names on the server now."""
+    if start is StartFrom.EARLIEST:
+        rows = await conn.query("SHOW BINARY LOGS")
+        if not rows:
+            raise ProtocolError("SHOW BINARY LOGS returned no binlog files")
+        return BinlogPosition(_text(rows[0][0]), 4)
+    rows = await conn.query("SHOW MASTER STATUS" if conn.is_mariadb else
+                            "SHOW BINARY LOG STATUS")
+    if not rows:
+        raise ProtocolError("the server reports no current binlog position")
+    return BinlogPosition(_text(rows[0][0]), int(_text(rows[0][1])))
 
 
 def _version_at_least(version: str, wanted: tuple[int, int]) -> bool:

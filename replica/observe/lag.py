@@ -203,6 +203,16 @@ class LagTracker:
                                            or commit_time_us > self._complete_us):
             self._complete_us = commit_time_us
 
+    def server_changed(self) -> None:
+        """The stream now comes from another server (a failover): positions known so far were
+        offsets in the old server's binlog, meaningless against the new one's end; the bytes
+        figure is unknown until something lands from the new server."""
+        self._landed = None
+        self._start = None
+        self._heartbeat = None
+        self._end = None
+        self._end_at = float("-inf")
+
     def heartbeat(self, position: BinlogPosition) -> None:
         """The server sent a heartbeat: it had nothing more after ``position``."""
         self._heartbeat = position

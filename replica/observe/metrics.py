@@ -102,6 +102,11 @@ class Metrics:
                                      "1 while a replication session is streaming.", registry=r)
         self.ready_gauge = Gauge("binlake_ready", "1 while /readyz answers 200.", registry=r)
         self.ready_gauge.set_function(lambda: 1.0 if self.readiness()[0] else 0.0)
+        self.server = Info("binlake_server",
+                           "The server streamed from: its address (one of server.host's "
+                           "candidates) and identity.", registry=r)
+        #: Said by /readyz when server.host lists several candidates: which one is followed.
+        self.following: str | None = None
         self._row_children: dict[tuple[str, str, str], Any] = {}
         self._event_children: dict[str, Any] = {}
         self._connected = False
@@ -166,8 +171,21 @@ class Metrics:
         self._connected = connected
         self.connected_gauge.set(1 if connected else 0)
 
+    def follow(self, address: str, server_id: int, server_uuid: str | None, *,
+               say_in_readiness: bool) -> None:
+        """The server streamed from now (``say_in_readiness``: /readyz names it too)."""
+        self.server.info({"address": address, "server_id": str(server_id),
+                          "server_uuid": server_uuid or ""})
+        self.following = address if say_in_readiness else None
+
     def readiness(self) -> tuple[bool, str]:
         """(ready, reason) as ``/readyz`` reports it."""
+        ready, reason = self._readiness()
+        if self.following is not None and self._connected:
+            reason = f"{reason}; following {self.following}"
+        return ready, reason
+
+    def _readiness(self) -> tuple[bool, str]:
         if not self._connected:
             return False, "not connected to the server"
         lag = self.lag()

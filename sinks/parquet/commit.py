@@ -47,6 +47,7 @@ from typing import Any
 
 from protocol import native_switch
 from protocol.binlog.model import BinlogPosition
+from protocol.failover import ServerIdentity
 
 from ..errors import LakeCorrupted
 from .layout import CHECKPOINT, MANIFEST, PUBLISH_LOCK, STAGING
@@ -62,7 +63,13 @@ class Checkpoint:
 
     ``gtid_state`` is the text a replica resumes from (MariaDB ``@slave_connect_state`` /
     MySQL executed Gtid_set); ``position`` is the binlog position right after the last landed
-    transaction's commit, for servers without GTIDs.
+    transaction's commit, on ``server`` (the server streamed from), for servers without GTIDs.
+    ``gtid_state_complete``: the state also covers every transaction before the lake's start
+    point (seeded from the server when the lake began), so that a dump by GTID — on any
+    server of the topology — sends exactly the transactions after it; lakes begun before
+    binlake recorded that resume by position. ``divergences``: failovers where the server
+    lacked transactions the lake holds and the lake went on by explicit choice
+    (``start.on_divergence``), oldest first.
     """
 
     seq: int
@@ -72,6 +79,9 @@ class Checkpoint:
     gtid_flavor: str | None  # "mariadb", "mysql" or None
     commit_time_us: int | None
     server_id: int | None = None
+    server: ServerIdentity | None = None
+    gtid_state_complete: bool = False
+    divergences: tuple[dict[str, Any], ...] = ()
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -83,6 +93,9 @@ class Checkpoint:
             "gtid_flavor": self.gtid_flavor,
             "commit_time_us": self.commit_time_us,
             "server_id": self.server_id,
+            "server": self.server.to_json() if self.server is not None else None,
+            "gtid_state_complete": self.gtid_state_complete,
+            "divergences": list(self.divergences),
         }
 
     @classmethod
@@ -96,6 +109,9 @@ class Checkpoint:
             gtid_flavor=doc.get("gtid_flavor"),
             commit_time_us=doc.get("commit_time_us"),
             server_id=doc.get("server_id"),
+            server=ServerIdentity.from_json(doc["server"]) if doc.get("server") else None,
+            gtid_state_complete=bool(doc.get("gtid_state_complete", False)),
+            divergences=tuple(doc.get("divergences") or ()),
         )
 
 

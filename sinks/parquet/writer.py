@@ -48,6 +48,7 @@ from protocol.binlog.transactions import (
     TransactionRollback,
 )
 from protocol.binlog.values import JsonDiff
+from protocol.failover import ServerIdentity
 from protocol.frozen import positional_maker
 from protocol.gtid import GtidPosition, GtidSet, MariadbGtid, MysqlGtid
 
@@ -277,6 +278,12 @@ class ParquetSink:
         self._last_end: BinlogPosition | None = None  # of the last commit, landed or not
         self._last_commit_us: int | None = None
         self._last_server_id: int | None = None
+        #: The server streamed from, whether the GTID state covers the lake's start, and the
+        #: divergences gone past by choice: recorded in the checkpoint (see C.Checkpoint).
+        self._server: ServerIdentity | None = None
+        self._gtid_complete = False
+        self._gtid_seed: str | None = None
+        self._divergences: list[dict[str, Any]] = []
         self._versions: dict[tuple[str, str], TableVersion | None] = {}
         #: Per database directory, its table directories when first asked: _load_latest_version
         self._lake_tables: dict[str, frozenset[str]] = {}
@@ -366,6 +373,9 @@ class ParquetSink:
         self._last_end = checkpoint.position
         self._last_commit_us = checkpoint.commit_time_us
         self._last_server_id = checkpoint.server_id
+        self._server = checkpoint.server
+        self._gtid_complete = checkpoint.gtid_state_complete
+        self._divergences = list(checkpoint.divergences)
         self._snapshot_state = dict(state.snapshot)
         for ddl in state.pending_ddl:
             self._pending_ddl[(ddl.database, ddl.table)] = ddl
@@ -802,6 +812,78 @@ class ParquetSink:
         if prepared is None:
             return None
         return frozenset((f.database, f.table) for f in prepared.files)
+
+    # --- the server and the GTID state -----------------------------------------------------------
+
+    @property
+    def gtid_state_complete(self) -> bool:
+        """Whether the GTID state covers everything before the lake's start (see
+        :class:`~sinks.parquet.commit.Checkpoint`): only then may a dump start from it."""
+        return self._gtid_complete
+
+    @property
+    def gtid_seed(self) -> str | None:
+        """The GTID state a new lake was seeded with (see :meth:`seed_gtid_state`)."""
+        return self._gtid_seed
+
+    @property
+    def seedable(self) -> bool:
+        """A new lake, nothing landed or seeded yet: :meth:`seed_gtid_state` may be called."""
+        return (self._checkpoint is None and not self._seq and self._txn is None
+                and not self._gtid_complete)
+
+    @property
+    def server(self) -> ServerIdentity | None:
+        """The server the stream comes from (recorded in the checkpoint), if known."""
+        return self._server
+
+    def note_server(self, server: ServerIdentity) -> None:
+        """The server the stream comes from now; the next flush records it (promptly: a
+        checkpoint that still named the old server would make the next start warn again).
+        Another server than the recorded one makes the binlog position void: it was an
+        offset in the old server's binlog (the position comes back with the next commit)."""
+        self._check_usable()
+        if server == self._server:
+            return
+        if self._server is not None and not self._server.same_server(server):
+            self._last_end = None
+        self._server = server
+        if self._checkpoint is not None or self._unflushed_commits:
+            self._unflushed_commits += 1
+
+    def seed_gtid_state(self, state: str, flavor: str) -> None:
+        """A new lake's GTID state before its first transaction: the server's state at the
+        start point, so that the state covers everything before the lake (a dump by GTID then
+        sends exactly what follows). Refused once anything is landed."""
+        self._check_usable()
+        if not self.seedable:
+            raise SinkStateError("seed_gtid_state() after transactions were landed")
+        self._set_gtid_state(state, flavor)
+        self._gtid_seed = state
+        self._gtid_complete = True
+
+    def diverge(self, state: str, record: dict[str, Any]) -> None:
+        """Go on from ``state`` (where the lake's and the server's histories agree) although
+        the lake holds transactions the server lacks — an explicit choice, kept in the
+        checkpoint's ``divergences`` as ``record`` (JSON data) and committed at once."""
+        self._check_usable()
+        if self._txn is not None:
+            raise SinkStateError("diverge() inside a transaction")
+        self._set_gtid_state(state, self._flavor or "")
+        self._divergences.append(json.loads(json.dumps(record)))
+        self._unflushed_commits += 1
+        self.flush()
+
+    def _set_gtid_state(self, state: str, flavor: str) -> None:
+        if flavor == "mariadb":
+            self._domains = {g.domain: g for g in GtidPosition.parse(state)}
+            self._gtid_state = None
+        elif flavor == "mysql":
+            self._gtid_state = GtidSet.parse(state)
+            self._domains = None
+        else:
+            raise SinkStateError(f"unknown GTID flavor {flavor!r}")
+        self._flavor = flavor
 
     # --- snapshots -------------------------------------------------------------------------------
 
@@ -1475,6 +1557,8 @@ class ParquetSink:
             seq=self._seq, position=self._last_end, gtid=self._last_gtid,
             gtid_state=self._gtid_state_text(), gtid_flavor=self._flavor,
             commit_time_us=self._last_commit_us, server_id=self._last_server_id,
+            server=self._server, gtid_state_complete=self._gtid_complete,
+            divergences=tuple(self._divergences),
         )
         doc = S.LakeState(
             checkpoint, tuple(self._pending_ddl.values()), self._snapshot_state,
