@@ -28,4 +28,5 @@ setup(ext_modules=[_native(name) for name in (
     "protocol._native_frames",
     "sinks.parquet._native_fs",
     "sinks.parquet._native_parquet",
+    "sinks.parquet._native_batch",
 )])

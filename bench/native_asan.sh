@@ -30,4 +30,4 @@ LD_PRELOAD="$(gcc -print-file-name=libasan.so) $(gcc -print-file-name=libubsan.s
     tests/unit/test_snapshot_arrow.py tests/unit/test_native_slots.py \
     tests/unit/test_sink_memory_budget.py tests/unit/test_batch_fast_path.py \
     tests/unit/test_native_frames.py tests/unit/test_packets.py tests/unit/test_session.py \
-    tests/unit/test_native_parquet.py
+    tests/unit/test_native_parquet.py tests/unit/test_value_types.py

@@ -10,17 +10,17 @@ reference's own Python functions), GEOMETRY, VECTOR — and an image with any ot
 ``tests/unit/test_native_rows.py`` runs both over random and corrupted rows and requires the
 same values and the same typed errors.
 
-For the Parquet landing path it also decodes an image straight into Arrow buffers
-(:func:`decode_arrow`; :func:`gather`, :data:`gather_all` and :func:`concat` join a batch's, and
-:data:`meta_columns` fills the sink's per-event metadata columns): per column a *chunk*
-``(tag, nulls, validity, data, offsets)`` — the validity bitmap (None: no NULL), the values in
-Arrow's layout (integers of the landed width, DECIMAL <= 38 digits and BIGINT UNSIGNED as
-128-bit scaled integers, FLOAT/DOUBLE as stored, DATE as days, DATETIME2/TIMESTAMP2 as epoch
-microseconds, TIME2 as signed microseconds, BIT as int64, strings and ENUM/SET labels as int32
-offsets + UTF-8 bytes) — or None where the landing path must use the Python values for that
-column of that event (a string that is not well-formed in its charset, a zero or invalid
-date, DECIMAL wider than 38 digits, ENUM/SET without labels). ``tag`` names the layout:
-``i1``, ``i2``, ``i4``, ``i8``, ``dec``, ``f4``, ``f8``, ``str``, ``bin``, ``date``, ``ts``.
+It also decodes an image straight into typed column buffers (:func:`decode_arrow`): per
+column a *chunk* ``(tag, nulls, validity, data, offsets)`` — the validity bitmap (None: no
+NULL), the values in an Arrow layout (integers of a width that holds them, DECIMAL <= 38 digits
+and BIGINT UNSIGNED as 128-bit scaled integers, FLOAT/DOUBLE as stored, DATE as days,
+DATETIME2/TIMESTAMP2 as epoch microseconds, TIME2 as signed microseconds, BIT as int64, strings
+and ENUM/SET labels as int32 offsets + UTF-8 bytes) — or None where that column of that event
+has a value the layout cannot carry (a string that is not well-formed in its charset, a zero or
+invalid date, DECIMAL wider than 38 digits, ENUM/SET without labels). ``tag`` names the layout:
+``i1``, ``i2``, ``i4``, ``i8``, ``dec``, ``f4``, ``f8``, ``str``, ``bin``, ``date``, ``ts``
+(the extension's ``LAYOUTS``). What a batch of them becomes is the consumer's: the Parquet
+sink's ``sinks.parquet.native_batch``.
 
 A snapshot's chunks land through the same chunks: their text-protocol rows are kept unparsed
 (:data:`text_collect`) and converted column by column (:data:`text_arrow`, by the binlog's plan
@@ -42,12 +42,11 @@ from typing import Any
 from .. import native_switch
 
 __all__ = ["AVAILABLE", "ENABLED", "ARROW", "TEXT_ARROW", "UNAVAILABLE_REASON", "plan", "decode",
-           "decode_arrow", "concat", "gather", "gather_all", "meta_columns", "export_batch",
-           "text_row",
+           "decode_arrow", "Chunk", "text_row",
            "text_rows", "text_collect", "text_arrow", "text_lists", "TEXT_SKIP", "warn_once"]
 
 #: The ``ABI_VERSION`` of ``_native_rows.c`` this module calls.
-ABI = 1
+ABI = 2
 
 _module: Any
 _module, UNAVAILABLE_REASON = native_switch.load(
@@ -65,38 +64,6 @@ text_row: Callable[[bytes, tuple[bool, ...]], tuple[str | bytes | None, ...] | N
 #: Whether rows land from Arrow chunks: the extension is on and ``BINLAKE_NATIVE_ARROW=0``
 #: does not ask for the Python values (the same lake; for measuring one path against the other).
 ARROW = ENABLED and not native_switch.arrow_off()
-
-#: ``arrow_bytes(images) -> int``: the bytes of every buffer (validity, data, offsets) of a rows
-#: event's Arrow chunks (``RowsEvent.arrow``), summed in C (the sink's memory estimate, per
-#: event); None with :data:`ARROW` off (the sink then sums them).
-arrow_bytes: Callable[[Any], int] | None = _module.arrow_bytes if ARROW else None
-
-#: ``gather_all(tags, entries) -> list``: every table column of a batch as :func:`gather` gives
-#: it (None for a column whose tag is None, that gather leaves to Python, or over 2 GiB of
-#: strings), one call per batch; None with :data:`ARROW` off.
-gather_all: Callable[[tuple[str | None, ...], list[tuple[Any, Any, Any, int]]],
-                     list[tuple[int, int, bytes | None, bytes, bytes | None] | None]] | None = (
-    _module.gather_all if ARROW else None)
-
-#: ``meta_columns(tags, ends, kinds) -> tuple``: a batch's metadata columns, per ``kinds`` byte
-#: (``i`` int64, ``s`` string, ``r`` row number = the row's index plus the tag, ``-`` none),
-#: as ``(nulls, validity | None, data, offsets | None)``, or None when all NULL; ``tags[i]``
-#: holds event i's values, its rows end at ``ends[i]``. TypeError / OverflowError for a value
-#: the column cannot hold (the caller then converts in Python). None as for :data:`gather_all`.
-meta_columns: Callable[[list[tuple[Any, ...]], list[int], bytes],
-                       tuple[tuple[int, bytes | None, bytes, bytes | None] | None, ...]] | None = (
-    _module.meta_columns if ARROW else None)
-
-#: ``export_batch(spec) -> (capsule, address, size)``: an Arrow C data interface array built
-#: from ``spec`` = ``(length, null_count, validity, buffers, children)`` (validity: None, bytes,
-#: or an int = that many zero bytes; buffers: bytes or ints, in Arrow's order for the type;
-#: children: specs), every buffer copied into memory the array owns, for
-#: ``pyarrow.RecordBatch._import_from_c(address, schema)``; the capsule (an Arrow PyCapsule
-#: interface ``arrow_array``, which the small-file writer's pool reads as it is) frees the
-#: struct (and the array, unless Arrow took it); ``size`` bounds the buffers' bytes from above.
-#: The spec must match the schema (Arrow sees no sizes). None as for :data:`gather_all`.
-export_batch: Callable[[tuple[Any, ...]], tuple[object, int, int]] | None = (
-    _module.export_batch if ARROW else None)
 
 #: ``text_rows(buf, start, end, seq, limit, kinds, columns) -> (start, seq, rows, fallbacks)``:
 #: every complete plain row packet buffered in ``buf[start:end]`` parsed straight into column
@@ -193,22 +160,4 @@ def decode_arrow(buf: bytes, off: int, end: int, before: object, after: object
     """Decode every row of the event into Arrow chunks: (rows, before chunks, after chunks).
     Bad bytes raise ValueError wherever :func:`decode` would (the same reads and checks)."""
     result: tuple[int, Any, Any] = _module.decode_arrow(buf, off, end, before, after)
-    return result
-
-
-def concat(tag: str, segments: list[tuple[Chunk | None, int]]
-           ) -> tuple[int, int, bytes | None, bytes, bytes | None]:
-    """One column's buffers (rows, nulls, validity, data, offsets) from chunks of ``tag`` and
-    runs of NULLs (``(None, rows)``), copied once. OverflowError: strings over 2 GiB."""
-    result: tuple[int, int, bytes | None, bytes, bytes | None] = _module.concat(tag, segments)
-    return result
-
-
-def gather(tag: str, k: int, entries: list[tuple[Any, Any, Any, int]]
-           ) -> tuple[int, int, bytes | None, bytes, bytes | None] | None:
-    """Table column ``k`` of a batch, as :func:`concat` returns it, from its images' entries
-    ``(slots, chunks, values, rows)`` (see sinks/parquet/rows.py); None when an image holds it
-    in no chunk of ``tag``."""
-    result: tuple[int, int, bytes | None, bytes, bytes | None] | None = _module.gather(
-        tag, k, entries)
     return result

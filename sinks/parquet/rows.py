@@ -12,12 +12,12 @@ decoder does not cover, a value it leaves to Python: a zero date, a string that 
 well-formed in its charset) gathers the Python values with C-speed ``list.extend`` and is
 converted with a single ``pa.array`` call, as before — the same array either way
 (tests/unit/test_native_arrow.py). Every column of a batch is gathered in one C call
-(``native.gather_all``), and the metadata columns that vary per event (``_seq``, ``_row``, the
+(``native_batch.gather_all``), and the metadata columns that vary per event (``_seq``, ``_row``, the
 GTID's parts, ``_binlog_file``/``_pos``, ``_commit_ts``) are filled in another
-(``native.meta_columns``): a flush over thousands of tables converts thousands of parts of a few
+(``native_batch.meta_columns``): a flush over thousands of tables converts thousands of parts of a few
 dozen rows, where one Python step per column and per event was most of the cost. A small batch
 whose columns all come so (INSERTs with complete images) is handed to Arrow whole through the C
-data interface (``native.export_batch``), with no array per column
+data interface (``native_batch.export_batch``), with no array per column
 (tests/unit/test_batch_fast_path.py: the same batches as the per-column Python way). Grouping matters for OLTP streams: thousands of one-row
 transactions cost one conversion per few hundred events, not one per event. Per-row Python work
 is limited to UPDATEs that change a primary key.
@@ -44,12 +44,12 @@ from typing import Any, cast
 import pyarrow as pa
 from pyarrow._compute import get_function
 
-from protocol.binlog import native as _native
 from protocol.binlog.events import EventType
 from protocol.binlog.model import RowsEvent, RowsKind
 from protocol.binlog.values import JsonDiff
 from protocol.frozen import fast_init
 
+from . import native_batch as _batch
 from .schema import COMMIT_TS_FIELD, TableVersion
 
 _STRING = pa.string()
@@ -311,9 +311,9 @@ def _gathered(version: TableVersion, entries: list[Entry], small: bool) -> Gathe
     """Every table column's buffers, gathered in one C call (None per column left to Python);
     None when the extension lacks it, or for one image in table order (unless ``small``: a
     batch that may be exported whole), whose chunks :func:`_column` wraps as they are."""
-    gather_all = _native.gather_all
+    gather_all = _batch.gather_all
     slots, chunks, image, _ = entries[0]
-    if gather_all is None or not _native.ARROW or (
+    if gather_all is None or (
             not small and len(entries) == 1 and slots is None and chunks is not None
             and image is not None):
         return None
@@ -334,7 +334,7 @@ def _column(version: TableVersion, k: int, entries: list[Entry]) -> pa.Array:
     """Table column ``k`` of a batch: its chunks gathered and concatenated in C when they all
     have the layout its Arrow type needs, else its Python values converted as one list."""
     tag = version.native_tags[k]
-    if tag is not None and _native.ARROW:  # else no event holds chunks (nor is gather built)
+    if tag is not None and _batch.ACTIVE:  # else no event holds chunks (or no gather built)
         native: Any = None
         slots, chunks, image, count = entries[0]
         if len(entries) == 1 and slots is None and chunks is not None and image is not None:
@@ -343,7 +343,7 @@ def _column(version: TableVersion, k: int, entries: list[Entry]) -> pa.Array:
                 native = (count, *chunk[1:])
         if native is None:
             try:
-                native = _native.gather(tag, k, entries)
+                native = _batch.gather(tag, k, entries)
             except OverflowError:  # strings over 2 GiB: pa.array below splits them as ever
                 native = None
         if native is not None:
@@ -528,7 +528,7 @@ def _row_numbers(offsets: Sequence[int], ends: list[int]) -> pa.Array:
     return _add_function.call([_IOTA.slice(0, count), _per_event(offsets, ends, _INT64)])
 
 
-#: The per-event tags of a batch (``_Builder.tags``) as ``native.meta_columns`` kinds, and the
+#: The per-event tags of a batch (``_Builder.tags``) as ``native_batch.meta_columns`` kinds, and the
 #: Arrow type of each: seq, gtid, domain, server id, uuid, tag, gtid seq, file, pos, commit
 #: time (``-``: not wanted, the staging schema has no ``_commit_ts``), row offset.
 _META_KINDS = {True: b"isiissisiir", False: b"isiissisi-r"}
@@ -545,7 +545,7 @@ def _meta_buffers(out: _Builder, with_commit_time: bool) -> MetaBuffers | None:
     """The per-event metadata columns' buffers (``_seq`` … ``_commit_ts``, in tag order),
     filled in C in one call; None when the extension lacks it or a value does not fit (the
     Python way then converts, or raises, as ever)."""
-    meta_columns = _native.meta_columns
+    meta_columns = _batch.meta_columns
     if meta_columns is None:
         return None
     try:
@@ -573,7 +573,7 @@ _META_WIDTHS = (8, 0, 8, 8, 0, 0, 8, 0, 8, 8, 8)  # of _META_TYPES; 0: a string
 
 @functools.lru_cache(maxsize=1024)
 def _null_spec(count: int, width: int) -> tuple[Any, ...]:
-    """An all-NULL column's ``native.export_batch`` spec (``width`` 0: a string)."""
+    """An all-NULL column's ``native_batch.export_batch`` spec (``width`` 0: a string)."""
     buffers = (width * count,) if width else (4 * (count + 1), 0)
     return (count, count, (count + 7) // 8, buffers, ())
 
@@ -600,7 +600,7 @@ def _null_tail(tags: tuple[str | None, ...], count: int) -> tuple[tuple[Any, ...
 def _op_spec(op: str, count: int) -> tuple[Any, ...]:
     """The spec of an ``_op`` column of ``count`` rows of one op — the usual small batch —
     filled in C once per (op, count), as for any batch (``export_batch`` copies its buffers)."""
-    meta_columns = _native.meta_columns
+    meta_columns = _batch.meta_columns
     assert meta_columns is not None  # _exported's caller checked
     column = meta_columns([(op,)], [count], b"s")[0]
     assert column is not None
@@ -608,7 +608,7 @@ def _op_spec(op: str, count: int) -> tuple[Any, ...]:
 
 
 class Exported:
-    """A small batch left in the C data interface (``native.export_batch``), not imported into
+    """A small batch left in the C data interface (``native_batch.export_batch``), not imported into
     pyarrow: what a flush's small file needs, handed to the native writer's pool as it is
     (``files.NativeFiles``). Importing it (~10 us) and exporting it again for the pool (~16 us)
     were a tenth of the flush's thread time over 2,000 tables (issue 17). ``array``: the
@@ -635,14 +635,14 @@ def _exported(version: TableVersion, out: _Builder, gathered: Gathered, meta: Me
               schema: pa.Schema, with_commit_time: bool,
               exported: bool = False) -> pa.RecordBatch | Exported:
     """A batch whose every column has buffers filled in C, handed to Arrow in one import
-    (``native.export_batch``): no array per column, no ``from_arrays``. For small batches of
+    (``native_batch.export_batch``): no array per column, no ``from_arrays``. For small batches of
     complete images without before images (each buffer is copied once more). What does not
     depend on the rows' values — an all-NULL column's spec, a one-op ``_op`` column's, the
     NULL ``_missing``/``_json_diff``/``_before`` — is made once per shape and row count: a
     flush over thousands of tables exports thousands of batches of a few dozen rows.
     ``exported``: left in the C data interface (:class:`Exported`), not imported."""
     count = out.count
-    meta_columns, export_batch = _native.meta_columns, _native.export_batch
+    meta_columns, export_batch = _batch.meta_columns, _batch.export_batch
     assert meta_columns is not None and export_batch is not None  # the caller checked
     ops = out.ops.values
     if len(ops) == 1:
@@ -672,7 +672,7 @@ def _to_batch(version: TableVersion, out: _Builder, with_commit_time: bool,
               exported: bool = False) -> pa.RecordBatch | Exported:
     count = out.count
     schema = version.schema if with_commit_time else version.staging_schema
-    small = count <= SMALL_EXPAND and out.before is None and _native.export_batch is not None
+    small = count <= SMALL_EXPAND and out.before is None and _batch.export_batch is not None
     gathered = _gathered(version, out.main, small)
     meta = _meta_buffers(out, with_commit_time)
     if (small and meta is not None and gathered is not None

@@ -38,7 +38,6 @@ import pyarrow.parquet as pq
 
 from protocol.binlog.events import EventType
 from protocol.binlog.model import BinlogPosition, Column, RowsEvent, RowsKind, TableMapEvent
-from protocol.binlog.native import arrow_bytes as _arrow_bytes
 from protocol.binlog.transactions import (
     Statement,
     TransactionBegin,
@@ -58,6 +57,7 @@ from . import commit as C
 from . import ddl as D
 from . import files as F
 from . import layout as L
+from . import native_batch as _native_batch
 from . import pieces as P
 from . import small_file
 from . import state as S
@@ -122,8 +122,8 @@ def _estimate(version: TableVersion, event: RowsEvent, tags: TransactionTags) ->
     if images is None:
         return rows * (len(version.names) + 14) * VALUE_BYTES
     size = rows * (METADATA_ROW_BYTES + len(tags.gtid or "") + len(tags.file or ""))
-    if _arrow_bytes is not None:  # the same sum in C: the loop below showed in profiles
-        return size + _arrow_bytes(images)
+    if _native_batch.arrow_bytes is not None:  # the same sum in C: the loop below showed in profiles
+        return size + _native_batch.arrow_bytes(images)
     for chunks in images:
         if chunks is not None:
             for chunk in chunks:

@@ -1,8 +1,8 @@
 """The batch conversion's C helpers against the Python way they replace (server-free).
 
-``rows_batch`` gathers every table column of a batch in one call (``native.gather_all``) and
+``rows_batch`` gathers every table column of a batch in one call (``native_batch.gather_all``) and
 fills the per-event metadata columns (``_seq`` … ``_commit_ts``, ``_row``) in another
-(``native.meta_columns``): the per-part cost of a flush over thousands of small tables. Both
+(``native_batch.meta_columns``): the per-part cost of a flush over thousands of small tables. Both
 must land exactly what the per-column Python way lands — the same values, types, NULLs,
 column order, schema and field metadata (``equals``, not value lists) — for small parts
 mixing INSERT/UPDATE/DELETE, MINIMAL images (``_missing``), primary-key changes, NULLs,
@@ -23,9 +23,9 @@ from unittest import mock
 import pyarrow as pa
 import pytest
 
-from protocol.binlog import native
 from protocol.binlog.model import RowsEvent, RowsKind
 from sinks.parquet import commit as C
+from sinks.parquet import native_batch
 from sinks.parquet.rows import PendingRows, TransactionTags, key_changed_rows, rows_batch
 from sinks.parquet.schema import TableVersion, VersionOrigin
 from sinks.parquet.types import new_counter
@@ -33,7 +33,7 @@ from tests.unit.rowbuild import image, rows_body
 from tests.unit.test_native_arrow import NAMED, TABLE, _decode
 from tests.unit.test_native_rows import _table
 
-pytestmark = pytest.mark.skipif(native.gather_all is None or native.meta_columns is None,
+pytestmark = pytest.mark.skipif(native_batch.gather_all is None or native_batch.meta_columns is None,
                                 reason="the native Arrow decoder is not built")
 
 KEYED = dataclasses.replace(TABLE, primary_key=(0,))
@@ -50,9 +50,9 @@ GTIDS = [
 
 @contextmanager
 def _python_way() -> Iterator[None]:
-    with mock.patch.object(native, "gather_all", None), \
-            mock.patch.object(native, "meta_columns", None), \
-            mock.patch.object(native, "export_batch", None):
+    with mock.patch.object(native_batch, "gather_all", None), \
+            mock.patch.object(native_batch, "meta_columns", None), \
+            mock.patch.object(native_batch, "export_batch", None):
         yield
 
 
@@ -120,7 +120,7 @@ def test_small_parts_land_exactly_as_the_python_way(arrow: bool, with_commit_tim
     kinds: set[str] = set()
     missing = moved = 0
     filled = []  # the helpers' results: they took every batch (no fall back to Python)
-    real = native.meta_columns
+    real = native_batch.meta_columns
 
     def meta(*args: Any) -> Any:
         filled.append(real(*args))  # type: ignore[misc]
@@ -128,7 +128,7 @@ def test_small_parts_land_exactly_as_the_python_way(arrow: bool, with_commit_tim
 
     for seed in range(60):
         group = _group(seed, arrow, version)
-        with mock.patch.object(native, "meta_columns", meta):
+        with mock.patch.object(native_batch, "meta_columns", meta):
             got = rows_batch(version, group, with_commit_time)
         with _python_way():
             expected = rows_batch(version, group, with_commit_time)
@@ -169,7 +169,7 @@ def _native_only(rng: random.Random) -> tuple[Any, list[list[bytes]]]:
 @pytest.mark.parametrize("with_commit_time", [True, False], ids=["committed", "staging"])
 def test_small_insert_parts_handed_to_arrow_whole_land_alike(with_commit_time: bool) -> None:
     """A flush over thousands of tables: parts of a few INSERT events with complete images,
-    every column from chunks, are exported in one piece (``native.export_batch``) — the same
+    every column from chunks, are exported in one piece (``native_batch.export_batch``) — the same
     batch, valid to the last buffer; a part with a column left to Python (a zero date) or
     with over ``SMALL_EXPAND`` rows takes the array-per-column way, the same batch too."""
     rng = random.Random(8)
@@ -177,7 +177,7 @@ def test_small_insert_parts_handed_to_arrow_whole_land_alike(with_commit_time: b
     version = TableVersion.from_table_map(table, 1, VersionOrigin(1), new_counter())
     assert None not in version.native_tags and len(pools) > 40
     exported = 0
-    real = native.export_batch
+    real = native_batch.export_batch
     assert real is not None
 
     def export(spec: Any) -> Any:
@@ -202,7 +202,7 @@ def test_small_insert_parts_handed_to_arrow_whole_land_alike(with_commit_time: b
                                    gtid.format(n=i), domain, server, uuid, tag,
                                    None if gtid is None else i, "bin.000002", 100 * i + 4)
             group.append(PendingRows(event, tags, 0, (), 1_700_000_000_000_000 + i))
-        with mock.patch.object(native, "export_batch", export):
+        with mock.patch.object(native_batch, "export_batch", export):
             got = rows_batch(version, group, with_commit_time)
         got.validate(full=True)
         with _python_way():
@@ -220,7 +220,7 @@ def test_exported_parts_of_one_size_and_of_two_ops_land_alike() -> None:
     rng = random.Random(11)
     table, pools = _native_only(rng)
     version = TableVersion.from_table_map(table, 1, VersionOrigin(1), new_counter())
-    real = native.export_batch
+    real = native_batch.export_batch
     assert real is not None
     exported = 0
 
@@ -240,7 +240,7 @@ def test_exported_parts_of_one_size_and_of_two_ops_land_alike() -> None:
             event = dataclasses.replace(event, kind=kind)  # a snapshot's READ rows alike
             tags = TransactionTags(7 + i, "0-1-9", 0, 1, None, None, 9, "bin.000002", 4)
             group.append(PendingRows(event, tags, 0, (), 1_700_000_000_000_000 + i))
-        with mock.patch.object(native, "export_batch", export):
+        with mock.patch.object(native_batch, "export_batch", export):
             got = rows_batch(version, group, True)
         got.validate(full=True)
         assert got.num_rows == 12
@@ -253,7 +253,7 @@ def test_exported_parts_of_one_size_and_of_two_ops_land_alike() -> None:
 
 
 def test_export_batch_refuses_malformed_specs() -> None:
-    export = native.export_batch
+    export = native_batch.export_batch
     assert export is not None
     for bad in [(1, 0, None, ()), (1, 0, None, [], ()), (-1, 0, None, (), ()),
                 (1, 2, None, (), ()), (1, 0, None, (-4,), ()), (1, 0, None, ("x",), ()),
@@ -296,7 +296,7 @@ def test_a_value_the_helpers_cannot_hold_takes_the_python_way() -> None:
 
 
 def test_meta_columns_fills_each_kind() -> None:
-    meta = native.meta_columns
+    meta = native_batch.meta_columns
     assert meta is not None
     tags = [(1, "a", None, 5), (2, None, None, 7), (2, "ü", None, -1)]
     out = meta(tags, [2, 3, 6], b"isir")
@@ -330,20 +330,20 @@ def test_meta_columns_fills_each_kind() -> None:
 ])
 def test_meta_columns_refuses_what_it_cannot_hold(args: tuple[Any, ...],
                                                   error: type[Exception]) -> None:
-    meta = native.meta_columns
+    meta = native_batch.meta_columns
     assert meta is not None
     with pytest.raises(error):
         meta(*args)
 
 
 def test_gather_all_is_gather_per_column() -> None:
-    gather_all = native.gather_all
+    gather_all = native_batch.gather_all
     assert gather_all is not None
     chunk = ("i4", 0, None, b"\1\0\0\0", None)
     entries = [(None, (chunk, None, chunk), [[1], ["x"], [1]], 1), (None, None, None, 2)]
     assert gather_all(("i4", "str", "i8", None), [(*e[:3], e[3]) for e in entries[:1]]
                       + entries[1:]) == [
-        native.gather("i4", 0, entries), None, None, None]
+        native_batch.gather("i4", 0, entries), None, None, None]
     with pytest.raises(TypeError):
         gather_all(["i4"], entries)
     with pytest.raises(ValueError):

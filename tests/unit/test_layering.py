@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import ast
 import os
+import re
 from pathlib import Path
 
 import pytest
@@ -146,3 +147,30 @@ def test_every_module_says_its_job_in_one_line() -> None:
         if not lines or not lines[0].strip() or (len(lines) > 1 and lines[1].strip()):
             missing.append(os.fspath(path.relative_to(ROOT)))
     assert missing == []
+
+
+def _lake_words() -> list[str]:
+    """What only the lake knows: its metadata columns' names (read from the sink's schema, the
+    one list of them) and the words that name the landing side."""
+    from sinks.parquet.schema import METADATA_NAMES  # noqa: PLC0415
+
+    return sorted(METADATA_NAMES) + ["parquet", "lake", "sink", "sinks", "landing", "landed"]
+
+
+def test_the_protocol_rooms_c_names_no_lake_concept() -> None:
+    """The layering holds in C too: a native extension under ``protocol/`` decodes bytes into
+    typed values and buffers; the lake's metadata columns, its files and the sink's choices are
+    the business of ``sinks/`` (its C included), so no C source of protocol names them — not in
+    code, strings or comments — and none includes a header from another room."""
+    words = re.compile(r"(?<![\w])(" + "|".join(map(re.escape, _lake_words())) + r")(?![\w])",
+                       re.IGNORECASE)
+    found = []
+    sources = sorted((ROOT / "protocol").rglob("*.c"))
+    assert sources, "no C sources found under protocol/"
+    for path in sources:
+        for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+            name = os.fspath(path.relative_to(ROOT))
+            if words.search(line) or re.search(r'#include\s+"(?:\.\./)*(?:sinks|replica)/',
+                                                  line):
+                found.append(f"{name}:{number}: {line.strip()}")
+    assert found == []

@@ -28,6 +28,7 @@ from protocol.binlog.coltypes import FieldType as T
 from protocol.binlog.model import RowsEvent, RowsKind, TableMapEvent
 from protocol.binlog.rows import DecoderCache, LazyImage, decode_rows_event
 from protocol.errors import EventDecodeError
+from sinks.parquet import native_batch
 from sinks.parquet.rows import PendingRows, TransactionTags, rows_batch
 from sinks.parquet.schema import TableVersion, VersionOrigin
 from sinks.parquet.types import new_counter
@@ -253,23 +254,23 @@ def test_the_switch_to_python_values() -> None:
 
 def test_concat_refuses_malformed_segments() -> None:
     with pytest.raises(ValueError):
-        native.concat("i4", [(("i4", 0, None, b"\0\0", None), 1)])  # 2 bytes for one int32
+        native_batch.concat("i4", [(("i4", 0, None, b"\0\0", None), 1)])  # 2 bytes for one int32
     with pytest.raises(ValueError):
-        native.concat("nope", [])
+        native_batch.concat("nope", [])
     with pytest.raises(ValueError):
-        native.concat("str", [(("str", 0, None, b"ab", b"\0\0\0\0"), 1)])  # offsets short
-    assert native.concat("i8", [(None, 3)]) == (3, 3, b"\0", b"\0" * 24, None)
+        native_batch.concat("str", [(("str", 0, None, b"ab", b"\0\0\0\0"), 1)])  # offsets short
+    assert native_batch.concat("i8", [(None, 3)]) == (3, 3, b"\0", b"\0" * 24, None)
     chunk = ("i4", 0, None, b"\1\0\0\0", None)
-    assert native.gather("i4", 0, [(None, (chunk,), [[1]], 1), (None, None, None, 2)]) == \
+    assert native_batch.gather("i4", 0, [(None, (chunk,), [[1]], 1), (None, None, None, 2)]) == \
         (3, 2, b"\1", b"\1\0\0\0" + b"\0" * 8, None)
-    assert native.gather("i8", 0, [(None, (chunk,), [[1]], 1)]) is None  # another layout
-    assert native.gather("i4", 0, [(None, (None,), [[1]], 1)]) is None  # a fallback column
-    assert native.gather("i4", 0, [((None,), (chunk,), [[1]], 1)]) == (1, 1, b"\0", b"\0" * 4,
+    assert native_batch.gather("i8", 0, [(None, (chunk,), [[1]], 1)]) is None  # another layout
+    assert native_batch.gather("i4", 0, [(None, (None,), [[1]], 1)]) is None  # a fallback column
+    assert native_batch.gather("i4", 0, [((None,), (chunk,), [[1]], 1)]) == (1, 1, b"\0", b"\0" * 4,
                                                                        None)  # absent: NULL
     for bad in ([(None, (chunk,), [[1]])], [((), (chunk,), [[1]], 1)], [("x", (), [[1]], 1)],
                 [(None, (chunk,), [[1]], 2)]):
         with pytest.raises((ValueError, TypeError)):
-            native.gather("i4", 0, bad)
+            native_batch.gather("i4", 0, bad)
 
 
 def _mixed_cost() -> None:

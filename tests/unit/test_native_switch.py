@@ -14,7 +14,7 @@ import pytest
 
 from protocol import frozen, native_frames, native_switch
 from protocol.binlog import native, native_format
-from sinks.parquet import commit, small_file
+from sinks.parquet import commit, native_batch, small_file
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -26,6 +26,7 @@ LOADERS = {
     "protocol._native_frames": native_frames.ABI,
     "sinks.parquet._native_fs": commit.NATIVE_FS_ABI,
     "sinks.parquet._native_parquet": small_file.ABI,
+    "sinks.parquet._native_batch": native_batch.ABI,
 }
 
 

@@ -14,7 +14,7 @@ from protocol.binlog import native
 from protocol.binlog.coltypes import FieldType as T
 from protocol.binlog.model import RowsEvent, RowsKind, TableMapEvent
 from protocol.binlog.rows import DecoderCache, decode_rows_event
-from sinks.parquet import ParquetSink, SinkOptions
+from sinks.parquet import ParquetSink, SinkOptions, native_batch
 from sinks.parquet.rows import PendingRows, TransactionTags, rows_batch
 from sinks.parquet.schema import TableVersion, VersionOrigin
 from sinks.parquet.testing import StreamBuilder
@@ -66,23 +66,21 @@ def test_an_arrow_event_counts_its_buffers_exactly() -> None:
 
 
 def test_the_sum_in_c_and_the_python_loop_agree_and_bad_shapes_raise() -> None:
-    """``native.arrow_bytes`` (C) is the estimate's buffer sum; without it (an extension built
+    """``native_batch.arrow_bytes`` (C) is the estimate's buffer sum; without it (an extension built
     before it) the sink sums in Python: the same figure. A malformed image raises TypeError."""
-    from sinks.parquet import writer  # noqa: PLC0415
-
-    assert native.arrow_bytes is not None
+    assert native_batch.arrow_bytes is not None
     event = _event([_row(1, b"a" * 100, b"\x00" * 3000), _row(2, None, None)])
     in_c = _estimate(_version(), event, TAGS)
-    with mock.patch.object(writer, "_arrow_bytes", None):
+    with mock.patch.object(native_batch, "arrow_bytes", None):
         assert _estimate(_version(), event, TAGS) == in_c
     meta = METADATA_ROW_BYTES + len("0-1-7") + len("bin.000001")
     assert in_c == 2 * meta + 8 + (100 + 12 + 1) + (3000 + 12 + 1)
     chunk = ("i", 0, b"\x01", b"abcd", b"12345678")
-    assert native.arrow_bytes((None, (chunk, None, ("s", 1, None, b"xy", None)))) == 15
+    assert native_batch.arrow_bytes((None, (chunk, None, ("s", 1, None, b"xy", None)))) == 15
     for bad in ([None, None], (None, [chunk]), (None, (chunk[:4],)), (None, (1,)),
                 (None, (("i", 0, None, None, None),)), (None, (("i", 0, 5, b"", None),))):
         with pytest.raises(TypeError):
-            native.arrow_bytes(bad)
+            native_batch.arrow_bytes(bad)
 
 
 def test_an_event_without_chunks_counts_per_value() -> None:
