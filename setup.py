@@ -1,8 +1,8 @@
-"""The one thing pyproject.toml cannot say: the optional C extensions (the native row decoder,
-the line formatter of `binlake decode`, the slot filler that builds each event's header, the
-framing of a dump's packets and plain events, the lake's batch of directories and empty files
-made without the GIL, sinks/parquet/trees.py, and the writer of a flush's small Parquet files,
-sinks/parquet/small_file.py).
+"""The one thing pyproject.toml cannot say: the optional C extensions (the native row decoder
+and the sink's batch builder that takes its Arrow buffers, the slot filler that builds each
+event's header, the framing of a dump's packets and plain events, the lake's batch of
+directories and empty files made without the GIL, sinks/parquet/trees.py, and the writer of a
+flush's small Parquet files, sinks/parquet/small_file.py).
 
 ``optional=True``: a machine without a C compiler or Python headers still installs binlake, and
 each part then runs its pure-Python reference (pyarrow for the Parquet files), which the daemon
@@ -23,7 +23,6 @@ def _native(name: str) -> Extension:
 
 setup(ext_modules=[_native(name) for name in (
     "protocol.binlog._native_rows",
-    "protocol.binlog._native_format",
     "protocol._native_slots",
     "protocol._native_frames",
     "sinks.parquet._native_fs",

@@ -2,7 +2,7 @@
 # The native extensions under AddressSanitizer and UndefinedBehaviorSanitizer: builds them
 # with both into a scratch copy of the checkout (never over the in-place build) and runs the
 # differential tests' fuzz loops there (values and Arrow chunks of the rows decoder, the
-# text-row bulk parser's columns, binlake decode's line formatter, a snapshot's kept
+# text-row bulk parser's columns, a snapshot's kept
 # text rows into Arrow chunks and the bulk copy that keeps them), ROUNDS corrupted events /
 # result sets / random row events each (default 3000); and the slot filler's instances
 # (protocol/_native_slots.c, tests/unit/test_native_slots.py); and the sum of an event's Arrow buffers
@@ -26,7 +26,7 @@ export PYTHONPATH="$scratch" BINLAKE_NATIVE_FUZZ_ROUNDS="${1:-3000}" CI=true
 export ASAN_OPTIONS=detect_leaks=0  # the interpreter's own allocations are not ours
 LD_PRELOAD="$(gcc -print-file-name=libasan.so) $(gcc -print-file-name=libubsan.so)" \
   "$python" -m pytest -q -p no:cacheprovider tests/unit/test_native_rows.py tests/unit/test_native_arrow.py \
-    tests/unit/test_text_rows.py tests/unit/test_native_format.py \
+    tests/unit/test_text_rows.py \
     tests/unit/test_snapshot_arrow.py tests/unit/test_native_slots.py \
     tests/unit/test_sink_memory_budget.py tests/unit/test_batch_fast_path.py \
     tests/unit/test_native_frames.py tests/unit/test_packets.py tests/unit/test_session.py \

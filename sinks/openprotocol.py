@@ -32,12 +32,10 @@ from __future__ import annotations
 import base64
 import datetime as _dt
 import decimal
-import functools
 import json
 from collections.abc import Iterator
 from typing import Any
 
-from protocol.binlog import native_format
 from protocol.binlog.coltypes import FieldType
 from protocol.binlog.model import Column, ColumnFlag, RowsEvent, RowsKind, TableMapEvent
 from protocol.binlog.transactions import (
@@ -200,9 +198,6 @@ class OpenProtocolEncoder:
         self._ts = 0
         # The last table described, kept alive so that its id() cannot be reused by another.
         self._described: tuple[TableMapEvent, tuple[tuple[str, int, int], ...]] | None = None
-        # The native formatter's image plans by present columns, each for the table it was
-        # made for (kept alive for the same reason).
-        self._plans: dict[tuple[int, ...], tuple[TableMapEvent, tuple[tuple[Any, ...], ...]]] = {}
 
     def _next_ts(self, seconds: int) -> int:
         ts = max((seconds * 1000) << _LOGICAL_BITS, self._last_ts + 1)
@@ -293,105 +288,8 @@ class OpenProtocolEncoder:
 
 
     def encode_lines(self, item: TransactionItem) -> str:
-        """The JSON lines of :meth:`encode` (each ending in a newline) as one str. A rows event
-        goes through the native formatter when it is built (``protocol.binlog.native_format``:
-        the same bytes, the reference still encoding every value it has no fast path for)."""
-        if isinstance(item, RowsEvent) and native_format.json_lines is not None:
-            lines = self._native_lines(item)
-            if lines is not None:
-                return lines
+        """The JSON lines of :meth:`encode` (each ending in a newline) as one str."""
         return "".join(f"{dumps(obj)}\n" for obj in self.encode(item))
-
-    def _native_lines(self, event: RowsEvent) -> str | None:
-        """The event's lines from the native formatter; None where only the reference can say
-        it (a JSON diff of a MySQL partial update, column names that collide, a str with no
-        UTF-8 form)."""
-        assert native_format.json_lines is not None
-        table = event.table
-        if not native_format.plain_rows(event):
-            return None
-        described = self._describe(table)
-        if len({name for name, _, _ in described}) != len(described):
-            return None  # one dict key for two columns: the reference's dict decides
-        key = {"ts": self._ts, "scm": table.schema, "tbl": table.table, "t": 1}
-        head = f'{{"key":{dumps(key)},"value":'
-        before = after = None
-        if event.before is not None:
-            before = (*self._image_plan(table, described, event.before_columns), event.before)
-        if event.after is not None:
-            after = (*self._image_plan(table, described, event.after_columns), event.after)
-        keys: tuple[tuple[int, int, Any], ...] = ()
-        pk = table.primary_key
-        if (before is not None and after is not None and pk
-                and len(event.after_columns) == len(table.columns)):
-            keys = tuple(
-                (event.before_columns.index(i), event.after_columns.index(i),
-                 functools.partial(_encoded_differ, table.columns[i], described[i][1]))
-                for i in pk if i in event.before_columns and i in event.after_columns)
-        try:
-            return native_format.json_lines(head, before, after, keys, event.row_count)
-        except _NeedsReference:
-            return None
-
-    def _image_plan(self, table: TableMapEvent, described: tuple[tuple[str, int, int], ...],
-                    indexes: tuple[int, ...]) -> tuple[tuple[Any, ...], ...]:
-        """(prefixes, modes, extras, fallbacks) of an image for ``native_format.json_lines``,
-        kept while the same table map's images repeat."""
-        cached = self._plans.get(indexes)
-        if cached is not None and cached[0] is table:
-            return cached[1]
-        prefixes, modes, extras, fallbacks = [], [], [], []
-        for pos, index in enumerate(indexes):
-            name, code, flags = described[index]
-            handle = ',"h":true' if flags & FLAG_HANDLE_KEY else ""
-            prefixes.append(f'{"," if pos else ""}{dumps(name)}:{{"t":{code}{handle},'
-                            f'"f":{flags},"v":')
-            column = table.columns[index]
-            extra: dict[str, int] | None = None
-            if code == FieldType.ENUM:
-                mode = _M_ENUM
-                if column.enum_values is not None:
-                    extra = {}
-                    for number, label in enumerate(column.enum_values, 1):
-                        extra.setdefault(label, number)
-                    extra[""] = 0
-            elif code == FieldType.SET:
-                mode = _M_GENERIC
-            elif code in _BASE64_TYPES:
-                mode = _M_BASE64
-            else:
-                mode = _M_PLAIN
-            modes.append(mode)
-            extras.append(extra)
-            fallbacks.append(functools.partial(_encoded_json, column, code))
-        plan = (tuple(prefixes), tuple(modes), tuple(extras), tuple(fallbacks))
-        if len(self._plans) > 64:
-            self._plans.clear()
-        self._plans[indexes] = (table, plan)
-        return plan
-
-
-# The column modes of _native_format.c's json_lines: which fast paths a column's values take.
-_M_PLAIN, _M_BASE64, _M_ENUM, _M_GENERIC = range(4)
-
-
-class _NeedsReference(Exception):
-    """A value only the reference's row loop handles (a JSON diff): encode the event there."""
-
-
-def _encoded_json(column: Column, open_code: int, value: Any) -> str:
-    """The reference for one value: what the native formatter calls when it has no fast path."""
-    if isinstance(value, JsonDiff):
-        raise _NeedsReference
-    return dumps(encode_value(column, open_code, value))
-
-
-def _encoded_differ(column: Column, open_code: int, before: Any, after: Any) -> bool:
-    """Whether a key column's value changed (``_key_changed``), for the native formatter."""
-    if isinstance(before, JsonDiff) or isinstance(after, JsonDiff):
-        raise _NeedsReference
-    return bool(encode_value(column, open_code, before) != encode_value(column, open_code,
-                                                                        after))
 
 
 def _key_changed(before: dict[str, Any], after: dict[str, Any], names: list[str]) -> bool:

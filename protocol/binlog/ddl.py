@@ -596,8 +596,7 @@ _URL_PASSWORD = re.compile(r"\b[a-z][a-z0-9+.-]*://[^\s:/@'\"]*:([^\s@'\"/]*)@",
 _DOUBLE_QUOTED = re.compile(r'(?:_\w+\s*)?"')
 REDACTED = "'<redacted>'"
 #: What a statement must contain (in any letter case) for :func:`redact_secrets` to look further:
-#: the one list of these markers. ``binlake decode``'s native screen (``_native_format.c``) reads
-#: it from here when it is imported, so the two cannot disagree. Upper-case ASCII.
+#: the one list of these markers. Upper-case ASCII.
 SECRET_MARKERS: tuple[str, ...] = ("PASSWORD", "IDENTIFIED", "://")
 
 

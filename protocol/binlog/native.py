@@ -109,9 +109,9 @@ _warned = False
 def warn_once(log: Callable[[str], None]) -> None:
     """Say once per process that Python does the work of a missing extension: the row decoder
     (built with the others, so its line stands for all), else each of the binlog framing
-    (``protocol/_native_frames.c``), the frozen events' constructors (``_native_slots.c``)
-    and ``binlake decode``'s line formatter (``_native_format.c``) that is missing or built for
-    another ABI version; nothing when switched off on purpose with BINLAKE_NATIVE=0.
+    (``protocol/_native_frames.c``) and the frozen events' constructors (``_native_slots.c``)
+    that is missing or built for another ABI version; nothing when switched off on purpose with
+    BINLAKE_NATIVE=0.
     """
     global _warned
     if _warned or native_switch.native_off():
@@ -124,7 +124,6 @@ def warn_once(log: Callable[[str], None]) -> None:
         return
     from .. import frozen
     from ..native_frames import UNAVAILABLE_REASON as frames_missing
-    from . import native_format
 
     rebuild = "reinstall binlake (or `python setup.py build_ext --inplace` in a checkout) to build it"
     if frames_missing:
@@ -132,9 +131,6 @@ def warn_once(log: Callable[[str], None]) -> None:
     if frozen.NATIVE_SLOTS_MISSING:
         log(f"{frozen.NATIVE_SLOTS_MISSING}: events are made by their Python classes "
             f"(same events, slower); {rebuild}")
-    if native_format.UNAVAILABLE_REASON:
-        log(f"{native_format.UNAVAILABLE_REASON}: `binlake decode` and the Open "
-            f"Protocol sink format every value in Python (same output, slower); {rebuild}")
 
 
 def plan(specs: tuple[tuple[Any, ...], ...]) -> object:

@@ -21,8 +21,8 @@ selects the column exactly and turns that text into the same value; ``text`` —
 the server prints it, which ``binlake decode`` and the Open Protocol output build on.
 
 These functions are the reference. The speed paths are twins of them, never a second
-definition: the generated row decoder (``protocol.binlog.rows``), the native row decoder's
-readers (``_native_rows.c``: to Python values, to Arrow buffers, a snapshot's text to Arrow)
-and ``binlake decode``'s native formatter (``_native_format.c``). ``tests/unit/
-test_value_types.py`` compares every twin with these functions on generated values.
+definition: the generated row decoder (``protocol.binlog.rows``) and the native row decoder's
+readers (``_native_rows.c``: to Python values, to Arrow buffers, a snapshot's text to Arrow).
+``tests/unit/test_value_types.py`` compares every twin with these functions on generated
+values. The text outputs (``binlake decode``, Open Protocol) print the values in Python only.
 """

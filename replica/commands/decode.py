@@ -52,19 +52,14 @@ the position (exit 1), after everything before it has been printed.
 Speed
 -----
 
-:func:`format_value` and :func:`format_rows` (and ``sinks.openprotocol``'s encoder) define the
-output. A rows event's lines are built in one call of the native formatter
-(``protocol.binlog.native_format``) from per-table fragments (:func:`rows_text`,
-``OpenProtocolEncoder.encode_lines``), which calls :func:`format_value` / ``encode_value`` for
-every value it has no fast path for; the text goes to stdout as UTF-8 bytes when stdout would
-write exactly those. Without the extension (or with ``BINLAKE_NATIVE=0``) the reference
-formatters print everything, the same bytes.
+:func:`format_value` and :func:`format_rows` (and ``sinks.openprotocol``'s encoder) define and
+print the output, in Python: this is a debugging command, and its text is not on the daemon's
+path, so it has no native formatter of its own (the decoding itself is the daemon's).
 """
 
 from __future__ import annotations
 
 import argparse
-import codecs
 import datetime as _dt
 import decimal
 import fnmatch
@@ -75,11 +70,11 @@ import sys
 import traceback
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, fields
-from typing import Any, BinaryIO, TextIO, cast
+from typing import Any, TextIO
 
 import trio
 
-from protocol.binlog import ddl, native_format
+from protocol.binlog import ddl
 from protocol.binlog import native as native_rows
 from protocol.binlog.coltypes import CHARACTER_TYPES, ENUM_SET_TYPES, NUMERIC_TYPES, FieldType
 from protocol.binlog.events import (
@@ -441,11 +436,6 @@ def _statement_target(schema: str, query: str) -> tuple[str, str | None]:
 def write_text(events: Iterable[tuple[Event, bool]], out: TextIO,
                accepts: _Matcher | None = None) -> None:
     """The text format (see the module docstring), one line per event and per row."""
-    raw = _utf8_bytes(out)
-    if raw is not None:
-        out.flush()
-        _write_text_bytes(_printed(events, accepts), raw)
-        return
     write = out.write
     for event in _printed(events, accepts):
         if isinstance(event, RowsEvent):
@@ -454,43 +444,12 @@ def write_text(events: Iterable[tuple[Event, bool]], out: TextIO,
             write(f"{format_event(event)}\n")
 
 
-def _utf8_bytes(out: TextIO) -> BinaryIO | None:
-    """``out``'s byte stream when what is written to ``out`` becomes UTF-8 there, strictly
-    (a str without a UTF-8 form raises either way), and no line buffering is asked for: then
-    the native formatter's bytes go there as they are, saving a decode and an encode of every
-    row's text. None otherwise (and without the native formatter)."""
-    buffer = getattr(out, "buffer", None)
-    if (buffer is None or native_format.text_lines is None
-            or getattr(out, "line_buffering", True) or getattr(out, "errors", "") != "strict"):
-        return None
-    try:
-        if codecs.lookup(out.encoding).name != "utf-8":
-            return None
-    except (LookupError, TypeError, AttributeError):
-        return None
-    return cast(BinaryIO, buffer)
-
-
 def _printed(events: Iterable[tuple[Event, bool]], accepts: _Matcher | None
              ) -> Iterator[Event]:
     """The events the text format prints: selected, and accepted by the filters."""
     for event, selected in events:
         if selected and (accepts is None or _accepted_event(event, accepts)):
             yield event
-
-
-def _write_text_bytes(events: Iterable[Event], out: BinaryIO) -> None:
-    """:func:`write_text` into a UTF-8 byte stream: the same lines, as bytes."""
-    write = out.write
-    for event in events:
-        head = f"{format_event(event)}\n"
-        if isinstance(event, RowsEvent):
-            lines = _native_rows_text(event, head, as_bytes=True)
-            if isinstance(lines, bytes):
-                write(lines)
-                continue
-            head += rows_text(event)
-        write(head.encode("utf-8"))
 
 
 def _accepted_event(event: Event, accepts: _Matcher) -> bool:
@@ -776,65 +735,9 @@ def format_rows(event: RowsEvent) -> Iterator[str]:
 
 
 def rows_text(event: RowsEvent) -> str:
-    """Every ``###`` line of the event (each ending in a newline), as :func:`format_rows` writes
-    them: built by the native formatter in one go when it is there (the reference
-    :func:`format_value` still prints every value it has no fast path for), else by
-    :func:`format_rows`."""
-    text = _native_rows_text(event)
-    if isinstance(text, str):
-        return text
+    """Every ``###`` line of the event (each ending in a newline), as :func:`format_rows`
+    writes them."""
     return "".join(f"{line}\n" for line in format_rows(event))
-
-
-def _native_rows_text(event: RowsEvent, head: str = "",
-                      as_bytes: bool = False) -> str | bytes | None:
-    """``head`` and the event's ``###`` lines from the native formatter, or None where it
-    cannot make them (not built, a str with no UTF-8 form, a snapshot's READ rows)."""
-    if native_format.text_lines is None or not native_format.plain_rows(event):
-        return None
-    parts, before, after = _text_plan(event)
-    if event.kind is RowsKind.INSERT:
-        images: tuple[Any, ...] = ((after, event.after),)
-    elif event.kind is RowsKind.DELETE:
-        images = ((before, event.before),)
-    else:
-        images = ((before, event.before), (after, event.after))
-    return native_format.text_lines(parts, images, event.row_count, format_value, head,
-                                    as_bytes)
-
-
-_TextPlan = tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...]]
-_text_plans: dict[tuple[RowsKind, tuple[int, ...], tuple[int, ...]],
-                  tuple[TableMapEvent, _TextPlan]] = {}
-
-
-def _text_plan(event: RowsEvent) -> _TextPlan:
-    """(the parts around the images, the before and the after image's prefixes) of a rows
-    event for ``native_format.text_lines``, kept while the same table map's events repeat (a
-    table map, hence its plan, changes with every transaction of a table at most)."""
-    key = (event.kind, event.before_columns, event.after_columns)
-    cached = _text_plans.get(key)
-    if cached is not None and cached[0] is event.table:
-        return cached[1]
-    table = event.table
-    target = _table_name(table)
-    if event.kind is RowsKind.INSERT:
-        parts: tuple[str, ...] = (f"### INSERT INTO {target} SET ", "\n")
-    elif event.kind is RowsKind.DELETE:
-        parts = (f"### DELETE FROM {target} WHERE ", "\n")
-    else:
-        parts = (f"### UPDATE {target} WHERE ", " SET ", "\n")
-    plan = (parts, _prefixes(table, event.before_columns), _prefixes(table, event.after_columns))
-    if len(_text_plans) > 64:
-        _text_plans.clear()
-    _text_plans[key] = (table, plan)
-    return plan
-
-
-def _prefixes(table: TableMapEvent, indexes: tuple[int, ...]) -> tuple[str, ...]:
-    """What precedes each value of an image in a ``###`` line: ``name=``, then ``, name=``."""
-    return tuple(f"{', ' if pos else ''}{_column_name(table, index)}="
-                 for pos, index in enumerate(indexes))
 
 
 def _image(names: list[str], values: tuple[list[Any], ...], row: int) -> str:
@@ -856,12 +759,7 @@ def _quote(text: str) -> str:
 
 
 def _statement(query: str) -> str:
-    """A statement as the text format prints it: passwords redacted, on one line. (Row events'
-    statements are as long as their rows: the native helpers scan them without copying.)"""
-    if native_format.one_line is not None and native_format.maybe_secret is not None:
-        if native_format.maybe_secret(query):
-            query = ddl.redact_secrets(query)
-        return native_format.one_line(query)
+    """A statement as the text format prints it: passwords redacted, on one line."""
     return _one_line(ddl.redact_secrets(query))
 
 

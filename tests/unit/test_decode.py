@@ -267,8 +267,8 @@ def test_broken_pipe_is_quiet() -> None:
 @pytest.mark.parametrize(("hidden", "said"), [
     ("protocol._native_slots", "protocol._native_slots is not built: events are made by their "
      "Python classes (same events, slower)"),
-    ("protocol.binlog._native_format", "protocol.binlog._native_format is not built: `binlake "
-     "decode` and the Open Protocol sink format every value in Python (same output, slower)"),
+    ("protocol._native_frames", "the native binlog framing is not built: events are framed in "
+     "Python (same events, slower)"),
 ])
 def test_a_missing_extension_is_said_once_and_the_output_is_the_same(hidden: str,
                                                                       said: str) -> None:

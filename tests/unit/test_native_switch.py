@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from protocol import frozen, native_frames, native_switch
-from protocol.binlog import native, native_format
+from protocol.binlog import native
 from sinks.parquet import commit, native_batch, small_file
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -21,7 +21,6 @@ ROOT = Path(__file__).resolve().parents[2]
 #: Every extension setup.py builds, with the version its loader expects.
 LOADERS = {
     "protocol.binlog._native_rows": native.ABI,
-    "protocol.binlog._native_format": native_format.ABI,
     "protocol._native_slots": frozen.ABI,
     "protocol._native_frames": native_frames.ABI,
     "sinks.parquet._native_fs": commit.NATIVE_FS_ABI,
@@ -74,15 +73,15 @@ def test_load_refuses_another_version_whole(tmp_path: Path,
 
 
 def test_decode_with_a_stale_build_says_so_once_and_prints_the_same(tmp_path: Path) -> None:
-    """``binlake decode`` with ``_native_format`` swapped for a build of another version (its
+    """``binlake decode`` with ``_native_slots`` swapped for a build of another version (its
     functions all there): none of it is used, one warning, the same lines."""
-    if native_format.text_lines is None:
-        pytest.skip("protocol.binlog._native_format is not built")
+    if frozen.NATIVE_SLOTS_MISSING:
+        pytest.skip("protocol._native_slots is not built")
     paths = sorted(str(p) for p in (ROOT / "fixtures" / "binlogs" / "mariadb-10.11").glob(
         "mysql-bin.0*"))
     (tmp_path / "sitecustomize.py").write_text(
         "import sys, types, importlib\n"
-        "real = importlib.import_module('protocol.binlog._native_format')\n"
+        "real = importlib.import_module('protocol._native_slots')\n"
         "old = types.ModuleType(real.__name__)\n"
         "old.__dict__.update({k: v for k, v in vars(real).items() if k != '__name__'})\n"
         "old.ABI_VERSION = 0\n"
@@ -93,9 +92,8 @@ def test_decode_with_a_stale_build_says_so_once_and_prints_the_same(tmp_path: Pa
             for with_env in (env, {**env, "PYTHONPATH": f"{tmp_path}{os.pathsep}{ROOT}"})]
     assert [run.returncode for run in runs] == [0, 0]
     assert [run.stderr for run in runs] == ["", (
-        "binlake decode: warning: protocol.binlog._native_format is not used: its build has "
-        "ABI version 0, this binlake needs version 1 (a build older or newer than the code): "
-        "`binlake decode` and the Open Protocol sink format every value in Python (same "
-        "output, slower); reinstall binlake (or `python setup.py build_ext --inplace` in a "
-        "checkout) to build it\n")]
+        "binlake decode: warning: protocol._native_slots is not used: its build has "
+        f"ABI version 0, this binlake needs version {frozen.ABI} (a build older or newer than "
+        "the code): events are made by their Python classes (same events, slower); reinstall "
+        "binlake (or `python setup.py build_ext --inplace` in a checkout) to build it\n")]
     assert runs[0].stdout == runs[1].stdout != ""

@@ -11,10 +11,10 @@ reference gives:
   (landed by the sink's conversion, against the reference values landed the same way); bytes the
   reference refuses are refused by all of them (``RowDecodeError``);
 * a snapshot: the text converter (``protocol.snapshot.values``) and the native text → Arrow
-  conversion (``native.text_arrow`` through ``SnapshotTable.decode_kept``);
-* the output: ``binlake decode``'s native text and Open Protocol lines against the reference
-  formatters (``decode.format_value``, ``openprotocol.encode_value``) applied to the reference
-  values.
+  conversion (``native.text_arrow`` through ``SnapshotTable.decode_kept``).
+
+The text outputs (``binlake decode``, Open Protocol) have no twin: they print these values in
+Python only.
 
 ``BINLAKE_VALUE_EXAMPLES`` sets hypothesis's examples per type (default 40).
 """
@@ -35,7 +35,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from protocol.binlog import native, native_format
+from protocol.binlog import native
 from protocol.binlog.coltypes import FieldType as T
 from protocol.binlog.enrich import ColumnDescription, TableDescription
 from protocol.binlog.model import EventHeader, RowsEvent, RowsKind, TableMapEvent
@@ -47,8 +47,6 @@ from protocol.snapshot import SnapshotTable, snapshot_table
 from protocol.snapshot.values import PYTHON_SPEC, converter_for, text_spec
 from protocol.valuetypes import binary_json, characters, newdecimal, time2, timestamp2
 from protocol.valuetypes.temporal import InvalidTemporal
-from replica.commands import decode
-from sinks.openprotocol import OpenProtocolEncoder, dumps
 from sinks.parquet.rows import PendingRows, TransactionTags, rows_batch
 from sinks.parquet.schema import TableVersion, VersionOrigin
 from sinks.parquet.types import new_counter
@@ -56,8 +54,7 @@ from tests.unit.rowbuild import Col, header, image, rows_body, u16
 from tests.unit.test_native_rows import _encode_decimal, _table
 from tests.unit.test_rows import jsonb
 
-pytestmark = pytest.mark.skipif(not (native.AVAILABLE and native.TEXT_ARROW
-                                     and native_format.text_lines is not None),
+pytestmark = pytest.mark.skipif(not (native.AVAILABLE and native.TEXT_ARROW),
                                 reason="the native extensions are not built")
 
 EXAMPLES = int(os.environ.get("BINLAKE_VALUE_EXAMPLES", "40"))
@@ -246,19 +243,6 @@ def _check_binlog(case: Case, stored: list[bytes | None]) -> None:
     reference = RowsEvent(arrow.header, RowsKind.INSERT, table, arrow.flags, len(stored), (),
                           (0,), None, ([*values],))
     assert _land(table, arrow) == _land(table, reference)
-    _check_output(table, reference)
-
-
-# --- the output --------------------------------------------------------------------------------
-
-
-def _check_output(table: TableMapEvent, reference: RowsEvent) -> None:
-    """binlake decode's native lines against the reference formatters on the reference values."""
-    text = "".join(f"{line}\n" for line in decode.format_rows(reference))
-    assert decode.rows_text(reference) == text
-    encoder = OpenProtocolEncoder()
-    lines = "".join(f"{dumps(obj)}\n" for obj in encoder.encode(reference))
-    assert OpenProtocolEncoder().encode_lines(reference) == lines
 
 
 # --- a snapshot --------------------------------------------------------------------------------
