@@ -56,8 +56,8 @@ from .state import check_lake
 
 log = logging.getLogger("binlake.compact")
 
-__all__ = ["CompactError", "CompactOptions", "CompactStats", "compact_lake", "drop_history", "partitions",
-           "max_seq", "recover_compaction", "recover_if_idle"]
+__all__ = ["CompactError", "CompactOptions", "CompactStats", "CompactionRecord", "compact_lake",
+           "drop_history", "partitions", "max_seq", "recover_compaction", "recover_if_idle"]
 
 #: Arrow bytes buffered per row group of a compacted file (about the daemon's row groups).
 ROW_GROUP_BYTES = 32 * 1024 * 1024
@@ -79,6 +79,40 @@ class CompactOptions:
     target_size: int = 128 * 1024 * 1024
     grace: float = 3600.0
     compression: str = "zstd"
+
+
+@dataclass(frozen=True, slots=True)
+class CompactionRecord:
+    """What one generation did to one partition: the daemon files it replaced (``inputs``) by
+    its compacted files (``outputs``). Written twice, by :meth:`to_json` only: kept in the
+    table's ``_compacted/`` (readers fence streaming queries with it), and as the commit record
+    ``_compact.json`` with ``kept`` (the earlier compacted files linked along), which
+    :func:`recover_compaction` reads back."""
+
+    generation: int
+    partition: str  # relative to the lake: <db>/<table>/schema_version=N/commit_date=D
+    inputs: tuple[str, ...]
+    outputs: tuple[str, ...]
+    kept: tuple[str, ...] | None = None  # the commit record only
+
+    def to_json(self) -> dict[str, Any]:
+        doc: dict[str, Any] = {"generation": self.generation, "partition": self.partition,
+                               "inputs": list(self.inputs), "outputs": list(self.outputs)}
+        if self.kept is not None:
+            doc["kept"] = list(self.kept)
+        return doc
+
+    @classmethod
+    def from_json(cls, doc: dict[str, Any]) -> CompactionRecord:
+        kept = doc.get("kept")
+        return cls(int(doc["generation"]), str(doc["partition"]),
+                   tuple(doc["inputs"]), tuple(doc["outputs"]),
+                   None if kept is None else tuple(kept))
+
+    @classmethod
+    def read(cls, path: str) -> CompactionRecord:
+        with open(path, "rb") as f:
+            return cls.from_json(json.load(f))
 
 
 @dataclass(slots=True)
@@ -175,19 +209,18 @@ def recover_compaction(lake: str) -> None:
     if os.path.exists(tmp):
         os.remove(tmp)
     if os.path.exists(manifest):
-        with open(manifest, "rb") as f:
-            record = json.load(f)
-        live = os.path.join(lake, record["partition"])
-        staged = _staged_dir(lake, int(record["generation"]), record["partition"])
+        record = CompactionRecord.read(manifest)
+        live = os.path.join(lake, record.partition)
+        staged = _staged_dir(lake, record.generation, record.partition)
         names = set(os.listdir(live)) if os.path.isdir(live) else set()
-        if set(record["outputs"]) <= names and os.path.isdir(staged):
-            _to_trash(lake, int(record["generation"]), record["partition"], staged)
+        if set(record.outputs) <= names and os.path.isdir(staged):
+            _to_trash(lake, record.generation, record.partition, staged)
             log.info("compaction of %s was swapped before a stop; its old files went to the "
-                     "trash", record["partition"])
-        elif not set(record["outputs"]) <= names:
-            _drop_record(lake, record["partition"], int(record["generation"]))
+                     "trash", record.partition)
+        elif not set(record.outputs) <= names:
+            _drop_record(lake, record.partition, record.generation)
             log.info("compaction of %s stopped before its swap; dropped its staged files",
-                     record["partition"])
+                     record.partition)
         os.remove(manifest)
         fsync_path(lake)
     staging = os.path.join(lake, L.COMPACT_STAGING)
@@ -331,13 +364,13 @@ def compact_partition(lake: str, partition: str, generation: int, options: Compa
     for name in kept:  # earlier compacted files stay, under the same path (hard links)
         os.link(os.path.join(live, name), os.path.join(staged, name))
     fsync_path(staged)
-    record = os.path.join(lake, L.compaction_record(partition, generation))
-    os.makedirs(os.path.dirname(record), exist_ok=True)
-    replace_atomically(record, dumps({"generation": generation, "partition": partition,
-                                      "inputs": inputs, "outputs": outputs}))
+    record = CompactionRecord(generation, partition, tuple(inputs), tuple(outputs))
+    kept_path = os.path.join(lake, L.compaction_record(partition, generation))
+    os.makedirs(os.path.dirname(kept_path), exist_ok=True)
+    replace_atomically(kept_path, dumps(record.to_json()))
     manifest = os.path.join(lake, L.COMPACT_MANIFEST)
-    replace_atomically(manifest, dumps({"generation": generation, "partition": partition,
-                                        "inputs": inputs, "kept": kept, "outputs": outputs}))
+    replace_atomically(manifest, dumps(CompactionRecord(
+        generation, partition, tuple(inputs), tuple(outputs), tuple(kept)).to_json()))
     with publish_lock(lake, exclusive=True):
         swapped = set(os.listdir(live)) == set(names)
         if swapped:

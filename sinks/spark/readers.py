@@ -37,6 +37,7 @@ from pyspark.sql import types as S
 
 from ..errors import StreamBehindCompaction
 from ..parquet import layout as L
+from ..parquet.compact import CompactionRecord
 from ..parquet.pins import pin_table
 from .schema import load_versions, union_schema, version_schema
 
@@ -244,10 +245,9 @@ def _check_not_behind(lake: str, database: str, table: str, fence: int,
     for name in sorted(os.listdir(log_dir)) if os.path.isdir(log_dir) else []:
         if not name.endswith(".json") or int(name[1:9]) <= fence:
             continue
-        with open(os.path.join(log_dir, name), encoding="utf-8") as f:
-            record = json.load(f)
-        where = "/".join(record["partition"].split("/")[-2:])
-        missed += [f"{where}/{n}" for n in record["inputs"] if f"{where}/{n}" not in seen]
+        record = CompactionRecord.read(os.path.join(log_dir, name))
+        where = "/".join(record.partition.split("/")[-2:])
+        missed += [f"{where}/{n}" for n in record.inputs if f"{where}/{n}" not in seen]
     if missed:
         raise StreamBehindCompaction(
             f"{database}.{table}: this streaming query had not read {len(missed)} files that "
