@@ -8,7 +8,9 @@ this module is: ``binlake run`` chooses Arrow's allocator (:func:`prefer_jemallo
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+import os
+import time
+from typing import TYPE_CHECKING, Any
 
 from .parquet.allocator import prefer_jemalloc
 from .parquet.layout import COMPACT_LOCK, SNAPSHOT_REQUESTS_DIR
@@ -17,7 +19,12 @@ if TYPE_CHECKING:
     from .contract import Sink
     from .parquet.compact import CompactOptions, CompactStats
 
-__all__ = ["COMPACT_LOCK", "SNAPSHOT_REQUESTS_DIR", "build_sink", "compact_lake",
+#: A developer switch for tests, read here and nowhere else: seconds each flush of a sink built
+#: here waits, in the thread running it, before it writes anything (a slow disk or store,
+#: simulated). Unset or 0 in production.
+FLUSH_DELAY_VARIABLE = "BINLAKE_TEST_FLUSH_DELAY"
+
+__all__ = ["COMPACT_LOCK", "FLUSH_DELAY_VARIABLE", "SNAPSHOT_REQUESTS_DIR", "build_sink", "compact_lake",
            "prefer_jemalloc", "recover_compaction_if_idle"]
 
 
@@ -33,10 +40,26 @@ def build_sink(lake_dir: str, *, file_size_bytes: int, flush_rows: int,
     """
     from .parquet.writer import ParquetSink, SinkOptions
 
-    return ParquetSink(lake_dir, SinkOptions(
+    sink = ParquetSink(lake_dir, SinkOptions(
         file_size_bytes=file_size_bytes, flush_rows=flush_rows,
         flush_interval_s=flush_interval_s, catch_up_interval_s=catch_up_interval_s,
         compression=compression, flush_in_handle=flush_in_handle))
+    delay = float(os.environ.get(FLUSH_DELAY_VARIABLE) or 0)
+    if delay > 0:
+        _slow_flushes(sink, delay)
+    return sink
+
+
+def _slow_flushes(sink: Any, delay: float) -> None:
+    """Make each flush of ``sink`` that lands something wait ``delay`` seconds first (see
+    :data:`FLUSH_DELAY_VARIABLE`)."""
+    flush = sink._flush
+
+    def slow_flush() -> Any:
+        time.sleep(delay)
+        return flush()
+
+    sink._flush = slow_flush
 
 
 def recover_compaction_if_idle(lake_dir: str) -> bool | None:

@@ -224,11 +224,12 @@ class Daemon:
                 self._setup_scope = None
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> int:
-        checkpoint = self.pipeline.open()
+        checkpoint = await self.pipeline.open()
         self._new_lake = checkpoint is None
         self._clean_compaction_leftovers()
         native_rows.warn_once(log.warning)
-        self.snapshots = self.pipeline.snapshots = SnapshotCoordinator(self.sink)
+        self.snapshots = self.pipeline.snapshots = SnapshotCoordinator(self.sink,
+                                                                       self.pipeline.worker)
         if checkpoint is not None:
             log.info("lake %s: resuming after transaction %d (%s, GTID state %s)",
                      self.config.lake.path, checkpoint.seq, checkpoint.position,
@@ -245,7 +246,8 @@ class Daemon:
         except BaseExceptionGroup as group:
             raise sole_exception(group) from None
         finally:
-            final = self.pipeline.close()
+            with trio.CancelScope(shield=True):  # what is complete lands, however we stop
+                final = await self.pipeline.close()
             where = (f"; the lake is complete up to transaction {final.seq} ({final.position})"
                      if final is not None else "")
             log.info("stopped: %s%s", format_summary(self.landed, time.monotonic() - self.started),
@@ -542,7 +544,7 @@ class Daemon:
                     self._stopping = True
                     with trio.move_on_after(config.replica.stop_timeout) as budget:
                         budget.shield = True
-                        self.pipeline.close()
+                        await self.pipeline.close()
                         await self.pipeline.ack_durable(session)
                     return True
                 if not options.non_blocking:
@@ -555,7 +557,7 @@ class Daemon:
             # Cancelled by stop(): land what is complete and ACK it while still connected.
             with trio.move_on_after(config.replica.stop_timeout) as budget:
                 budget.shield = True
-                self.pipeline.close()
+                await self.pipeline.close()
                 await self.pipeline.ack_durable(session)
             return True
         finally:
@@ -757,7 +759,7 @@ class Daemon:
                 continue
             self._seen_requests.add(request)
             if requests_done(state, request, tables) is not None:
-                if self.sink.durable_position is not None:
+                if self.pipeline.durable is not None:
                     remove_request(lake, request)  # done and durable: its waiter is gone
                 continue
             plan_state(state, tables, reason="binlake snapshot",

@@ -2,15 +2,18 @@
 
 One :class:`Pipeline` owns the sink for the daemon's whole life; each (re)connection streams
 through :meth:`Pipeline.stream` with a fresh decoder, because a new dump starts with its own
-fake ROTATE and FORMAT_DESCRIPTION. Two tasks share the sink, cooperatively (trio runs one at a
-time and neither awaits while it is inside the sink, so no lock is needed):
+fake ROTATE and FORMAT_DESCRIPTION. Two tasks share the sink, cooperatively: each hands it items
+and asks it questions on the event loop, and has it flush on the pipeline's
+:class:`~replica.core.sink_worker.SinkWorker` (a thread), never touching it while a worker call
+is queued or running (see that module):
 
-* the reader decodes each packet and hands its transaction items to the sink; when the master
-  waits for a semi-sync ACK and the mode is ack-after-land, it flushes at once and ACKs the
-  durable position;
+* the reader decodes each packet and hands its transaction items to the sink; when the sink
+  says a size or row threshold was passed (``flush_wanted``, after the batch of events that
+  passed it), or the master waits for a semi-sync ACK and the mode is ack-after-land, it has the
+  worker flush, and ACKs the durable position;
 * the ticker wakes every ``tick`` seconds (half of ``lake.flush_interval``, at most 0.5 s) so
   that time-based flushes happen on an idle stream too (the reader is then parked in a read),
-  and ACKs whatever became durable. While the stream is behind the server's end
+  and ACKs whatever became durable. It skips a tick while the worker is busy. While the stream is behind the server's end
   (:meth:`~replica.observe.lag.LagTracker.stream_behind`: a backlog), time flushes wait
   ``lake.catch_up_flush_interval`` instead: every flush writes a file per table it touched, and
   the next changes are already waiting anyway. Size and row count flush as always, and semi-sync
@@ -23,7 +26,8 @@ histogram, and the :class:`~replica.observe.lag.LagTracker` learns the landed po
 time, CRC failures and semi-sync ACKs are counted where they happen.
 
 Backpressure is the reader itself: it does not read the next packet until the sink has taken
-the previous one, so a slow lake slows the TCP stream down instead of filling memory.
+the previous one (and a flush the sink wanted is done), so a slow lake slows the TCP stream down
+instead of filling memory; the event loop meanwhile answers /healthz, /metrics and signals.
 
 Filtering keeps the resume position exact: a skipped transaction (by origin server_id or GTID
 domain — loop prevention) still reaches the sink as an empty begin/commit pair, so the
@@ -64,6 +68,7 @@ from protocol.errors import ChecksumMismatch
 from protocol.gtid import MariadbGtid
 from replica.core.schema_source import SchemaSource
 from replica.core.session import ReplicationSession, SemiSyncMode
+from replica.core.sink_worker import SinkWorker
 from replica.core.snapshot import SnapshotCoordinator
 from replica.errors import sole_exception
 from replica.observe.lag import LagTracker
@@ -138,6 +143,10 @@ class Pipeline:
         self.options = options or PipelineOptions()
         self.metrics = metrics
         self.stats = PipelineStats()
+        #: Where the sink's lake work runs (flushes, snapshot landings, open and close).
+        self.worker = SinkWorker(after=self._count_flushes)
+        self._durable: Checkpoint | None = None
+        self._flushed: list[Flushed] = []  # reported by flushes in the worker, not counted yet
         #: The lag, fed with what lands and with heartbeats; asked by /readyz, /metrics and
         #: the progress lines.
         self.lag = LagTracker(self.stream_state)
@@ -159,32 +168,38 @@ class Pipeline:
         self._events_pending: Counter[type] = Counter()  # events by class not yet in metrics
         self._event_bytes_pending = 0
         sink.clock = time.perf_counter
-        sink.on_flush = self._landed_flush
+        sink.on_flush = self._flushed.append  # (in the worker thread: counted on the loop)
 
     # --- lifecycle ---------------------------------------------------------------------------
 
-    def open(self) -> Checkpoint | None:
+    async def open(self) -> Checkpoint | None:
         """Recover the lake; return the checkpoint to resume from (None: a new lake)."""
-        checkpoint = self.sink.open()
+        checkpoint = await self.worker.run(self.sink.open)
+        self._durable = checkpoint
         if checkpoint is not None:
             self._landed_seq = checkpoint.seq
             self.lag.landed(checkpoint.position, checkpoint.commit_time_us,
                             checkpoint.gtid_state)
         return checkpoint
 
-    def close(self) -> Checkpoint | None:
+    async def close(self) -> Checkpoint | None:
         """Land every complete transaction and return the final checkpoint.
 
         An open transaction is dropped: it is not in the checkpoint, so the next run streams it
         again from its beginning.
         """
-        self.sink.close()
+        await self.worker.run(self.sink.close)
         self._txn_rows.clear()
-        return self.sink.durable_position
+        return self._durable
+
+    async def flush(self) -> None:
+        """Make every complete transaction durable (on the worker), and count what landed."""
+        await self.worker.run(self.sink.flush)
 
     @property
     def durable(self) -> Checkpoint | None:
-        return self.sink.durable_position
+        """The lake's resume position, as of the last flush."""
+        return self._durable
 
     def stream_state(self) -> tuple[BinlogPosition | None, bool]:
         """(the position the stream received up to, whether anything received is not landed)
@@ -192,7 +207,9 @@ class Pipeline:
         session, assembler = self._session, self._assembler
         if session is None or assembler is None:
             return None, True
-        return session.position, assembler.in_transaction or self.sink.unlanded
+        if assembler.in_transaction or self.worker.busy:  # (a flush: something to land)
+            return session.position, True
+        return session.position, self.sink.unlanded
 
     # --- streaming -----------------------------------------------------------------------------
 
@@ -227,7 +244,7 @@ class Pipeline:
             self._session = None
             if self.metrics is not None:
                 self.metrics.set_connected(False)
-        self.sink.flush()
+        await self.flush()
         await self.ack_durable(session)
 
     async def _read(self, session: ReplicationSession) -> None:
@@ -243,8 +260,12 @@ class Pipeline:
         stats = self.stats
         clock = time.perf_counter
         counts = self._events_pending
+        worker = self.worker
+        sink = self.sink
         try:
             while True:
+                if worker.busy:  # a flush or a snapshot landing: the sink is not ours yet
+                    await worker.idle()
                 # Events already received go in one batch, without awaiting: possible unless
                 # something must happen between two events (a schema source describing tables,
                 # snapshot boundaries; semi-sync: the session then gives none).
@@ -258,6 +279,11 @@ class Pipeline:
                                 snapshots.between_transactions = False
                             else:
                                 snapshots.at_boundary(session.position)
+                                if snapshots.landing_due:
+                                    await snapshots.land_due()
+                        if sink.flush_wanted:
+                            await self.flush()
+                            await self.ack_durable(session)
                         continue
                 # Else one at a time, without awaiting while there is one (two coroutines).
                 packet = session.next_buffered_event()
@@ -282,6 +308,8 @@ class Pipeline:
                         metrics.count_crc_failure()
                     raise
                 self._decode_pending += clock() - started
+                if worker.busy:  # (one started while this task awaited the packet)
+                    await worker.idle()
                 for event in events:
                     kind = type(event)
                     counts[kind] += 1
@@ -297,8 +325,10 @@ class Pipeline:
                         snapshots.between_transactions = False
                     else:  # a snapshot chunk may land here, between two transactions
                         snapshots.at_boundary(session.position)
-                if packet.ack_requested and after_land:
-                    self.sink.flush()
+                        if snapshots.landing_due:
+                            await snapshots.land_due()
+                if (packet.ack_requested and after_land) or sink.flush_wanted:
+                    await self.flush()
                     await self.ack_durable(session)
         finally:
             self._count_decode()
@@ -382,13 +412,16 @@ class Pipeline:
         while True:
             await trio.sleep(self.options.tick)
             self._count_decode()
-            if self.sink.maybe_flush(time.monotonic(), behind=self.lag.stream_behind()):
+            if self.worker.busy:  # a flush runs already: the next tick looks again
+                continue
+            if self.sink.flush_due(time.monotonic(), behind=self.lag.stream_behind()):
+                await self.flush()
                 await self.ack_durable(session)
 
     async def ack_durable(self, session: ReplicationSession) -> None:
         if not session.semi_sync or self.options.semi_sync is not SemiSyncMode.ACK_AFTER_LAND:
             return
-        durable = self.sink.durable_position
+        durable = self._durable
         if durable is None or durable.position is None:
             return
         if durable.server is not None and session.facts is not None and \
@@ -476,7 +509,6 @@ class Pipeline:
             unlanded = self._unlanded_rows
             for counter, n in rows.items():
                 unlanded[counter] = unlanded.get(counter, 0) + n
-            # may flush (size, row count): see _landed_flush
             if self.sink.handle_commit(item) is _ALREADY_LANDED:
                 self._unlanded_rows.subtract(rows)
             rows.clear()
@@ -554,9 +586,17 @@ class Pipeline:
         gtid = begin.gtid
         return isinstance(gtid, MariadbGtid) and gtid.domain in options.skip_gtid_domains
 
+    def _count_flushes(self) -> None:
+        """Count what the worker's flushes landed (they report in its thread; counted here,
+        on the loop that owns the metrics and the lag, after each worker call)."""
+        flushed, self._flushed[:] = self._flushed[:], []
+        for one in flushed:
+            self._landed_flush(one)
+
     def _landed_flush(self, flushed: Flushed) -> None:
         """The sink made everything committed durable: count it, and tell the lag."""
         durable, seconds = flushed.checkpoint, flushed.seconds
+        self._durable = durable
         # _seq numbers snapshot chunks too; they are not source transactions
         landed = durable.seq - self._landed_seq - flushed.snapshot_chunks
         self._landed_seq = durable.seq

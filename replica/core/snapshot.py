@@ -53,6 +53,8 @@ instead of being dropped.
 
 from __future__ import annotations
 
+import copy
+import functools
 import json
 import logging
 import os
@@ -77,6 +79,7 @@ from protocol.errors import ServerError
 from protocol.results import ResultSet, is_binary_column, kept_row
 from protocol.snapshot import DescribeError, SnapshotTable, TableNotFound, quote_name
 from replica.core.connection import Connection, ConnectOptions
+from replica.core.sink_worker import SinkWorker
 from replica.core.snapshot_describe import describe_table
 from sinks.contract import Sink, StagedSnapshot
 from sinks.factory import SNAPSHOT_REQUESTS_DIR
@@ -320,11 +323,18 @@ class Chunk:
 
 class SnapshotCoordinator:
     """What the stream and the snapshot reader share. The pipeline calls :meth:`observe`,
-    :meth:`observe_statement` and :meth:`at_boundary` (synchronously, between its own steps);
-    the reader awaits :meth:`land`. Trio runs one task at a time, so no lock is needed."""
+    :meth:`observe_statement` and :meth:`at_boundary` (synchronously, between its own steps),
+    then awaits :meth:`land_due` when :attr:`landing_due`; the reader awaits :meth:`land`. Trio
+    runs one task at a time, so no lock is needed.
 
-    def __init__(self, sink: Sink) -> None:
+    With a ``worker`` (the daemon's), chunks land and pieces are staged on it, off the event
+    loop, and the sink is touched on the loop only while the worker is idle; without one (unit
+    tests), :meth:`at_boundary` lands a waiting chunk at once, in the caller's thread."""
+
+    def __init__(self, sink: Sink, worker: SinkWorker | None = None) -> None:
         self.sink = sink
+        self.worker = worker
+        self._due: BinlogPosition | None = None  # a boundary the waiting chunk lands at
         self._logs: dict[tuple[str, str], _KeyLog] = {}
         self._generations: dict[tuple[str, str], int] = {}
         self._changed_why: dict[tuple[str, str], str] = {}  # the last generation's cause
@@ -430,7 +440,23 @@ class SnapshotCoordinator:
                 key_log.start = position
         chunk = self._chunk
         if chunk is not None and position >= chunk.high:
-            self._land(chunk, position)
+            if self.worker is None:
+                self._land_here(chunk, position)
+            else:
+                self._due = position
+
+    @property
+    def landing_due(self) -> bool:
+        """:meth:`at_boundary` found the waiting chunk ready: the stream awaits
+        :meth:`land_due` before it hands the sink anything more."""
+        return self._due is not None
+
+    async def land_due(self) -> None:
+        """Land the chunk :meth:`at_boundary` found ready, at that boundary."""
+        position, self._due = self._due, None
+        chunk = self._chunk
+        if position is not None and chunk is not None:
+            await self._land(chunk, position)
 
     # --- the reader's side ---------------------------------------------------------------------
 
@@ -438,6 +464,7 @@ class SnapshotCoordinator:
         """The stream ended (reconnecting): nothing lands until the next boundary."""
         self.between_transactions = False
         self.position = None
+        self._due = None
 
     def generation(self, database: str, table: str) -> int:
         return self._generations.get((database, table), 0)
@@ -468,9 +495,26 @@ class SnapshotCoordinator:
         self._logs.pop((database, table), None)
 
     def set_state(self, state: dict[str, Any]) -> None:
-        """Record plan changes; they reach the checkpoint with the next flush."""
+        """Record plan changes; they reach the checkpoint with the next flush (recorded in the
+        sink once the worker is idle: see ``SinkWorker.call_soon``)."""
         self.state = state
-        self.sink.record_snapshot_state(state)
+        if self.worker is None:
+            self.sink.record_snapshot_state(state)
+        else:
+            self.worker.call_soon(self.sink.record_snapshot_state, state)
+
+    async def stage(self, staged: StagedSnapshot | None, event: RowsEvent) -> StagedSnapshot:
+        """A piece of a chunk to staging (on the worker when there is one)."""
+        if self.worker is None:
+            return self.sink.stage_snapshot(staged, event)
+        return await self.worker.run(self.sink.stage_snapshot, staged, event)
+
+    def discard(self, staged: StagedSnapshot) -> None:
+        """Drop a staged chunk's pieces (once the worker is idle)."""
+        if self.worker is None:
+            self.sink.discard_staged_snapshot(staged)
+        else:
+            self.worker.call_soon(self.sink.discard_staged_snapshot, staged)
 
     async def land(self, chunk: Chunk) -> bool:
         """Hand a chunk to the stream and wait until it landed (True) or was discarded."""
@@ -478,7 +522,12 @@ class SnapshotCoordinator:
         try:
             position = self.position
             if self.between_transactions and position is not None and position >= chunk.high:
-                self._land(chunk, position)  # the stream waits for its next packet, idle
+                # the stream waits for its next packet, idle (and hands nothing over while
+                # the worker lands this)
+                if self.worker is None:
+                    self._land_here(chunk, position)
+                else:
+                    await self._land(chunk, position)
             await chunk.landed.wait()
         finally:
             if self._chunk is chunk:
@@ -491,18 +540,46 @@ class SnapshotCoordinator:
             self._chunk = None
         chunk.landed.set()
 
-    def _land(self, chunk: Chunk, position: BinlogPosition) -> None:
+    def _land_here(self, chunk: Chunk, position: BinlogPosition) -> None:
+        """:meth:`_land` in the caller's thread (no worker)."""
+        landing = self._prepare(chunk, position)
+        if landing is not None:
+            call, count = landing
+            started = time.monotonic()
+            call()
+            self._landed(chunk, count, time.monotonic() - started)
+
+    async def _land(self, chunk: Chunk, position: BinlogPosition) -> None:
+        """Land ``chunk`` at the boundary ``position`` on the worker, or discard it."""
+        assert self.worker is not None
+        landing = self._prepare(chunk, position)
+        if landing is not None:
+            call, count = landing
+            started = time.monotonic()
+            await self.worker.run(call)
+            self._landed(chunk, count, time.monotonic() - started)
+
+    def _landed(self, chunk: Chunk, count: int, seconds: float) -> None:
+        if chunk.staged is not None:
+            chunk.landing_seconds = seconds
+        chunk.landed_rows = count
+        self._finish(chunk, "landed")
+
+    def _prepare(self, chunk: Chunk, position: BinlogPosition
+                 ) -> tuple[Callable[[], int], int] | None:
+        """Decide a chunk's landing at ``position``: the sink call that lands it and its rows,
+        or None (discarded: the table changed, see :meth:`_finish`)."""
         table = chunk.table
         name = (table.database, table.name)
         if self._generations.get(name, 0) != chunk.generation:
             self._finish(chunk, self._changed_why.get(name, "the table changed"))
-            return
+            return None
         key_log = self._logs.get(name)
         columns, count, arrow = chunk.columns, chunk.count, chunk.arrow
         if key_log is not None and not table.key_columns:
             if key_log.changes != chunk.keyless_changes:
                 self._finish(chunk, "the table changed while it was read")
-                return
+                return None
         staged = chunk.staged
         if staged is not None:
             count = staged.rows
@@ -513,16 +590,15 @@ class SnapshotCoordinator:
         chunk.progress["rows"] = chunk.progress.get("rows", 0) + count
         state = self.state
         store_entry(state, chunk.progress)
+        state = copy.deepcopy(state)  # the worker's own: the loop may change self.state meanwhile
+        sink, read_time_us = self.sink, chunk.read_time_us
         if staged is not None:
-            started = time.monotonic()
-            self.sink.land_staged_snapshot(staged, position, chunk.read_time_us, state)
-            chunk.landing_seconds = time.monotonic() - started
-        else:
-            event = _read_event(table, chunk.read_time_us,
-                                cast(tuple[list[Any], ...], columns), count, arrow)
-            self.sink.land_snapshot(event, position, chunk.read_time_us, state)
-        chunk.landed_rows = count
-        self._finish(chunk, "landed")
+            return functools.partial(sink.land_staged_snapshot, staged, position, read_time_us,
+                                     state), count
+        event = _read_event(table, read_time_us, cast(tuple[list[Any], ...], columns), count,
+                            arrow)
+        return functools.partial(sink.land_snapshot, event, position, read_time_us,
+                                 state), count
 
 
 def _read_event(table: SnapshotTable, read_time_us: int, columns: tuple[list[Any], ...],
@@ -900,7 +976,7 @@ class SnapshotReader:
         definition did) — in memory one piece of at most ``chunk_rows`` rows at a time: each is
         converted and staged as it comes off the socket (``sinks/parquet/pieces.py``), and the
         chunk lands as one commit of all its pieces, or none."""
-        coordinator, sink = self.coordinator, self.coordinator.sink
+        coordinator = self.coordinator
         database, name = table.database, table.name
         progress_key = table_key(database, name)
         staged: StagedSnapshot | None = None
@@ -916,7 +992,7 @@ class SnapshotReader:
             except ValueError as exc:
                 undecodable = exc
                 return
-            staged = sink.stage_snapshot(staged, _read_event(
+            staged = await coordinator.stage(staged, _read_event(
                 table, read_time_us, columns, len(columns[0]) if columns else 0))
             coordinator.staged_rows[progress_key] = staged.rows
             if self.chunk_pause:
@@ -971,7 +1047,7 @@ class SnapshotReader:
         finally:
             coordinator.staged_rows.pop(progress_key, None)
             if staged is not None and not landed:
-                sink.discard_staged_snapshot(staged)
+                coordinator.discard(staged)
 
     async def _read(self, conn: Connection, table: SnapshotTable, sql: str, since: float,
                     counted: BinlogPosition | None, sent: Callable[[], Awaitable[None]],
