@@ -33,8 +33,6 @@ server; :func:`gather` asks the server.
 from __future__ import annotations
 
 import enum
-import json
-import os
 import re
 import sys
 from collections.abc import Mapping, Sequence
@@ -44,7 +42,7 @@ from typing import TextIO
 from protocol.errors import GtidError, ServerError
 from protocol.gtid import GtidPosition, GtidSet
 from replica.config import Config
-from sinks.parquet import layout as L
+from sinks.parquet.status import checkpoint_path, read_checkpoint
 
 __all__ = [
     "Status",
@@ -150,15 +148,10 @@ def _on(value: str | None) -> bool:
 
 def _read_checkpoint(lake: str) -> tuple[dict[str, object] | None, str | None]:
     """The lake's ``_checkpoint.json`` (read only, never recovered here), or why not."""
-    path = os.path.join(lake, L.CHECKPOINT)
     try:
-        with open(path, "rb") as f:
-            doc = json.load(f)
-    except FileNotFoundError:
-        return None, None
+        return read_checkpoint(lake), None
     except (OSError, ValueError) as exc:
-        return None, f"cannot read {path}: {exc}"
-    return (doc if isinstance(doc, dict) else None), None
+        return None, f"cannot read {checkpoint_path(lake)}: {exc}"
 
 
 def evaluate(config: Config, report: ServerReport,

@@ -34,7 +34,7 @@ import trio
 
 from replica.config import load_config
 from replica.core.daemon import Daemon
-from sinks.parquet import layout as L
+from sinks.parquet.status import DEMO_MARKER
 
 TABLES = ("customers", "products", "orders")
 
@@ -110,9 +110,6 @@ def workload_sql(rows: int, seed: int) -> tuple[list[str], list[str]]:
         "UPDATE shop.orders SET note = 'rush' WHERE qty = 5",
     ]
     return existing, batches
-
-
-DEMO_MARKER = L.DEMO_MARKER
 
 
 class DemoRefused(Exception):

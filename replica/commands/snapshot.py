@@ -12,7 +12,6 @@ it exits 0 once the rows are committed, 1 if a table's snapshot failed.
 from __future__ import annotations
 
 import argparse
-import json
 import logging
 import os
 import uuid
@@ -23,8 +22,7 @@ import trio
 from replica.config import Config, ConfigError
 from replica.core.snapshot import remove_request, requests_done, write_request
 from sinks.errors import LakeLocked
-from sinks.parquet import layout as L
-from sinks.parquet.lock import LakeLock
+from sinks.parquet.status import lake_in_use, lock_holder, read_checkpoint
 
 log = logging.getLogger("binlake.snapshot")
 
@@ -51,22 +49,10 @@ def parse_tables(names: list[str]) -> list[tuple[str, str]]:
     return tables
 
 
-def lake_in_use(lake: str) -> bool:
-    """Whether another writer (a running daemon) holds the lake's lock."""
-    lock = LakeLock(lake)
-    try:
-        lock.acquire()
-    except LakeLocked:
-        return True
-    lock.release()
-    return False
-
-
 def _checkpoint_state(lake: str) -> dict[str, Any]:
     try:
-        with open(os.path.join(lake, L.CHECKPOINT), encoding="utf-8") as f:
-            doc = json.load(f)
-    except (FileNotFoundError, ValueError):  # not yet, or being replaced (never half-written)
+        doc = read_checkpoint(lake) or {}
+    except (OSError, ValueError):  # being replaced (never half-written)
         return {}
     state = doc.get("snapshot")
     return state if isinstance(state, dict) else {}
@@ -91,13 +77,13 @@ async def _ask_daemon(config: Config, tables: list[tuple[str, str]]) -> int:
     request = write_request(lake, tables)
     log.info("a daemon holds the lake %s: asked it to snapshot %s; waiting", lake,
              ", ".join(f"{d}.{t}" for d, t in tables))
-    holder = _holder(lake)
+    holder = lock_holder(lake)
     try:
         while True:
             entries = requests_done(_checkpoint_state(lake), request, tables)
             if entries is not None:
                 return _report(entries)
-            if holder is not None and not _alive(holder) and _holder(lake) in (holder, None):
+            if holder is not None and not _alive(holder) and lock_holder(lake) in (holder, None):
                 log.error("the daemon (pid %d) stopped before the snapshot was done: tables it "
                           "had taken up resume when it runs again; run `binlake snapshot` "
                           "again to have them all and wait for them", holder)
@@ -105,15 +91,6 @@ async def _ask_daemon(config: Config, tables: list[tuple[str, str]]) -> int:
             await trio.sleep(WAIT_POLL)
     finally:
         remove_request(lake, request)
-
-
-def _holder(lake: str) -> int | None:
-    """The pid the lake's lock file names (its holder, or its last holder)."""
-    try:
-        with open(os.path.join(lake, L.LOCK), encoding="ascii") as f:
-            return int(f.read().strip())
-    except (OSError, ValueError):
-        return None
 
 
 def _alive(pid: int) -> bool:

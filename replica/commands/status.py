@@ -31,55 +31,21 @@ from __future__ import annotations
 import argparse
 import datetime as _dt
 import json
-import os
 import sys
 import time
 from collections import Counter
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from typing import Any, TextIO
 
 from replica.config import Config
 from replica.observe.lag import ServerEnd, lag_of_checkpoint, query_server_end
 from replica.observe.progress import format_snapshot_entry
-from sinks.parquet import layout as L
-from sinks.parquet import state as lake_state
+from sinks.parquet.status import LakeFacts, TableFacts, lake_facts
 
 __all__ = ["TableFacts", "LakeFacts", "ServerPosition", "Status", "lake_facts",
            "server_position", "collect", "snapshots", "render_text", "add_arguments", "run"]
 
-
-
-@dataclass(slots=True)
-class TableFacts:
-    database: str
-    table: str
-    schema_versions: list[int]
-    files: int = 0
-    rows: int = 0
-    bytes: int = 0
-
-
-@dataclass(slots=True)
-class LakeFacts:
-    path: str
-    exists: bool
-    checkpoint: dict[str, Any] | None = None
-    commit_in_progress: bool = False
-    tables: list[TableFacts] = field(default_factory=list)
-    unreadable: list[str] = field(default_factory=list)  # files whose footer did not read
-
-    @property
-    def rows(self) -> int:
-        return sum(t.rows for t in self.tables)
-
-    @property
-    def files(self) -> int:
-        return sum(t.files for t in self.tables)
-
-    @property
-    def bytes(self) -> int:
-        return sum(t.bytes for t in self.tables)
 
 
 @dataclass(slots=True)
@@ -103,87 +69,6 @@ class ServerPosition:
 class Status:
     lake: LakeFacts
     server: ServerPosition | None
-
-
-# --- the lake -----------------------------------------------------------------------------------
-
-
-def _read_json(path: str) -> Any:
-    with open(path, "rb") as f:
-        return json.load(f)
-
-
-def lake_facts(path: str) -> LakeFacts:
-    """Everything the lake says about itself; reads footers and small JSON files only."""
-    import pyarrow.parquet as pq
-
-    facts = LakeFacts(path=os.path.abspath(path), exists=os.path.isdir(path))
-    if not facts.exists:
-        return facts
-    facts.checkpoint = lake_state.read_document(path)  # a newer lake format: refused
-    facts.commit_in_progress = os.path.exists(os.path.join(path, L.MANIFEST))
-    for database_dir in sorted(os.listdir(path)):
-        database_path = os.path.join(path, database_dir)
-        if L.is_hidden(database_dir) or not os.path.isdir(database_path):
-            continue
-        for table_dir in sorted(os.listdir(database_path)):
-            table_path = os.path.join(database_path, table_dir)
-            if L.is_hidden(table_dir) or not os.path.isdir(table_path):
-                continue
-            facts.tables.append(_table_facts(table_path, database_dir, table_dir, facts, pq))
-    return facts
-
-
-def _table_facts(table_path: str, database_dir: str, table_dir: str, lake: LakeFacts,
-                 pq: Any) -> TableFacts:
-    versions: list[int] = []
-    names = (L.name_of_dir(database_dir), L.name_of_dir(table_dir))
-    schema_dir = os.path.join(table_path, L.SCHEMA_DIR)
-    if os.path.isdir(schema_dir):
-        versions = sorted(v for v in map(L.schema_version_of, os.listdir(schema_dir))
-                          if v is not None)
-        if versions:
-            doc = _read_json(os.path.join(schema_dir, L.schema_file_name(versions[-1])))
-            names = (doc.get("database", names[0]), doc.get("table", names[1]))
-    for _ in range(SWITCH_RETRIES):
-        table = TableFacts(database=names[0], table=names[1], schema_versions=versions)
-        unreadable: list[str] = []
-        try:
-            _count_files(table_path, table, unreadable, pq)
-        except FileNotFoundError:  # compaction switched a partition between listing and reading
-            continue
-        break
-    else:
-        unreadable.append(f"{table_path}: switched by compaction {SWITCH_RETRIES} times while "
-                          "being read; run binlake status again")
-    lake.unreadable += unreadable
-    return table
-
-
-#: Walks of one table in a row that may meet a partition compaction has just switched.
-SWITCH_RETRIES = 5
-
-
-def _count_files(table_path: str, table: TableFacts, unreadable: list[str], pq: Any) -> None:
-    """Add up the table's data files from their footers; a file listed, then gone, raises
-    FileNotFoundError so the caller walks again (a partition listing is all old files or all
-    new ones; mixing two walks could count rows twice)."""
-    for root, dirs, files in os.walk(table_path):
-        dirs[:] = sorted(d for d in dirs if not L.is_hidden(d))
-        for name in sorted(files):
-            if not L.is_data_file(name):
-                continue
-            file_path = os.path.join(root, name)
-            try:
-                table.rows += pq.read_metadata(file_path).num_rows
-                size = os.path.getsize(file_path)
-            except FileNotFoundError:
-                raise
-            except (OSError, ValueError) as exc:
-                unreadable.append(f"{file_path}: {exc}")
-                continue
-            table.files += 1
-            table.bytes += size
 
 
 # --- the server ---------------------------------------------------------------------------------

@@ -130,6 +130,28 @@ def test_the_core_lands_through_the_contract_only() -> None:
     assert violations == []
 
 
+#: What the subcommands may import of ``sinks``: its public entry points — the contract and its
+#: errors, the lake's status, compaction, the Spark readers and the Open Protocol encoder —
+#: never the sink's insides (layout, DDL log, staged pieces, the writer).
+COMMANDS_MAY_USE = {"sinks.contract", "sinks.errors", "sinks.parquet.status",
+                    "sinks.parquet.compact", "sinks.openprotocol"}
+COMMANDS_MAY_USE_UNDER = ("sinks.spark",)
+
+
+def test_the_commands_use_the_sinks_public_entry_points_only() -> None:
+    violations = []
+    for module, path in MODULES.items():
+        if not module.startswith("replica.commands"):
+            continue
+        for target, line, _ in _imports(module, path):
+            if target.split(".")[0] != "sinks" or target in COMMANDS_MAY_USE:
+                continue
+            if target.startswith(COMMANDS_MAY_USE_UNDER):
+                continue
+            violations.append(f"{path.relative_to(ROOT)}:{line} imports {target}")
+    assert violations == []
+
+
 def test_the_demo_imports_the_sandbox_lazily() -> None:
     """The exception above stays an exception: only inside a function, and only there."""
     uses = [(line, top) for target, line, top in _imports(
