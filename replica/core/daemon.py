@@ -114,6 +114,7 @@ def open_sink(config: Config) -> Sink:
         flush_interval_s=lake.flush_interval,
         catch_up_interval_s=lake.catch_up_flush_interval,
         compression=lake.compression,
+        flush_in_handle=False,
     )
 
 

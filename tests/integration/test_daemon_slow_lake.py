@@ -20,7 +20,14 @@ import pytest
 
 from tests.servers.handle import ServerHandle
 
-from .daemon_process import DaemonProcess, daemon_settings, http_get, metric, unique_db
+from .daemon_process import (
+    DaemonProcess,
+    daemon_settings,
+    http_get,
+    metric,
+    read_checkpoint,
+    unique_db,
+)
 from .workload import Workload, compare_lake, wait_for_lake
 
 pytestmark = pytest.mark.server
@@ -71,7 +78,8 @@ def test_a_slow_lake_leaves_the_daemon_responsive_and_stops_after_the_flush(
         mariadb_10_11: ServerHandle, tmp_path: Path) -> None:
     server, lake = mariadb_10_11, tmp_path / "lake"
     workload = Workload(server, unique_db("e2e_slow"), seed=20261129)
-    # heartbeat_period 1 s: a stall is 2 s without a packet, far less than one flush
+    # heartbeat_period 1 s: a stall is 2 s without a packet, far less than one flush; flushes
+    # come by time (flush_interval 0.3 s: the ticker)
     settings = daemon_settings(server, lake, workload.database,
                                overrides={"replica": {"stop_timeout": DELAY + 5}})
     workload.create_tables()
@@ -135,7 +143,41 @@ def test_a_slow_lake_leaves_the_daemon_responsive_and_stops_after_the_flush(
     wait_for_lake(lake, workload, timeout=1.0)
     compare_lake(server, lake, workload)
 
-    log = daemon.stderr()
+    # 3. a flush by rows (flush_rows: the reader's own, not the ticker's) is off the loop too
+    rows_settings = {**settings, "lake": {**settings["lake"], "flush_rows": 20}}
+    by_rows = DaemonProcess(tmp_path, rows_settings, password=password, name="by_rows",
+                            env={"BINLAKE_TEST_FLUSH_DELAY": str(DELAY)})
+    by_rows.start()
+    by_rows.wait_for(r"streaming from")
+    base = by_rows.metrics_url()
+    landed_before = read_checkpoint(lake)
+    workload.run(10)  # more than 20 rows: the reader flushes as soon as it has 20
+    time.sleep(2.0)
+    for path in ("/healthz", "/metrics") * 5:
+        started = time.perf_counter()
+        status, _ = http_get(f"{base}{path}")
+        assert status == 200 and time.perf_counter() - started < 1.0
+    assert read_checkpoint(lake) == landed_before  # the flush is still in progress
+    assert by_rows.process is not None
+    signalled = time.monotonic()
+    by_rows.process.send_signal(signal.SIGTERM)
+    by_rows.wait_for(r"SIGTERM: stopping", timeout=5.0, alive=False)
+    assert time.monotonic() - signalled < 1.0
+    assert by_rows.wait(timeout=DELAY + 10) == 0, by_rows.run_stderr()
+    assert DELAY - 4 < time.monotonic() - signalled < DELAY + 5
+    landed = read_checkpoint(lake)
+    assert landed is not None and landed_before is not None
+    assert landed["seq"] > landed_before["seq"]  # what the flush in progress had, landed
+
+    # 4. without the delay, the rest lands: every change exactly once
+    last = DaemonProcess(tmp_path, rows_settings, password=password, name="last")
+    last.start()
+    wait_for_lake(lake, workload, timeout=30, alive=last.check_alive)
+    assert last.terminate(timeout=DELAY)[0] == 0
+    compare_lake(server, lake, workload)
+
+    log = daemon.stderr() + by_rows.stderr() + last.stderr()
     assert "HeartbeatTimeout" not in log and "reconnecting" not in log, log[-4000:]
     assert "stalled" not in log
-    daemon.assert_secret_never_shown(password)
+    for process in (daemon, by_rows, last):
+        process.assert_secret_never_shown(password)
