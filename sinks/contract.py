@@ -232,6 +232,11 @@ class Sink(Protocol):
         mysql); transactions it covers are already landed by definition."""
         ...
 
+    def complete_gtid_state(self, state: str) -> None:
+        """A MariaDB lake begun before states were seeded: ``state``, the server's at the
+        checkpoint's position, completes it (domains no landed transaction named)."""
+        ...
+
     def diverge(self, state: str, record: dict[str, Any]) -> None:
         """Go on from ``state`` although the lake holds transactions the server lacks (an
         explicit choice), recording ``record`` (JSON data) in the checkpoint; committed at

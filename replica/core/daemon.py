@@ -45,6 +45,7 @@ from protocol.errors import (
     ProtocolError,
     ServerError,
 )
+from protocol.gtid import GtidSet
 from replica.config import Config, FilterConfig
 from replica.core import early_stop
 from replica.core.backoff import Backoff, Disposition, classify
@@ -131,13 +132,18 @@ def pipeline_options(config: Config) -> PipelineOptions:
     )
 
 
-def describe_start(start: StartPoint, session: ReplicationSession) -> str:
-    """Where a dump started, for people: the position (and what it was resolved from)."""
+def describe_start(start: StartPoint, session: ReplicationSession,
+                   resolved_from: StartFrom | None = None) -> str:
+    """Where a dump started, for people: the position (and what it was resolved from:
+    ``start`` itself, or ``resolved_from`` when the start was resolved before the dump)."""
+    where: StartPoint | None = start
     if isinstance(start, StartFrom):
-        where = session.start_position
-        label = f"the {'oldest binlog' if start is StartFrom.EARLIEST else 'current end'}"
-        return f"{where} ({label})" if where is not None else label
-    return str(start)
+        where, resolved_from = session.start_position, start
+    text = where.to_text(",") if isinstance(where, GtidSet) else str(where)  # one line
+    if resolved_from is None:
+        return text
+    label = f"the {'oldest binlog' if resolved_from is StartFrom.EARLIEST else 'current end'}"
+    return f"{text} ({label})" if where is not None else label
 
 
 @dataclass(slots=True)
@@ -521,10 +527,12 @@ class Daemon:
             if session is None:  # stopped while registering
                 return True
             if self._outage is None:
-                log.info("streaming from %s (server %s)", describe_start(start, session),
+                log.info("streaming from %s (server %s)",
+                         describe_start(start, session, resume.resolved_from),
                          conn.server_version)
             else:
-                log.debug("streaming from %s", describe_start(start, session))
+                log.debug("streaming from %s",
+                          describe_start(start, session, resume.resolved_from))
             self._note_streaming()
             self._streamed.set()
             attempt.streamed = True

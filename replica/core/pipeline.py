@@ -48,6 +48,7 @@ import time
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
+from typing import cast
 
 import trio
 
@@ -386,6 +387,8 @@ class Pipeline:
             # (caught up, once what was received is landed).
             session = self._session
             if not assembler.in_transaction and session is not None:
+                heartbeat = cast(HeartbeatEvent, event)
+                session.note_heartbeat(heartbeat.file, heartbeat.position)
                 self.lag.heartbeat(session.position)
             return True
         if kind is IncidentEvent:

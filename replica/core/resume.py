@@ -71,6 +71,8 @@ class Resume:
     server_slave: GtidPosition = field(default_factory=GtidPosition)
     #: The server is not the one the lake last streamed from.
     changed: bool = False
+    #: A new lake's ``latest``/``earliest``, resolved to ``start`` before the dump.
+    resolved_from: StartFrom | None = None
 
 
 def configured_start(config: Config, *, mariadb: bool) -> StartPoint:
@@ -116,11 +118,14 @@ async def plan_resume(conn: Connection, sink: Sink, config: Config,
 
     checkpoint = sink.durable_position
     if checkpoint is None and not sink.gtid_state_complete:
-        start = configured_start(config, mariadb=mariadb)
+        configured = configured_start(config, mariadb=mariadb)
+        start = configured
         if sink.seedable:
-            start = await _new_lake(conn, sink, start, facts, executed, purged)
+            start = await _new_lake(conn, sink, configured, facts, executed, purged)
         sink.note_server(server)
-        return Resume(start, server, server_binlog=binlog, server_slave=slave)
+        return Resume(start, server, server_binlog=binlog, server_slave=slave,
+                      resolved_from=configured if isinstance(configured, StartFrom)
+                      and start is not configured else None)
 
     recorded = sink.server
     changed = recorded is not None and not recorded.same_server(server)
@@ -150,8 +155,34 @@ async def plan_resume(conn: Connection, sink: Sink, config: Config,
             f"{server} answered: a file/position means nothing in another server's binlog, "
             f"and {why}; land into a new lake (start.from = snapshot), or point server.host "
             "back at the recorded server")
+    if (mariadb and checkpoint is not None and not sink.gtid_state_complete
+            and checkpoint.gtid_flavor in (None, "mariadb")):
+        await _complete_mariadb_state(conn, sink, position, lake_state)
     sink.note_server(server)
     return Resume(position, server, server_binlog=binlog, server_slave=slave)
+
+
+async def _complete_mariadb_state(conn: Connection, sink: Sink, position: BinlogPosition,
+                                  lake_state: str | None) -> None:
+    """A MariaDB lake begun before binlake seeded GTID states resumes by position on its own
+    server; the server's GTID state at that position (``BINLOG_GTID_POS``) completes the
+    lake's, when it holds every GTID the lake's state names — from then on the lake resumes by
+    GTID and can follow a failover."""
+    rows = await conn.query(
+        f"SELECT BINLOG_GTID_POS({_sql_string(position.file)}, {int(position.pos)})")
+    text = _optional(rows[0][0]) if rows else None
+    if text is None:
+        return
+    at = GtidPosition.parse(text)
+    lake = GtidPosition.parse(lake_state or "")
+    if any(at.get(gtid.domain) != gtid for gtid in lake):
+        log.warning("the server's GTID state at the lake's position %s is %s, not the lake's "
+                    "%s: the lake keeps resuming by position (and cannot follow a failover)",
+                    position, at, lake)
+        return
+    sink.complete_gtid_state(str(at))
+    log.info("the lake's GTID state now covers everything before it (%s): from here on it "
+             "resumes by GTID and can follow a failover", at)
 
 
 async def _new_lake(conn: Connection, sink: Sink, start: StartPoint, facts: ServerFacts,

@@ -427,6 +427,17 @@ class ReplicationSession:
         """File and end position of the last event received (as tracked for ACKs)."""
         return self._tracker.position
 
+    def note_heartbeat(self, file: str, position: int) -> None:
+        """A heartbeat said the server's dump thread has read its binlog up to ``position`` in
+        ``file`` and has nothing more: the stream is there. After a dump by GTID no event says
+        so — the transactions the server skipped (the start set has them) were never sent —
+        so without this an idle stream's position would stay where the dump began."""
+        if not file or not position:
+            return
+        heard = BinlogPosition(file, position)
+        if heard > self._tracker.position:
+            self._tracker.file, self._tracker.pos = file, position
+
     @property
     def pending_acks(self) -> tuple[BinlogPosition, ...]:
         """End positions of flagged events not yet acknowledged, oldest first."""

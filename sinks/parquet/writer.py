@@ -862,6 +862,23 @@ class ParquetSink:
         self._gtid_seed = state
         self._gtid_complete = True
 
+    def complete_gtid_state(self, state: str) -> None:
+        """A MariaDB lake begun before its GTID state was seeded: ``state`` is the server's
+        at the checkpoint's binlog position (the caller checked it holds the lake's GTIDs), so
+        it adds the domains no landed transaction named; per domain the newer GTID wins (what
+        is handed over but not flushed yet may be ahead). Committed with the next flush."""
+        self._check_usable()
+        if self._gtid_complete or self._flavor not in (None, "mariadb"):
+            raise SinkStateError("complete_gtid_state() on a complete or a MySQL state")
+        domains = self._domains if self._domains is not None else {}
+        for gtid in GtidPosition.parse(state):
+            mine = domains.get(gtid.domain)
+            if mine is None or mine.seq < gtid.seq:
+                domains[gtid.domain] = gtid
+        self._domains, self._gtid_state, self._flavor = domains, None, "mariadb"
+        self._gtid_complete = True
+        self._unflushed_commits += 1
+
     def diverge(self, state: str, record: dict[str, Any]) -> None:
         """Go on from ``state`` (where the lake's and the server's histories agree) although
         the lake holds transactions the server lacks — an explicit choice, kept in the

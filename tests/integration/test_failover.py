@@ -10,6 +10,8 @@ Per flavor (MariaDB 10.11, 11.8, MySQL 9.7), started by the test bed (tests/serv
   naming exactly the GTIDs the new primary lacks, the lake byte for byte unchanged; with
   ``start.on_divergence = "continue"`` it goes on and the checkpoint records the divergence.
 
+* a MariaDB lake begun before binlake seeded GTID states (its checkpoint names the domains
+  of landed transactions only) is completed from ``BINLOG_GTID_POS`` on its own server;
 * a snapshot (``start.from = "snapshot"``) running across a switchover ends with every key read
   once and the lake equal to SELECT on the new primary.
 
@@ -18,7 +20,9 @@ Per flavor (MariaDB 10.11, 11.8, MySQL 9.7), started by the test bed (tests/serv
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
+import json
 import os
 import re
 import time
@@ -26,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import trio
 
 from tests.servers.handle import ServerHandle
 from tests.servers.plugin import ServerFactory
@@ -33,6 +38,9 @@ from tests.servers.topology import Topology, start_topology
 
 from .daemon_process import (
     DaemonProcess,
+    binlog_end,
+    catch_up,
+    catch_up_config,
     daemon_settings,
     http_get,
     read_checkpoint,
@@ -118,22 +126,35 @@ def test_planned_switchovers_land_everything_once(topology: Topology, tmp_path: 
     database = unique_db("fo")
     workload = Workload(first, database, seed=27)
     workload.create_tables()
+    xa_db = f"{database}_xa"  # an XA transaction prepared before the switch, committed after
+    first.sql(f"CREATE DATABASE {xa_db}; CREATE TABLE {xa_db}.t (id INT PRIMARY KEY, v INT)")
     topology.wait_replica()
     lake = tmp_path / "lake"
-    daemon = DaemonProcess(tmp_path, failover_settings(topology, lake, database,
-                                                       [first, second]),
-                           password=topology.account.password)
+    settings = failover_settings(topology, lake, database, [first, second])
+    settings["filter"]["include"] = [database, xa_db]
+    daemon = DaemonProcess(tmp_path, settings, password=topology.account.password)
     daemon.start()
     daemon.wait_for(r"streaming from")
     base = daemon.metrics_url()
+    first.sql(f"XA START 'fo1'; INSERT INTO {xa_db}.t VALUES (1, 10); XA END 'fo1'; "
+              "XA PREPARE 'fo1'")
 
     # 1. a switchover while the workload runs; the daemon follows with its host list
     workload.run(TRANSACTIONS, batch=2, pause=0.02)
+    if topology.mariadb:  # a second GTID domain: the lake's state and the resume carry both
+        workload.PREAMBLE = f"{Workload.PREAMBLE}; SET SESSION gtid_domain_id = 1"
+        workload.run(4, batch=1)
+        workload.PREAMBLE = Workload.PREAMBLE
+        assert "1-" in topology.gtid_state(first)
     topology.switch_over()
     assert topology.primary is second
     workload.server = second
+    second.sql("XA COMMIT 'fo1'")
     workload.run(TRANSACTIONS, batch=2, pause=0.02)
     wait_for_lake(lake, workload, timeout=60, alive=daemon.check_alive)
+    wait_checkpoint_state(lake, topology.gtid_state(second), daemon)
+    assert [(r["_op"], r["id"], r["v"]) for r in read_lake(lake, xa_db).rows["t"]] == [
+        ("I", 1, 10)]
     daemon.wait_for(r"following a new primary: \S+ server_\w+ \S+.* at " + re.escape(
         _address(second)))
     status, body = http_get(f"{base}/readyz")
@@ -276,3 +297,32 @@ def test_a_snapshot_running_across_a_switchover(topology: Topology, tmp_path: Pa
     assert reads == sum(entries[n]["rows"] for n in names)
     one_seq_per_gtid(lake, database)
     assert "following a new primary" in daemon.stderr() and "Traceback" not in daemon.stderr()
+
+
+def test_a_mariadb_lake_begun_unseeded_completes_its_gtid_state(mariadb_10_11: ServerHandle,
+                                                                 tmp_path: Path) -> None:
+    server = mariadb_10_11
+    database = unique_db("fo")
+    other = unique_db("fo")  # a transaction of another domain, before the lake
+    server.sql(f"SET SESSION gtid_domain_id = 7; CREATE DATABASE {other}; DROP DATABASE {other}")
+    workload = Workload(server, database, seed=31)
+    workload.create_tables()
+    lake = tmp_path / "lake"
+    config = catch_up_config(server, lake, binlog_end(server), include=(database,))
+    workload.run(4, batch=1)
+    trio.run(catch_up, config)
+    path = lake / "_checkpoint.json"
+    doc = json.loads(path.read_text())
+    assert doc["gtid_state_complete"] and "7-" in doc["gtid_state"]
+    # what a lake landed before seeding holds: the landed transactions' domains only
+    doc.update(server=None, gtid_state_complete=False, gtid_state=doc["gtid"])
+    path.write_text(json.dumps(doc))
+    workload.run(3, batch=1)
+    again = dataclasses.replace(config, replica=dataclasses.replace(
+        config.replica, server_id=config.replica.server_id + 500))
+    trio.run(catch_up, again)
+    doc = json.loads(path.read_text())
+    (at,) = server.sql("SELECT @@GLOBAL.gtid_binlog_pos")[0]
+    assert doc["gtid_state_complete"] and doc["server"]["server_id"] == server.server_id
+    assert set(doc["gtid_state"].split(",")) == set((at or "").split(","))
+    compare_lake(server, lake, workload)

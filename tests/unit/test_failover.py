@@ -211,3 +211,21 @@ def test_a_durable_position_acks_only_on_its_own_server() -> None:
     m = ServerIdentity("mysql", 1, server_uuid=UUID_A)
     assert not m.describes(ServerFacts.from_variables({"server_id": "1",
                                                        "server_uuid": UUID_B}))
+
+
+def test_a_mariadb_lake_begun_unseeded_is_completed_per_domain(tmp_path) -> None:
+    lake = str(tmp_path / "lake")
+    sink = ParquetSink(lake)
+    sink.open()
+    b = StreamBuilder(first_gtid_seq=5)
+    _one_transaction(sink, b)
+    assert sink.flush().gtid_state == "0-1-5" and not sink.gtid_state_complete
+    _one_transaction(sink, b)  # 0-1-6: handed over, not flushed
+    sink.complete_gtid_state("0-1-5,3-9-40")
+    assert sink.gtid_state_complete
+    checkpoint = sink.flush()
+    assert checkpoint is not None and checkpoint.gtid_state == "0-1-6,3-9-40"
+    assert checkpoint.gtid_state_complete
+    with pytest.raises(Exception, match="complete or a MySQL state"):
+        sink.complete_gtid_state("0-1-5")
+    sink.close()
