@@ -44,7 +44,7 @@ import trio
 from protocol import errors
 from replica.config import Config, ConfigError, load_config, peek_key
 from replica.core.backoff import is_permanent
-from sinks.errors import LakeError, LakeFormatTooNew, LakeLocked
+from sinks.errors import LakeError, LakeFormatTooNew, LakeLocked, TransformRefused
 from sinks.parquet import prefer_jemalloc
 from sinks.parquet.lean_import import import_pyarrow_lean
 
@@ -121,7 +121,7 @@ COMMANDS = {
 
 #: The config sections each config-taking command uses: its flags (and --set keys) are those.
 ALL_SECTIONS = frozenset({"server", "replica", "start", "semi_sync", "filter", "snapshot", "lake",
-                          "reconnect", "metrics", "log"})
+                          "reconnect", "metrics", "log", "transform"})
 COMMAND_SECTIONS = {
     "run": ALL_SECTIONS,
     "snapshot": ALL_SECTIONS,  # it streams like `run` while it snapshots
@@ -346,7 +346,7 @@ def hint_for(exc: BaseException) -> str | None:
     """The one-line fix for an exception, if there is one."""
     if isinstance(exc, ConfigError):
         return exc.hint
-    if isinstance(exc, LakeError | LakeLocked | LakeFormatTooNew):
+    if isinstance(exc, LakeError | LakeLocked | LakeFormatTooNew | TransformRefused):
         return exc.fix
     if isinstance(exc, errors.InsecureTransport) and exc.fix:
         return exc.fix
@@ -358,7 +358,8 @@ def hint_for(exc: BaseException) -> str | None:
 
 
 def exit_code_for(exc: BaseException) -> int:
-    if isinstance(exc, ConfigError | LakeFormatTooNew):  # the wrong binlake for this lake
+    # the wrong binlake for this lake; a column rule its column refuses
+    if isinstance(exc, ConfigError | LakeFormatTooNew | TransformRefused):
         return EXIT_USAGE
     if isinstance(exc, LakeError | LakeLocked):
         return EXIT_LAKE

@@ -33,6 +33,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from sinks.transform import ACTIONS, ColumnRule, Transform
+
 __all__ = [
     "ConfigError",
     "Secret",
@@ -45,6 +47,7 @@ __all__ = [
     "ReconnectConfig",
     "MetricsConfig",
     "LogConfig",
+    "TransformConfig",
     "Config",
     "DEFAULT_CONFIG_PATH",
     "ENV_PREFIX",
@@ -458,6 +461,27 @@ class LogConfig:
 
 
 @dataclass(frozen=True, slots=True)
+class TransformConfig:
+    """Column rules: each `[[transform.column]]` table has `match` ("db.table.column", shell
+    patterns, the first matching rule wins), `action` ("exclude", "mask", "hash" or
+    "truncate"), `mask` (the replacement text; omitted: NULL) and `length` (characters kept by
+    "truncate"); see lake-format.md. The keys below hold the key of "hash" rules.
+
+    The rules are :attr:`Config.transform_rules` (``sinks.transform``)."""
+
+    hash_key_file: str | None = field(default=None, metadata=_key(
+        "File holding the HMAC-SHA-256 key of action = \"hash\" rules (its bytes, one trailing "
+        "newline dropped); or set BINLAKE_TRANSFORM_HASH_KEY. Never logged."))
+    hash_key: Secret | None = field(default=None, metadata=_key(
+        "The HMAC key itself (prefer hash_key_file); never accepted on the command line.",
+        secret=True))
+
+
+#: The keys of one ``[[transform.column]]`` table, and the actions it may name.
+_RULE_KEYS = frozenset({"match", "action", "mask", "length"})
+
+
+@dataclass(frozen=True, slots=True)
 class Config:
     """The whole configuration. ``repr`` is safe to log: secrets show as ``***``."""
 
@@ -471,13 +495,26 @@ class Config:
     reconnect: ReconnectConfig = ReconnectConfig()
     metrics: MetricsConfig = MetricsConfig()
     log: LogConfig = LogConfig()
+    transform: TransformConfig = TransformConfig()
+    #: The ``[[transform.column]]`` rules, in file order (the first match wins).
+    transform_rules: tuple[ColumnRule, ...] = ()
     #: The TOML file that was read, if any.
     source_file: str | None = None
 
     def secrets(self) -> list[str]:
         """The revealed secret values, for the log redaction filter."""
-        password = self.server.password
-        return [password.reveal()] if password is not None and password.reveal() else []
+        found = [secret.reveal() for secret in (self.server.password, self.transform.hash_key)
+                 if secret is not None and secret.reveal()]
+        return found
+
+    def column_transform(self) -> Transform | None:
+        """The column rules with their key, for every path that lands or prints rows; None
+        without rules."""
+        if not self.transform_rules:
+            return None
+        key = self.transform.hash_key
+        return Transform(self.transform_rules,
+                         key.reveal().encode("utf-8") if key is not None else None)
 
 
 _SECTIONS: dict[str, type[Any]] = {
@@ -491,6 +528,7 @@ _SECTIONS: dict[str, type[Any]] = {
     "reconnect": ReconnectConfig,
     "metrics": MetricsConfig,
     "log": LogConfig,
+    "transform": TransformConfig,
 }
 
 
@@ -805,11 +843,50 @@ def _read_file(file_path: str, values: dict[str, tuple[Any, Origin]]) -> None:
             raise ConfigError(f"{section} must be a table ([{section}])", origin=origin)
         for name, raw in table.items():
             dotted = f"{section}.{name}"
+            if dotted == "transform.column":
+                values[dotted] = (_column_rules(raw, origin), origin)
+                continue
             spec = KEYS.get(dotted)
             if spec is None:
                 raise ConfigError(f"unknown setting {dotted!r}", origin=origin,
                                   hint=_did_you_mean(dotted, KEYS))
             values[dotted] = (_checked(spec, raw, False, origin), origin)
+
+
+def _column_rules(raw: Any, origin: Origin) -> tuple[ColumnRule, ...]:
+    """``[[transform.column]]`` tables → rules, each checked (see ``sinks.transform``)."""
+    key = "transform.column"
+    if not isinstance(raw, list) or not all(isinstance(t, dict) for t in raw):
+        raise ConfigError("must be an array of tables ([[transform.column]])", key=key,
+                          origin=origin)
+    rules = []
+    for n, table in enumerate(raw, 1):
+        where = f"{key}[{n}]"
+        unknown = sorted(set(table) - _RULE_KEYS)
+        if unknown:
+            raise ConfigError(f"unknown key {unknown[0]!r}", key=where, origin=origin,
+                              hint="a rule has match, action, mask (mask) and length (truncate)")
+        match, action = table.get("match"), table.get("action")
+        if not isinstance(match, str) or match.count(".") < 2:
+            raise ConfigError(f"match must be db.table.column, got {match!r}", key=where,
+                              origin=origin, hint='e.g. match = "shop.customers.email" or '
+                                                  '"*.*.email" (shell patterns)')
+        if action not in ACTIONS:
+            raise ConfigError(f"action must be one of {', '.join(ACTIONS)}, got {action!r}",
+                              key=where, origin=origin)
+        mask, length = table.get("mask"), table.get("length")
+        if mask is not None and (action != "mask" or not isinstance(mask, str)):
+            raise ConfigError("mask is the replacement text of action = \"mask\"", key=where,
+                              origin=origin)
+        if action == "truncate":
+            if not isinstance(length, int) or isinstance(length, bool) or length < 0:
+                raise ConfigError(f"action = \"truncate\" needs length = N (N >= 0), got "
+                                  f"{length!r}", key=where, origin=origin)
+        elif length is not None:
+            raise ConfigError("length belongs to action = \"truncate\"", key=where,
+                              origin=origin)
+        rules.append(ColumnRule(match=match, action=action, mask=mask, length=length))
+    return tuple(rules)
 
 
 def _checked(spec: _KeySpec, raw: Any, from_text: bool, origin: Origin) -> Any:
@@ -846,13 +923,26 @@ def _build(values: Mapping[str, tuple[Any, Origin]], file_path: str | None,
                                                           origin_of(password_file_key)),
                                        origin_of(password_file_key))
 
+    hash_key_file = values.get("transform.hash_key_file", (None,))[0]
+    if hash_key_file is not None:
+        if "transform.hash_key" in values:
+            raise ConfigError(
+                "both transform.hash_key and transform.hash_key_file are set",
+                key="transform.hash_key_file", origin=origin_of("transform.hash_key_file"),
+                hint=f"keep one of them (key from {origin_of('transform.hash_key')})")
+        resolved["transform.hash_key"] = (
+            _read_secret_file(hash_key_file, "transform.hash_key_file",
+                              origin_of("transform.hash_key_file")),
+            origin_of("transform.hash_key_file"))
+
     sections: dict[str, Any] = {}
     for section, cls in _SECTIONS.items():
         kwargs = {spec.attr: resolved[dotted][0]
                   for dotted, spec in KEYS.items()
                   if spec.section == section and dotted in resolved}
         sections[section] = cls(**kwargs)
-    config = Config(**sections, source_file=file_path)
+    rules = values.get("transform.column", ((),))[0]
+    config = Config(**sections, transform_rules=rules, source_file=file_path)
     _validate(config, origin_of, require_server_id)
     return config
 
@@ -990,6 +1080,17 @@ def _validate(config: Config, origin_of: typing.Callable[[str], str],
         fail("reconnect.max_attempts", "must be 0 (forever) or more")
     if reconnect.healthy_after < 0:
         fail("reconnect.healthy_after", "must not be negative")
+
+    transform = config.transform
+    if transform.hash_key is not None and not transform.hash_key.reveal():
+        fail("transform.hash_key_file" if transform.hash_key_file else "transform.hash_key",
+             "the HMAC key is empty")
+    if any(rule.action == "hash" for rule in config.transform_rules) and \
+            transform.hash_key is None:
+        raise ConfigError(
+            "action = \"hash\" rules need a key", key="transform.hash_key_file",
+            hint="set [transform] hash_key_file = PATH (a file only the daemon can read) or "
+                 "BINLAKE_TRANSFORM_HASH_KEY")
 
     metrics = config.metrics
     if metrics.address:

@@ -27,6 +27,16 @@ class UnsupportedValue(SinkError):
         self.arrow_type = arrow_type
 
 
+class TransformRefused(SinkError):
+    """A column rule cannot be applied to the column it matches (a type whose text form cannot
+    be hashed reproducibly, an excluded key column): a configuration error, found when the
+    table is first seen. ``fix`` says what rule would work."""
+
+    def __init__(self, message: str, fix: str) -> None:
+        super().__init__(message)
+        self.fix = fix
+
+
 class LakeCorrupted(SinkError):
     """The lake's on-disk state contradicts itself (a commit record names a file that is gone)."""
 

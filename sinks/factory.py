@@ -18,6 +18,7 @@ from .parquet.layout import COMPACT_LOCK, SNAPSHOT_REQUESTS_DIR
 if TYPE_CHECKING:
     from .contract import Sink
     from .parquet.compact import CompactOptions, CompactStats
+    from .transform import Transform
 
 #: A developer switch for tests, read here and nowhere else: seconds each flush of a sink built
 #: here waits, in the thread running it, before it writes anything (a slow disk or store,
@@ -30,20 +31,21 @@ __all__ = ["COMPACT_LOCK", "FLUSH_DELAY_VARIABLE", "SNAPSHOT_REQUESTS_DIR", "bui
 
 def build_sink(lake_dir: str, *, file_size_bytes: int, flush_rows: int,
                flush_interval_s: float, catch_up_interval_s: float, compression: str,
-               flush_in_handle: bool = True) -> Sink:
+               flush_in_handle: bool = True, transform: Transform | None = None) -> Sink:
     """A closed sink on ``lake_dir`` (``open()`` takes and recovers the lake), from the
     configuration's lake keys.
 
     ``flush_in_handle=False``: a commit past ``file_size_bytes`` or ``flush_rows`` does not
     flush inside ``handle_commit`` but sets ``flush_wanted``, so that a caller with an event
-    loop runs the flush elsewhere (the daemon: on its sink worker).
+    loop runs the flush elsewhere (the daemon: on its sink worker). ``transform``: the column
+    rules every rows event passes through before it lands (``sinks.transform``).
     """
     from .parquet.writer import ParquetSink, SinkOptions
 
     sink = ParquetSink(lake_dir, SinkOptions(
         file_size_bytes=file_size_bytes, flush_rows=flush_rows,
         flush_interval_s=flush_interval_s, catch_up_interval_s=catch_up_interval_s,
-        compression=compression, flush_in_handle=flush_in_handle))
+        compression=compression, flush_in_handle=flush_in_handle, transform=transform))
     delay = float(os.environ.get(FLUSH_DELAY_VARIABLE) or 0)
     if delay > 0:
         _slow_flushes(sink, delay)

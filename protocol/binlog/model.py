@@ -91,6 +91,9 @@ class Column:
     precision: int | None = None
     scale: int | None = None
     length: int | None = None
+    #: The column rule that made this column what it is (``sinks.transform``: "hash:…",
+    #: "mask", "truncate:N"...); None for a column as the server sent it.
+    transform: str | None = None
 
     @property
     def unsigned(self) -> bool:
@@ -121,6 +124,9 @@ class TableMapEvent:
     optional_metadata: frozenset[int] = frozenset()
     # Where names/labels/keys not in the binlog came from ("information_schema"); None: binlog.
     described_by: str | None = None
+    #: Columns a rule took out (``sinks.transform``), by source name: recorded with the
+    #: table's schema so a reader knows they existed and never landed.
+    excluded: tuple[str, ...] = ()
 
 
 class RowsKind(enum.Enum):

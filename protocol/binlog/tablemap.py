@@ -184,7 +184,7 @@ class TableMapCache:
             table = _make_table_map(
                 header, int.from_bytes(body[:id_width], "little"), known.flags, known.schema,
                 known.table, known.columns, known.primary_key, known.has_full_metadata,
-                known.optional_metadata, known.described_by)
+                known.optional_metadata, known.described_by, ())
         else:
             definitions = self._definitions
             table = _guarded(header, bytes(body), post_header_len, mariadb, definitions)
@@ -200,7 +200,7 @@ class TableMapCache:
             bodies[body] = (post_header_len, mariadb, (
                 table.table_id, table.flags, table.schema, table.table, table.columns,
                 table.primary_key, table.has_full_metadata, table.optional_metadata,
-                table.described_by))
+                table.described_by, ()))
         return table
 
 
@@ -234,7 +234,7 @@ def _decode(header: EventHeader, buf: bytes, post_header_len: int, mariadb: bool
         definition = known
     columns, primary_key, has_full_metadata, optional_metadata = definition
     return _make_table_map(header, table_id, flags, schema, table, columns, primary_key,
-                           has_full_metadata, optional_metadata, None)
+                           has_full_metadata, optional_metadata, None, ())
 
 
 def _definition(buf: bytes, off: int, mariadb: bool) -> _Definition:

@@ -106,6 +106,7 @@ from protocol.binlog.transactions import Statement, TransactionAssembler
 from protocol.errors import ChecksumMismatch, ProtocolError, TruncatedData
 from protocol.valuetypes import time2
 from replica.config import ServerConfig
+from sinks.transform import Transform
 
 __all__ = [
     "FORMATS",
@@ -211,19 +212,24 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "as `binlake run` does (today's schema, applied only to TABLE_MAPs "
                              "it matches)")
     parser.add_argument("-c", "--config", metavar="PATH",
-                        help="with --schema-from-server: the TOML config whose [server] to ask "
-                             "(default: $BINLAKE_CONFIG, else /etc/binlake/binlake.toml if "
-                             "present; BINLAKE_SERVER_* variables apply too)")
+                        help="the TOML config whose column rules ([[transform.column]]) apply "
+                             "to the rows printed, and whose [server] --schema-from-server "
+                             "asks (default: $BINLAKE_CONFIG, else /etc/binlake/binlake.toml "
+                             "if present; BINLAKE_* variables apply too)")
 
 
 def run(args: argparse.Namespace) -> int:
     """Entry point of ``binlake decode`` (called by :mod:`replica.cli`)."""
     options = DecodeOptions.from_args(args)
-    if getattr(args, "schema_from_server", False):
-        from replica.config import load_config
+    from replica.config import DEFAULT_CONFIG_PATH, load_config
 
-        config = load_config(getattr(args, "config", None), require_server_id=False)
-        return trio.run(_with_server_schema, options, config.server, args)
+    path = getattr(args, "config", None)
+    if getattr(args, "schema_from_server", False) or path is not None or os.environ.get(
+            "BINLAKE_CONFIG") or os.path.exists(DEFAULT_CONFIG_PATH):
+        config = load_config(path, require_server_id=False)
+        args.transform = config.column_transform()
+        if getattr(args, "schema_from_server", False):
+            return trio.run(_with_server_schema, options, config.server, args)
     return _decode(options, args)
 
 
@@ -257,6 +263,9 @@ def _decode(options: DecodeOptions, args: argparse.Namespace,
     accepts = _matcher(options)
     events = _noting_missing_metadata(selected_events(options, table_map_hook=table_map_hook),
                                       accepts, sys.stderr)
+    transform = getattr(args, "transform", None)
+    if transform is not None:
+        events = _transformed(events, transform)
     try:
         if options.output_format == "open-protocol":
             write_open_protocol(events, out, accepts)
@@ -276,6 +285,20 @@ def _decode(options: DecodeOptions, args: argparse.Namespace,
         print(f"  fix: {_fix_for(exc.error)}", file=sys.stderr)
         return EXIT_FAILURE
     return EXIT_OK
+
+
+def _transformed(events: Iterable[tuple[Event, bool]], transform: Transform
+                 ) -> Iterator[tuple[Event, bool]]:
+    """The events with the column rules applied, as the daemon lands them: rows and table maps
+    ruled; the statement text of row events (ANNOTATE_ROWS, ROWS_QUERY) left out, since it
+    holds the values in clear and cannot be ruled."""
+    for event, selected in events:
+        if isinstance(event, RowsEvent):
+            yield transform.rows(event), selected
+        elif isinstance(event, TableMapEvent):
+            yield transform.table_map(event), selected
+        elif not isinstance(event, AnnotateRowsEvent | RowsQueryEvent):
+            yield event, selected
 
 
 def _fix_for(error: ProtocolError) -> str:

@@ -116,6 +116,7 @@ def open_sink(config: Config) -> Sink:
         catch_up_interval_s=lake.catch_up_flush_interval,
         compression=lake.compression,
         flush_in_handle=False,
+        transform=config.column_transform(),
     )
 
 

@@ -105,7 +105,8 @@ def signature(table: TableMapEvent) -> tuple[Any, ...]:
         tuple(table.primary_key),
         tuple(
             (c.name, c.type_code, int(c.flags) & _SIGNATURE_FLAGS, c.charset, c.precision,
-             c.scale, c.length, c.enum_values, c.set_values, str(T.arrow_type_for(c)))
+             c.scale, c.length, c.enum_values, c.set_values, str(T.arrow_type_for(c)),
+             c.transform)
             for c in table.columns
         ),
     )
@@ -122,6 +123,8 @@ def _field_metadata(column: Column, name: str) -> dict[bytes, bytes]:
         meta["source_name"] = column.name
     if column.charset is not None:
         meta["charset"] = str(column.charset)
+    if column.transform is not None:  # the column rule that applied (sinks.transform)
+        meta["transform"] = column.transform
     for key in ("precision", "scale", "length", "geometry_type"):
         value = getattr(column, key)
         if value is not None:
@@ -193,8 +196,9 @@ def _names_and_resolved(columns: tuple[Column, ...]) -> tuple[tuple[str, ...], _
 
 
 def _json_column(column: Column, name: str, arrow_type: pa.DataType) -> dict[str, Any]:
-    """One column as ``_schema/v<N>.json`` describes it."""
-    return {
+    """One column as ``_schema/v<N>.json`` describes it (``transform``: only for a column a
+    rule changed, ``sinks.transform``)."""
+    described = {
         "name": name,
         "source_name": column.name,
         "index": column.index,
@@ -213,6 +217,9 @@ def _json_column(column: Column, name: str, arrow_type: pa.DataType) -> dict[str
         "arrow_type": str(arrow_type),
         "spark_type": T.spark_type_name(arrow_type),
     }
+    if column.transform is not None:
+        described["transform"] = column.transform
+    return described
 
 
 @dataclass(frozen=True, slots=True)
@@ -258,6 +265,8 @@ class TableVersion:
     # Cache: tuple of present column indexes → position of each table column in the image.
     image_slots: dict[tuple[int, ...], tuple[int | None, ...]] = field(default_factory=dict)
     signature: tuple[Any, ...] = ()
+    #: Source columns a rule excluded (``sinks.transform``): in the schema file, never landed.
+    excluded: tuple[str, ...] = ()
 
     @classmethod
     def from_table_map(cls, table: TableMapEvent, version: int, origin: VersionOrigin,
@@ -271,7 +280,7 @@ class TableVersion:
             columns=table.columns, names=names, primary_key=tuple(table.primary_key),
             has_full_metadata=table.has_full_metadata, origin=origin,
             described_by=table.described_by or ("binlog" if table.has_full_metadata else "none"),
-            signature=known_signature or signature(table),
+            signature=known_signature or signature(table), excluded=table.excluded,
         )
 
     @classmethod
@@ -283,6 +292,8 @@ class TableVersion:
             b"binlake.table": fields["table"].encode(),
             b"binlake.schema_version": str(fields["version"]).encode(),
         }
+        if fields.get("excluded"):
+            meta[b"binlake.excluded_columns"] = json.dumps(list(fields["excluded"])).encode()
         return cls(**fields, arrow_types=resolved.arrow_types, data_fields=resolved.data_fields,
                    before_type=resolved.before_type, schema=resolved.schema.with_metadata(meta),
                    commit_ts_index=resolved.commit_ts_index, _counter=counter,
@@ -353,7 +364,7 @@ class TableVersion:
 
     def _json_but_columns(self, metadata_columns: Any = None) -> dict[str, Any]:
         """The schema document but its ``columns`` (``metadata_columns``: a stand-in)."""
-        return {
+        doc = {
             "format": 1,
             "database": self.database,
             "table": self.table,
@@ -371,6 +382,9 @@ class TableVersion:
                 "ddl_type": self.origin.ddl_type,
             },
         }
+        if self.excluded:
+            doc["excluded_columns"] = list(self.excluded)
+        return doc
 
     @classmethod
     def from_json(cls, doc: dict[str, Any], counter: Any) -> TableVersion:
@@ -381,7 +395,7 @@ class TableVersion:
                 enum_values=tuple(c["enum_values"]) if c["enum_values"] is not None else None,
                 set_values=tuple(c["set_values"]) if c["set_values"] is not None else None,
                 geometry_type=c["geometry_type"], precision=c["precision"], scale=c["scale"],
-                length=c["length"],
+                length=c["length"], transform=c.get("transform"),
             )
             for c in doc["columns"]
         )
@@ -402,5 +416,5 @@ class TableVersion:
             origin=VersionOrigin(seq=created["seq"], gtid=created["gtid"],
                                  commit_time_us=created["commit_time_us"], ddl=created["ddl"],
                                  ddl_type=created["ddl_type"]),
-            signature=signature(fake),
+            signature=signature(fake), excluded=tuple(doc.get("excluded_columns", ())),
         )

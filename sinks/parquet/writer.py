@@ -53,6 +53,7 @@ from protocol.gtid import GtidPosition, GtidSet, MariadbGtid, MysqlGtid
 
 from ..contract import CommitOutcome, Flushed, Pending
 from ..errors import LakeError, SinkStateError
+from ..transform import Transform
 from . import commit as C
 from . import ddl as D
 from . import files as F
@@ -161,6 +162,9 @@ class SinkOptions:
     #: the call that handed it over; False only sets ``flush_wanted`` and the caller flushes
     #: (the daemon, on its sink worker thread rather than its event loop).
     flush_in_handle: bool = True
+    #: Column rules (``sinks.transform``), applied to every rows event before it is landed:
+    #: streamed rows, before images, XA parts and snapshot chunks alike. None: no rules.
+    transform: Transform | None = None
 
 
 @dataclass(slots=True)
@@ -259,6 +263,8 @@ class ParquetSink:
     def __init__(self, lake_dir: str, options: SinkOptions | None = None) -> None:
         self.lake = os.path.abspath(lake_dir)
         self.options = options or SinkOptions()
+        transform = self.options.transform
+        self._transform = transform if transform is not None and transform.active else None
         self.stats: dict[str, int] = {
             "transactions": 0, "rows": 0, "skipped_transactions": 0, "rollbacks": 0,
             "statement_dml": 0, "ddl": 0, "files": 0, "flushes": 0, "spilled_batches": 0,
@@ -557,6 +563,8 @@ class ParquetSink:
             raise SinkStateError("rows event outside a transaction")
         if txn.skip or event.row_count == 0:
             return
+        if self._transform is not None:
+            event = self._transform.rows(event)
         version = self._version_for(event.table, txn)
         table = txn.tables.get(id(version))  # a transaction's versions live as long as it does
         if table is None:
@@ -987,6 +995,8 @@ class ParquetSink:
         if not self._opened:
             raise SinkStateError("stage_snapshot() before open() or after close()")
         try:
+            if self._transform is not None:
+                event = self._transform.rows(event)
             if staged is None:
                 tags = TransactionTags(seq=self._seq + 1, gtid=None, gtid_domain=None,
                                        gtid_server_id=None, gtid_uuid=None, gtid_tag=None,

@@ -131,10 +131,11 @@ def test_the_core_lands_through_the_contract_only() -> None:
 
 
 #: What the subcommands may import of ``sinks``: its public entry points — the contract and its
-#: errors, the lake's status, compaction, the Spark readers and the Open Protocol encoder —
-#: never the sink's insides (layout, DDL log, staged pieces, the writer).
+#: errors, the lake's status, compaction, the Spark readers, the Open Protocol encoder and the
+#: column rules (decode prints rows as the lake lands them) — never the sink's insides (layout,
+#: DDL log, staged pieces, the writer).
 COMMANDS_MAY_USE = {"sinks.contract", "sinks.errors", "sinks.parquet.status",
-                    "sinks.parquet.compact", "sinks.openprotocol"}
+                    "sinks.parquet.compact", "sinks.openprotocol", "sinks.transform"}
 COMMANDS_MAY_USE_UNDER = ("sinks.spark",)
 
 

@@ -26,7 +26,7 @@ HEADER = EventHeader(1_700_000_000, 162, 7, 42, 4242, 8, "bin.000001", 4200, 424
 VALUES: dict[type, tuple[object, ...]] = {
     EventHeader: dataclasses.astuple(HEADER),
     BinlogPosition: ("bin.000001", 4242),
-    TableMapEvent: (HEADER, 70, 1, "db", "t", (), (0,), True, frozenset({1}), None),
+    TableMapEvent: (HEADER, 70, 1, "db", "t", (), (0,), True, frozenset({1}), None, ()),
     MariadbGtidEvent: (HEADER, 0, 7, 99, 8, None, None, 0, None, None, None),
     XidEvent: (HEADER, 12345),
     AnnotateRowsEvent: (HEADER, b"INSERT INTO t VALUES (1)"),

@@ -1,0 +1,354 @@
+"""Column rules: what of a ruled column may leave the daemon (excluded, masked, hashed, truncated).
+
+A compliance review asks that some columns never land in clear. The rules are applied to the
+decoded rows *events* — one function, :meth:`Transform.rows`, that every path calls before it
+does anything else with an event: the Parquet sink for streamed rows, before images, XA parts
+and snapshot chunks (``ParquetSink._on_rows`` / ``stage_snapshot``), and ``binlake decode`` for
+its text and Open Protocol output. What comes out is an ordinary :class:`RowsEvent` of an
+ordinary :class:`TableMapEvent`, so nothing downstream needs to know rules exist:
+
+* ``exclude``: the column is gone from the table map and from both images (indexes renumbered).
+* ``mask``: every non-NULL value becomes the replacement text (a ``VARCHAR`` column), or, with
+  no replacement, every value is NULL (the column keeps its type).
+* ``hash``: lowercase hex of HMAC-SHA-256(key, value) (a ``VARCHAR`` column), where value is
+  the UTF-8 text the server's text protocol prints for it (``CAST(col AS CHAR)``), or the raw
+  bytes of a binary column; NULL stays NULL. Only types whose text form is reproduced exactly
+  are accepted (:func:`_text_form`); any other refuses the rule (:class:`TransformRefused`)
+  rather than land a hash nobody can recompute.
+* ``truncate``: the first N characters of a text column (N bytes of a binary one).
+
+Each ruled column's :attr:`Column.transform` names the rule that applied, so the sink's schema
+signature, ``_schema/v<N>.json`` and the Parquet field metadata record it, and a changed rule
+starts a new schema version. A ruled table's events lose their native Arrow chunks: their
+values pass through Python (tables without rules are returned as they are, untouched).
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import fnmatch
+import hashlib
+import hmac
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
+from decimal import Decimal
+from typing import Any
+
+from protocol.binlog.coltypes import FieldType
+from protocol.binlog.model import Column, ColumnFlag, RowsEvent, TableMapEvent
+from protocol.binlog.values import time_text
+
+from .errors import TransformRefused
+
+__all__ = ["ACTIONS", "ColumnRule", "Transform", "hash_hex", "text_form"]
+
+ACTIONS = ("exclude", "mask", "hash", "truncate")
+
+#: The landed column of a hashed or text-masked value: VARCHAR in utf8mb4 (collation 45).
+_UTF8MB4 = 45
+_HASH_CHARS = 64
+
+_INTEGERS = frozenset({FieldType.TINY, FieldType.SHORT, FieldType.INT24, FieldType.LONG,
+                       FieldType.LONGLONG})
+_TEXT = frozenset({FieldType.VARCHAR, FieldType.VAR_STRING, FieldType.STRING})
+_BLOBS = frozenset({FieldType.TINY_BLOB, FieldType.MEDIUM_BLOB, FieldType.LONG_BLOB,
+                    FieldType.BLOB})
+
+
+@dataclass(frozen=True, slots=True)
+class ColumnRule:
+    """One ``[[transform.column]]``: a ``db.table.column`` shell pattern and its action."""
+
+    match: str
+    action: str
+    mask: str | None = None  # action "mask": the replacement (None: NULL)
+    length: int | None = None  # action "truncate": characters (bytes, for binary) kept
+
+    @property
+    def label(self) -> str:
+        """What :attr:`Column.transform` records: ``hash:hmac-sha256``, ``mask``, ``mask:null``,
+        ``truncate:8``, ``exclude``."""
+        if self.action == "hash":
+            return "hash:hmac-sha256"
+        if self.action == "mask":
+            return "mask" if self.mask is not None else "mask:null"
+        if self.action == "truncate":
+            return f"truncate:{self.length}"
+        return self.action
+
+
+def hash_hex(key: bytes, value: bytes) -> str:
+    """The landed form of a hashed value: lowercase hex HMAC-SHA-256."""
+    return hmac.new(key, value, hashlib.sha256).hexdigest()
+
+
+def _is_binary(column: Column) -> bool:
+    return bool(column.flags & ColumnFlag.BINARY) or column.charset == 63
+
+
+def _datetime_text(value: _dt.datetime, fsp: int) -> str:
+    text = (f"{value.year:04d}-{value.month:02d}-{value.day:02d} "
+            f"{value.hour:02d}:{value.minute:02d}:{value.second:02d}")
+    return f"{text}.{value.microsecond:06d}"[:len(text) + 1 + fsp] if fsp else text
+
+
+def text_form(column: Column) -> Callable[[Any], bytes] | None:
+    """The bytes a hash is taken of, per value (never NULL) of ``column``: the UTF-8 text of
+    ``CAST(col AS CHAR)``, or a binary column's raw bytes; None for a type whose text form
+    cannot be reproduced exactly here (FLOAT/DOUBLE: the server's shortest-digits printing;
+    TIMESTAMP: the session time zone's; JSON: the server's normalized text; BIT, fixed
+    BINARY(n) (padded by the server), spatial and vector types, ENUM/SET without labels)."""
+    code = column.type_code
+    if code in _INTEGERS:
+        return lambda v: str(int(v)).encode()
+    if code == FieldType.YEAR:
+        return lambda v: f"{int(v):04d}".encode()
+    if code == FieldType.NEWDECIMAL:
+        return lambda v: (format(v, "f") if isinstance(v, Decimal) else str(v)).encode()
+    if code in (FieldType.DATE, FieldType.NEWDATE):
+        return lambda v: (v.isoformat() if isinstance(v, _dt.date) else str(v)).encode()
+    if code in (FieldType.DATETIME, FieldType.DATETIME2):
+        fsp = (column.scale or 0) if code == FieldType.DATETIME2 else 0
+        return lambda v: (_datetime_text(v, fsp) if isinstance(v, _dt.datetime)
+                          else str(v)).encode()
+    if code in (FieldType.TIME, FieldType.TIME2):
+        tfsp = (column.scale or 0) if code == FieldType.TIME2 else 0
+        return lambda v: (time_text(v, tfsp) if isinstance(v, _dt.timedelta)
+                          else str(v)).encode()
+    if code in _TEXT or code in _BLOBS:
+        if code == FieldType.STRING and _is_binary(column):
+            return None  # BINARY(n): the server pads with zero bytes the binlog leaves out
+        if code in _BLOBS and column.charset is None and not column.flags & ColumnFlag.BINARY:
+            return None  # TEXT or BLOB? without charset metadata nobody can tell
+        return _raw_or_utf8
+    if code == FieldType.ENUM and column.enum_values is not None:
+        labels = column.enum_values
+        return lambda v: (v if isinstance(v, str)
+                          else labels[v - 1] if 0 < v <= len(labels) else "").encode()
+    if code == FieldType.SET and column.set_values is not None:
+        members = column.set_values
+        return lambda v: (v if isinstance(v, str) else ",".join(
+            label for bit, label in enumerate(members) if v >> bit & 1)).encode()
+    return None
+
+
+def _raw_or_utf8(value: Any) -> bytes:
+    if isinstance(value, str):
+        return value.encode("utf-8")
+    return bytes(value)
+
+
+def _type_text(column: Column) -> str:
+    try:
+        name = FieldType(column.type_code).name
+    except ValueError:
+        name = f"type {column.type_code}"
+    return f"{name}{' BINARY' if _is_binary(column) else ''}"
+
+
+def _text_column(column: Column, index: int, label: str, chars: int) -> Column:
+    """The landed column of a hashed or text-masked one: a VARCHAR(``chars``) in utf8mb4."""
+    flags = column.flags & ~(ColumnFlag.UNSIGNED | ColumnFlag.BINARY)
+    return Column(index=index, type_code=int(FieldType.VARCHAR), meta=chars * 4,
+                  name=column.name, flags=flags, charset=_UTF8MB4, length=chars * 4,
+                  transform=label)
+
+
+Mapper = Callable[[list[Any]], list[Any]]
+
+
+@dataclass(frozen=True, slots=True)
+class _Plan:
+    """What the rules make of one table map: the landed table map, and per source column its
+    new index (None: excluded) and the function its values go through (None: unchanged)."""
+
+    table: TableMapEvent
+    new_index: tuple[int | None, ...]
+    mappers: tuple[Mapper | None, ...]
+
+
+class Transform:
+    """The configured rules with their key; :meth:`rows` / :meth:`table_map` apply them."""
+
+    def __init__(self, rules: Sequence[ColumnRule], key: bytes | None) -> None:
+        self.rules = tuple(rules)
+        for rule in self.rules:
+            if rule.action not in ACTIONS:
+                raise ValueError(f"unknown action {rule.action!r}")
+            if rule.action == "truncate" and (rule.length is None or rule.length < 0):
+                raise ValueError("truncate needs a length >= 0")
+        if key is None and any(rule.action == "hash" for rule in self.rules):
+            raise ValueError("hash rules need a key")
+        self._key = key or b""
+        self._patterns = tuple(
+            (re.compile(fnmatch.translate(rule.match)), rule) for rule in self.rules)
+        # db.table part of each pattern (everything up to the last dot): a table none of them
+        # can match costs one dict lookup per event.
+        self._table_patterns = re.compile("|".join(
+            f"(?:{fnmatch.translate(rule.match.rsplit('.', 1)[0])})" for rule in self.rules)
+            or r"(?!)")
+        self._ruled_tables: dict[tuple[str, str], bool] = {}
+        # Per table: the source columns tuple (the decoder shares it between the TABLE_MAPs of
+        # an unchanged table), its key and metadata flags, and the plan made for them.
+        self._plans: dict[tuple[str, str], tuple[Any, tuple[int, ...], bool, _Plan | None]] = {}
+
+    def __repr__(self) -> str:
+        return f"Transform({len(self.rules)} rules)"  # never the key
+
+    @property
+    def active(self) -> bool:
+        return bool(self.rules)
+
+    def rule_for(self, database: str, table: str, column: str) -> ColumnRule | None:
+        """The first rule whose pattern matches ``db.table.column``."""
+        qualified = f"{database}.{table}.{column}"
+        for pattern, rule in self._patterns:
+            if pattern.fullmatch(qualified):
+                return rule
+        return None
+
+    def _ruled(self, database: str, table: str) -> bool:
+        key = (database, table)
+        found = self._ruled_tables.get(key)
+        if found is None:
+            found = self._ruled_tables[key] = bool(
+                self._table_patterns.fullmatch(f"{database}.{table}"))
+        return found
+
+    # --- table maps -----------------------------------------------------------------------
+
+    def table_map(self, table: TableMapEvent) -> TableMapEvent:
+        """``table`` as it lands: excluded columns gone, ruled columns retyped and labelled."""
+        plan = self._plan(table)
+        return table if plan is None else plan.table
+
+    def _plan(self, table: TableMapEvent) -> _Plan | None:
+        if not self._ruled(table.schema, table.table):
+            return None
+        key = (table.schema, table.table)
+        found = self._plans.get(key)
+        if (found is not None and found[0] is table.columns and found[1] == table.primary_key
+                and found[2] == table.has_full_metadata):
+            return found[3]
+        plan = self._make_plan(table)
+        if len(self._plans) > 4096:
+            self._plans.clear()
+        self._plans[key] = (table.columns, table.primary_key, table.has_full_metadata, plan)
+        return plan
+
+    def _make_plan(self, table: TableMapEvent) -> _Plan | None:
+        columns: list[Column] = []
+        new_index: list[int | None] = []
+        mappers: list[Mapper | None] = []
+        excluded: list[str] = []
+        ruled = False
+        key_columns = set(table.primary_key)
+        if any(column.name is None for column in table.columns):
+            raise TransformRefused(
+                f"{table.schema}.{table.table} has column rules but its TABLE_MAP names no "
+                "columns, so no rule could be matched: its values would land in clear",
+                fix="set binlog_row_metadata=FULL on the server (or let the daemon read names "
+                    "from information_schema), then restart")
+        for column in table.columns:
+            name = column.name or ""
+            rule = self.rule_for(table.schema, table.table, name)
+            if rule is None:
+                new_index.append(len(columns))
+                columns.append(column if column.index == len(columns)
+                               else replace(column, index=len(columns)))
+                mappers.append(None)
+                continue
+            ruled = True
+            where = f"{table.schema}.{table.table}.{name}"
+            if rule.action == "exclude":
+                if column.index in key_columns:
+                    raise TransformRefused(
+                        f"{where} is part of the primary key and cannot be excluded: its rows "
+                        "could no longer be told apart",
+                        fix=f"hash {where} instead (the hash of the key is the key), or mask a "
+                            "column that is not part of the key")
+                new_index.append(None)
+                mappers.append(None)
+                excluded.append(name)
+                continue
+            index = len(columns)
+            new_index.append(index)
+            column_out, mapper = self._ruled_column(rule, column, index, where)
+            columns.append(column_out)
+            mappers.append(mapper)
+        if not ruled:
+            return None
+        primary_key = tuple(i for i in (new_index[k] for k in table.primary_key) if i is not None)
+        landed = replace(table, columns=tuple(columns), primary_key=primary_key,
+                         excluded=(*table.excluded, *excluded))
+        return _Plan(landed, tuple(new_index), tuple(mappers))
+
+    def _ruled_column(self, rule: ColumnRule, column: Column, index: int,
+                      where: str) -> tuple[Column, Mapper]:
+        if rule.action == "hash":
+            form = text_form(column)
+            if form is None:
+                raise TransformRefused(
+                    f"{where} ({_type_text(column)}) cannot be hashed: binlake cannot reproduce "
+                    "its text form (CAST(col AS CHAR)) exactly, so no one could recompute the "
+                    "hash",
+                    fix=f"exclude or mask {where} instead, or hash a generated text column")
+            key = self._key
+
+            def hashed(values: list[Any]) -> list[Any]:
+                return [None if v is None else hmac.new(key, form(v), hashlib.sha256).hexdigest()
+                        for v in values]
+
+            return _text_column(column, index, rule.label, _HASH_CHARS), hashed
+        if rule.action == "mask":
+            replacement = rule.mask
+            if replacement is None:
+                return (replace(column, index=index, transform=rule.label),
+                        lambda values: [None] * len(values))
+            return (_text_column(column, index, rule.label, max(len(replacement), 1)),
+                    lambda values: [None if v is None else replacement for v in values])
+        # truncate
+        length = rule.length or 0
+        if column.type_code not in _TEXT and column.type_code not in _BLOBS:
+            raise TransformRefused(
+                f"{where} ({_type_text(column)}) cannot be truncated: only text and binary "
+                "string columns can",
+                fix=f"mask or hash {where} instead")
+
+        def truncated(values: list[Any]) -> list[Any]:
+            return [v[:length] if isinstance(v, str | bytes) else
+                    bytes(v)[:length] if isinstance(v, bytearray | memoryview) else v
+                    for v in values]
+
+        return replace(column, index=index, transform=rule.label), truncated
+
+    # --- rows -----------------------------------------------------------------------------
+
+    def rows(self, event: RowsEvent) -> RowsEvent:
+        """``event`` as it lands (itself when no rule touches its table)."""
+        plan = self._plan(event.table)
+        if plan is None:
+            return event
+        before_columns, before = self._image(plan, event.before_columns, event.before)
+        after_columns, after = self._image(plan, event.after_columns, event.after)
+        return RowsEvent(header=event.header, kind=event.kind, table=plan.table,
+                         flags=event.flags, row_count=event.row_count,
+                         before_columns=before_columns, after_columns=after_columns,
+                         before=before, after=after, extra=event.extra, arrow=None)
+
+    @staticmethod
+    def _image(plan: _Plan, present: tuple[int, ...], values: Any
+               ) -> tuple[tuple[int, ...], tuple[list[Any], ...] | None]:
+        columns: list[int] = []
+        lists: list[list[Any]] = []
+        for k, source in enumerate(present):
+            index = plan.new_index[source]
+            if index is None:
+                continue
+            columns.append(index)
+            if values is not None:
+                mapper = plan.mappers[source]
+                column_values = values[k]
+                lists.append(column_values if mapper is None else mapper(column_values))
+        return tuple(columns), (None if values is None else tuple(lists))
