@@ -37,6 +37,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from protocol.binlog.model import BinlogPosition, RowsEvent
 from protocol.binlog.transactions import TransactionBegin, TransactionCommit, TransactionItem
 from protocol.failover import ServerIdentity
+from protocol.gtid import GtidSet
 
 from .errors import LakeError, LakeLocked, SinkError
 from .parquet.commit import Checkpoint
@@ -197,6 +198,13 @@ class Sink(Protocol):
 
     def prepared_tables(self, xid: str) -> frozenset[tuple[str, str]] | None:
         """The tables an in-doubt XA transaction's prepared part changed (None: none held)."""
+        ...
+
+    @property
+    def handled_gtids(self) -> GtidSet | None:
+        """MySQL: the GTID set of the lake's checkpoint and of every transaction handed over
+        since, landed or not (None: no MySQL GTIDs). The sink's own, updated in place: a
+        caller keeps a :meth:`~protocol.gtid.GtidSet.copy`."""
         ...
 
     # --- the source server and the GTID state (failover) -----------------------------------------

@@ -17,10 +17,16 @@ transactions. For each table:
      ``_position`` status is exactly the binlog point of its read view; the read waits (a few
      milliseconds) until that point is at or past the stream's first transaction boundary
      since the key log started, so the key log holds every change after it;
-   * MySQL: after a short grace since the key log started (the server writes the binlog before
-     the storage engine commits, so a transaction whose event the stream had passed before the
-     key log started may not be visible yet: :data:`GRACE`), then the server's binlog end read
-     after the SELECT;
+   * MySQL with GTIDs: between a low and a high watermark — ``@@GLOBAL.gtid_executed`` read
+     before the SELECT must hold the stream's GTID set where the key log started (MySQL adds
+     a GTID there only after the storage engine committed the transaction, so all of them
+     are visible to the SELECT; the read waits for a commit that lags its binlog write), and
+     the server's binlog end read after it (``SnapshotReader._read_bracketed``). A new lake's
+     stream starts from ``gtid_executed`` too, so a transaction already written to the binlog
+     but not committed in the engine is streamed, not skipped;
+   * MySQL without GTIDs: after a grace since the key log started (:data:`GRACE`), then the
+     binlog end read after the SELECT — not exact: a transaction whose engine commit lags its
+     binlog write by more than the grace may be read without its change being noted (warned);
 
    neither takes a lock. The next chunk is read while this one is decoded and landed;
 3. the chunk waits until the stream has landed everything up to the high watermark and is
@@ -76,6 +82,7 @@ from protocol.binlog.transactions import (
     TransactionRollback,
 )
 from protocol.errors import ServerError
+from protocol.gtid import GtidSet
 from protocol.results import ResultSet, is_binary_column, kept_row
 from protocol.snapshot import DescribeError, SnapshotTable, TableNotFound, quote_name
 from replica.core.connection import Connection, ConnectOptions
@@ -90,10 +97,16 @@ log = logging.getLogger("binlake.snapshot")
 SYSTEM_DATABASES = frozenset({"mysql", "sys", "information_schema", "performance_schema"})
 
 #: Seconds between starting a table's key log and its first read where the read's binlog point
-#: is not exact (MySQL; MariaDB only when its point does not get past the key log's start in
-#: that time): a transaction whose binlog event arrived just before the key log started must be
+#: is not exact (MySQL without GTIDs; MariaDB only when its point does not get past the key
+#: log's start in that time): a transaction whose binlog event arrived just before the key log started must be
 #: visible to the read (the server writes the binlog before the storage engine commits).
 GRACE = 1.0
+
+#: Seconds a MySQL read waits for the stream's transactions to show in the server's
+#: ``gtid_executed`` (committed in the engine) before the table's snapshot fails: not a
+#: correctness bound (the read never goes ahead without them), only how long a stuck wait
+#: (a server that is not the streamed one) is given.
+COMMIT_WAIT = 300.0
 
 #: Seconds between MariaDB consistent-snapshot attempts whose binlog point is still before the
 #: start of the table's key log (the stream has not yet reached a transaction boundary).
@@ -268,6 +281,9 @@ class _KeyLog:
     #: The stream's position at its first transaction boundary since it started: the log holds
     #: every change of every transaction after it (None until the stream gets there).
     start: BinlogPosition | None = None
+    #: MySQL with GTIDs: the stream's GTID set at ``start`` (the lake's and every transaction
+    #: handed to the sink before it) — what a read must see (see ``SnapshotReader._read``).
+    start_gtids: GtidSet | None = None
     touched: dict[tuple[Any, ...], list[Any] | None] = field(default_factory=dict)
     changes: int = 0  # rows events seen (what a keyless table's read is checked against)
 
@@ -438,6 +454,7 @@ class SnapshotCoordinator:
         for key_log in self._logs.values():
             if key_log.start is None:
                 key_log.start = position
+                key_log.start_gtids = self.stream_gtids()
         chunk = self._chunk
         if chunk is not None and position >= chunk.high:
             if self.worker is None:
@@ -480,12 +497,24 @@ class SnapshotCoordinator:
             self.tracking = True
             if self.between_transactions and self.position is not None:
                 current.start = self.position
+                current.start_gtids = self.stream_gtids()
         return current.since
+
+    def stream_gtids(self) -> GtidSet | None:
+        """MySQL: a copy of the GTID set of everything the stream has handed to the sink (and
+        the lake's checkpoint); None without MySQL GTIDs."""
+        gtids = self.sink.handled_gtids
+        return gtids.copy() if gtids is not None else None
 
     def key_log_start(self, database: str, table: str) -> BinlogPosition | None:
         """See ``_KeyLog.start``."""
         key_log = self._logs.get((database, table))
         return key_log.start if key_log is not None else None
+
+    def key_log_start_gtids(self, database: str, table: str) -> GtidSet | None:
+        """See ``_KeyLog.start_gtids`` (None also until the key log has its start)."""
+        key_log = self._logs.get((database, table))
+        return key_log.start_gtids if key_log is not None else None
 
     def changes(self, database: str, table: str) -> int:
         key_log = self._logs.get((database, table))
@@ -743,6 +772,7 @@ class SnapshotReader:
     on_table_done: Callable[[dict[str, Any]], None] | None = None
     _clock_offset_us: int = 0
     _exact: bool = False  # MariaDB: reads at their consistent snapshot's binlog point
+    _gtids: bool = False  # MySQL with gtid_mode = ON: reads bracketed by GTID watermarks
 
     async def run(self) -> None:
         """Snapshot every pending table of the state; returns when none is left."""
@@ -753,6 +783,19 @@ class SnapshotReader:
             if conn.is_mariadb:  # WITH CONSISTENT SNAPSHOT is a read view in REPEATABLE READ
                 await conn.execute("SET SESSION TRANSACTION ISOLATION LEVEL REPEATABLE READ")
                 self._exact = True
+            else:
+                mode = await conn.query("SELECT @@GLOBAL.gtid_mode")
+                self._gtids = bool(mode) and _text(mode[0][0]).upper() == "ON"
+                if not self._gtids:
+                    log.warning(
+                        "snapshot: the server runs without GTIDs (gtid_mode = %s), so a chunk "
+                        "cannot be bracketed by GTID watermarks: each table's first read waits "
+                        "%.1f s after its key log starts instead, and a transaction whose "
+                        "engine commit lags its binlog write by more than that may be read "
+                        "without its change being noted (a row of the lake then misses it "
+                        "until the row changes again); set gtid_mode = ON "
+                        "(enforce_gtid_consistency = ON) for exact snapshots",
+                        _text(mode[0][0]) if mode else "unknown", self.grace)
             rows = await conn.query("SELECT UNIX_TIMESTAMP(NOW(6))")
             self._clock_offset_us = round(float(_text(rows[0][0])) * 1e6) - time.time_ns() // 1000
             while True:
@@ -1006,12 +1049,13 @@ class SnapshotReader:
 
         before = coordinator.changes(database, name)
         counted = coordinator.position  # the read must see every change counted in ``before``
+        counted_gtids = coordinator.stream_gtids()  # the same, by GTID (MySQL)
         read_time_us = time.time_ns() // 1000 + self._clock_offset_us
         sql = f"SELECT {table.select_list} FROM {_source(table)}"
         try:
             try:
                 _, high, exact = await self._read(conn, table, sql, time.monotonic(), counted,
-                                                  _nothing, receive)
+                                                  _nothing, receive, counted_gtids)
             except (ServerError, ValueError) as exc:
                 if coordinator.generation(database, name) != generation or (
                         isinstance(exc, ServerError) and exc.code in (1054, 1146)):
@@ -1051,7 +1095,8 @@ class SnapshotReader:
 
     async def _read(self, conn: Connection, table: SnapshotTable, sql: str, since: float,
                     counted: BinlogPosition | None, sent: Callable[[], Awaitable[None]],
-                    receive: Callable[[], Awaitable[ResultSet | None]] | None = None
+                    receive: Callable[[], Awaitable[ResultSet | None]] | None = None,
+                    counted_gtids: GtidSet | None = None
                     ) -> tuple[ResultSet | None, BinlogPosition, bool]:
         """Run a chunk's SELECT; its result and a binlog position it is consistent with: every
         change the SELECT saw is before it, and the table's key log holds every change after it
@@ -1063,8 +1108,12 @@ class SnapshotReader:
         exact, with no lock. MySQL, or a MariaDB point that does not get there within the
         grace: after GRACE since the key log started (see the module docstring), the server's
         binlog end after the SELECT (``binlog_end``). The flag says which (True: exact).
+        MySQL with GTIDs: exact too, by GTID watermarks (:meth:`_read_bracketed`).
         ``sent`` is awaited once the SELECT is sent, before its rows are read."""
         kinds, keep = table.wire_kinds, table.reads_kept
+        if self._gtids:
+            return await self._read_bracketed(conn, table, sql, since, sent, receive,
+                                              counted_gtids)
         if self._exact:
             while True:
                 await conn.execute("START TRANSACTION WITH CONSISTENT SNAPSHOT")
@@ -1087,6 +1136,56 @@ class SnapshotReader:
         result = await (receive() if receive else conn.read_columns(kinds, keep=keep))
         return result, await binlog_end(conn), False
 
+    async def _read_bracketed(self, conn: Connection, table: SnapshotTable, sql: str,
+                              since: float, sent: Callable[[], Awaitable[None]],
+                              receive: Callable[[], Awaitable[ResultSet | None]] | None,
+                              counted_gtids: GtidSet | None
+                              ) -> tuple[ResultSet | None, BinlogPosition, bool]:
+        """MySQL with GTIDs: the read between a low and a high watermark, exact whatever the
+        lag between a transaction's binlog write and its engine commit.
+
+        * Low: ``@@GLOBAL.gtid_executed`` read before the SELECT. MySQL adds a transaction's
+          GTID to it in the commit stage after the storage engine committed it (binlog group
+          commit: flush to the binlog, sync, engine commit, then the GTIDs), so every
+          transaction in it is visible to the SELECT, whose read view is made afterwards. The
+          read goes ahead only once that set holds the stream's GTID set where the table's key
+          log started (and, keyless, where its change count was taken): every transaction the
+          stream passed before the key log is then visible to the read, and every later one
+          is in the key log. A transaction written to the binlog but not yet committed in the
+          engine is not in the set: the read waits for its commit, however long it lags.
+        * High: the binlog end read after the SELECT. A transaction the SELECT saw was
+          committed in the engine before, so written to the binlog before: it is before that
+          end, which the chunk waits for the stream to pass.
+
+        So each row the chunk holds is the row as of the stream's position where it lands,
+        unless the key log holds its key (the stream's newer change wins), as on MariaDB."""
+        kinds, keep = table.wire_kinds, table.reads_kept
+        waited_from = time.monotonic()
+        while True:
+            needed = self.coordinator.key_log_start_gtids(table.database, table.name)
+            if needed is None and self.coordinator.key_log_start(
+                    table.database, table.name) is not None:
+                needed = GtidSet()  # the key log started before the stream saw any GTID
+            if needed is not None and counted_gtids is not None:
+                needed = needed | counted_gtids
+            rows = await conn.query("SELECT @@GLOBAL.gtid_executed")
+            executed = GtidSet.parse(_text(rows[0][0]) if rows else "")
+            if needed is not None and needed <= executed:
+                break
+            if time.monotonic() - waited_from > COMMIT_WAIT:
+                missing = needed - executed if needed is not None else None
+                raise SnapshotError(
+                    f"{table.database}.{table.name}: the stream's transactions "
+                    f"{missing.to_text(',') if missing is not None else '(none yet)'} are "
+                    f"not in the server's @@GLOBAL.gtid_executed after {COMMIT_WAIT:.0f} s "
+                    "(the stream has not reached a transaction boundary, or the server "
+                    "is not the one whose binlog is streamed)")
+            await trio.sleep(_EXACT_POLL)
+        await conn.send_query(sql)
+        await sent()
+        result = await (receive() if receive else conn.read_columns(kinds, keep=keep))
+        return result, await binlog_end(conn), True
+
     def _finish(self, entry: dict[str, Any], status: str, message: str | None) -> None:
         entry["status"] = status
         if message is not None:
@@ -1100,7 +1199,9 @@ class SnapshotReader:
             log.warning("%s", message)
         else:
             exact = (f", {entry.get('exact_chunks', 0)} of them read at their consistent "
-                     "snapshot's exact binlog point" if self._exact else "")
+                     "snapshot's exact binlog point" if self._exact else
+                     f", {entry.get('exact_chunks', 0)} of them between GTID watermarks"
+                     if self._gtids else "")
             log.info("snapshot of %s.%s done: %d rows in %d chunks%s", entry["database"],
                      entry["table"], entry.get("rows", 0), entry.get("chunks", 0), exact)
             if entry.get("one_time"):

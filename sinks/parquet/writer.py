@@ -812,6 +812,11 @@ class ParquetSink:
             self._relieve_memory()
         return rows
 
+    @property
+    def handled_gtids(self) -> GtidSet | None:
+        """MySQL: the checkpoint's GTID set plus every transaction handled since."""
+        return self._gtid_state
+
     def prepared_tables(self, xid: str) -> frozenset[tuple[str, str]] | None:
         """The ``(database, table)`` pairs an in-doubt XA transaction's prepared part changed,
         as the lake holds it (also after a restart); None when no prepared part of ``xid`` is
