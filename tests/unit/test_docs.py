@@ -85,3 +85,17 @@ def test_no_developer_references(page: Path) -> None:
     found = [f"{what}: {match.group(0)!r}" for pattern, what in _DEVELOPER_ONLY
              for match in pattern.finditer(text) if match.group(0) not in _NOT_HASHES]
     assert not found, f"{page.name} names what only binlake's developers can look up: {found}"
+
+
+def test_operations_lists_every_command_and_exit_code() -> None:
+    """docs/operations.md is the operator's one home of the commands and the exit codes: it
+    names every subcommand and explains exactly the codes replica.cli exits with."""
+    from replica import cli
+
+    text = (REPO / "docs" / "operations.md").read_text(encoding="utf-8")
+    commands = text.split("## Commands", 1)[1].split("\n## ", 1)[0]
+    assert {name for name in cli.COMMANDS if f"binlake {name}" not in commands} == set()
+    codes = text.split("## Exit codes", 1)[1].split("\n## ", 1)[0]
+    documented = {int(code) for code in re.findall(r"^\| (\d+) \|", codes, re.MULTILINE)}
+    assert documented == {cli.EXIT_OK, cli.EXIT_FAILURE, cli.EXIT_USAGE, cli.EXIT_PERMANENT,
+                          cli.EXIT_LAKE, cli.EXIT_INTERRUPTED}
