@@ -270,7 +270,7 @@ class Daemon:
     def work(self, now: float) -> Work:
         """Decoded and buffered work, for the progress lines (never the metrics)."""
         stats = self.pipeline.stats
-        pending = self.pipeline.sink.pending(now, behind=self.lag.stream_behind())
+        pending = self.pipeline.pending(now, behind=self.lag.stream_behind())
         return Work(stats.transactions, stats.rows, stats.bytes, pending.transactions,
                     pending.bytes, pending.lands_in, pending.flush_bytes)
 

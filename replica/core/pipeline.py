@@ -74,7 +74,7 @@ from replica.core.snapshot import SnapshotCoordinator
 from replica.errors import sole_exception
 from replica.observe.lag import LagTracker
 from replica.observe.metrics import Metrics
-from sinks.contract import Checkpoint, CommitOutcome, Flushed, Sink
+from sinks.contract import Checkpoint, CommitOutcome, Flushed, Pending, Sink
 
 log = logging.getLogger("binlake.pipeline")
 
@@ -147,6 +147,7 @@ class Pipeline:
         #: Where the sink's lake work runs (flushes, snapshot landings, open and close).
         self.worker = SinkWorker(after=self._count_flushes)
         self._durable: Checkpoint | None = None
+        self._pending: Pending | None = None  # the sink's last answer (see pending)
         self._flushed: list[Flushed] = []  # reported by flushes in the worker, not counted yet
         #: The lag, fed with what lands and with heartbeats; asked by /readyz, /metrics and
         #: the progress lines.
@@ -201,6 +202,15 @@ class Pipeline:
     def durable(self) -> Checkpoint | None:
         """The lake's resume position, as of the last flush."""
         return self._durable
+
+    def pending(self, now: float, *, behind: bool = False) -> Pending:
+        """What the sink holds that is not durable yet (``Sink.pending``), for progress lines;
+        while a worker call runs, the answer from before it (the sink is not asked then)."""
+        if not self.worker.busy or self._pending is None:
+            if self.worker.busy:  # nothing asked yet: nothing known to wait
+                return Pending(0, 0, None, 0)
+            self._pending = self.sink.pending(now, behind=behind)
+        return self._pending
 
     def stream_state(self) -> tuple[BinlogPosition | None, bool]:
         """(the position the stream received up to, whether anything received is not landed)
