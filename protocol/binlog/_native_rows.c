@@ -622,10 +622,14 @@ static PyObject *decode(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
  * tag of a chunk names its layout (LAYOUTS, exported: the one list of them); a consumer uses a
  * chunk only when the tag is the layout it wants. */
 
-enum { L_NONE, L_I1, L_I2, L_I4, L_I8, L_DEC, L_F4, L_F8, L_STR, L_BIN, L_DATE, L_TS };
+/* Each layout holds its values as they are: integers signed (i*) or unsigned (u*) in a width
+ * that holds every value of the column's type, DECIMAL as a 128-bit scaled integer, … What a
+ * consumer makes of them (a wider type, a decimal for BIGINT UNSIGNED) is its own choice. */
+enum { L_NONE, L_I1, L_I2, L_I4, L_I8, L_DEC, L_F4, L_F8, L_STR, L_BIN, L_DATE, L_TS,
+       L_U1, L_U2, L_U4, L_U8, L_LAST = L_U8 };
 static const char *const TAGS[] = {"none", "i1", "i2", "i4", "i8", "dec", "f4", "f8", "str",
-                                   "bin", "date", "ts"};
-static const int WIDTH[] = {0, 1, 2, 4, 8, 16, 4, 8, 0, 0, 4, 8};
+                                   "bin", "date", "ts", "u1", "u2", "u4", "u8"};
+static const int WIDTH[] = {0, 1, 2, 4, 8, 16, 4, 8, 0, 0, 4, 8, 1, 2, 4, 8};
 
 typedef struct {
     char *p;
@@ -674,7 +678,7 @@ static int layout_of(const ColPlan *cp) {
     switch (cp->kind) {
     case K_INT: {
         static const int s[9] = {0, L_I1, L_I2, L_I4, L_I4, 0, 0, 0, L_I8};
-        static const int u[9] = {0, L_I2, L_I4, L_I4, L_I8, 0, 0, 0, L_DEC};
+        static const int u[9] = {0, L_U1, L_U2, L_I4, L_U4, 0, 0, 0, L_U8};  /* 24 bits fit i4 */
         return cp->a >= 1 && cp->a <= 8 ? (cp->b ? u : s)[cp->a] : L_NONE;
     }
     case K_FLOAT: return cp->a == 4 ? L_F4 : L_F8;
@@ -859,8 +863,8 @@ static int avalue(const ColPlan *cp, ACol *c, const unsigned char *buf, Py_ssize
                   Py_ssize_t end) {
     Py_ssize_t off = *offp;  /* a local the readers' inlined code keeps in a register */
     /* A fixed-width value, appended as its first `width` bytes: Arrow's little-endian integer
-     * (a narrower one is the low bytes of i64; BIGINT UNSIGNED's decimal(20,0) is i64 with the
-     * high half 0), a FLOAT's/DOUBLE's IEEE bits, DECIMAL's 128-bit integer. */
+     * (a narrower one is the low bytes of i64, an unsigned one's bits as they are), a FLOAT's or
+     * DOUBLE's IEEE bits, DECIMAL's 128-bit integer. */
     union {
         int64_t i64;
         __int128 i128;
@@ -988,7 +992,7 @@ static PyObject *bytes_of(Buf *b) {
 }
 
 /* (tag, nulls, validity bytes | None, data bytes, offsets bytes | None), or None (fallback). */
-static PyObject *TAG_OBJECTS[L_TS + 1];  /* TAGS as interned str, made at import */
+static PyObject *TAG_OBJECTS[L_LAST + 1];  /* TAGS as interned str, made at import */
 
 static PyObject *chunk_of(ACol *c) {
     if (c->layout == L_NONE) Py_RETURN_NONE;
@@ -1469,11 +1473,10 @@ static int tvalue(const ColPlan *cp, ACol *c, const unsigned char *s, Py_ssize_t
         int neg = n > 0 && s[0] == '-';
         uint64_t u;
         if (!digits_u64(s + neg, n - neg, &u)) goto python;
-        if (c->layout == L_DEC) {  /* BIGINT UNSIGNED: decimal(20,0) */
-            if (neg) goto python;
-            memset(out, 0, 16);
-            memcpy(out, &u, 8);
-            width = 16;
+        if (c->layout >= L_U1 && c->layout <= L_U8) {  /* an unsigned integer */
+            width = WIDTH[c->layout];
+            if (neg || (width < 8 && u >> (8 * width))) goto python;
+            memcpy(out, &u, (size_t)width);
         } else if (cp->kind == K_BIT) {  /* int64, two's complement above 2^63 */
             if (neg) goto python;
             memcpy(out, &u, 8);
@@ -1810,7 +1813,7 @@ static PyMethodDef methods[] = {
 
 /* What the Python side checks before it uses this extension (protocol/native_switch.py):
  * bump it with the loader's ABI whenever what the module exports, or how it is called, changes */
-#define ABI_VERSION 2
+#define ABI_VERSION 3
 
 static struct PyModuleDef module = {
     PyModuleDef_HEAD_INIT, "_native_rows", "binlake's native row decoder (see native.py).", -1,
@@ -1820,7 +1823,7 @@ static struct PyModuleDef module = {
 PyMODINIT_FUNC PyInit__native_rows(void) {
     PyDateTime_IMPORT;
     if (PyDateTimeAPI == NULL) return NULL;
-    for (int i = 0; i <= L_TS; i++)
+    for (int i = 0; i <= L_LAST; i++)
         if (TAG_OBJECTS[i] == NULL && (TAG_OBJECTS[i] = PyUnicode_InternFromString(TAGS[i])) == NULL)
             return NULL;
     PyObject *m = PyModule_Create(&module);
@@ -1829,8 +1832,8 @@ PyMODINIT_FUNC PyInit__native_rows(void) {
         return NULL;
     }
     /* LAYOUTS: ((tag, bytes per value or 0 for offsets + bytes), ...), the chunks' layouts */
-    PyObject *layouts = m == NULL ? NULL : PyTuple_New(L_TS);
-    for (int i = 1; layouts != NULL && i <= L_TS; i++) {
+    PyObject *layouts = m == NULL ? NULL : PyTuple_New(L_LAST);
+    for (int i = 1; layouts != NULL && i <= L_LAST; i++) {
         PyObject *entry = Py_BuildValue("(Oi)", TAG_OBJECTS[i], WIDTH[i]);
         if (entry == NULL) Py_CLEAR(layouts);
         else PyTuple_SET_ITEM(layouts, i - 1, entry);

@@ -12,14 +12,14 @@ same values and the same typed errors.
 
 It also decodes an image straight into typed column buffers (:func:`decode_arrow`): per
 column a *chunk* ``(tag, nulls, validity, data, offsets)`` — the validity bitmap (None: no
-NULL), the values in an Arrow layout (integers of a width that holds them, DECIMAL <= 38 digits
-and BIGINT UNSIGNED as 128-bit scaled integers, FLOAT/DOUBLE as stored, DATE as days,
+NULL), the values in an Arrow layout (integers signed or unsigned as the column is, in a width
+that holds them, DECIMAL <= 38 digits as 128-bit scaled integers, FLOAT/DOUBLE as stored, DATE as days,
 DATETIME2/TIMESTAMP2 as epoch microseconds, TIME2 as signed microseconds, BIT as int64, strings
 and ENUM/SET labels as int32 offsets + UTF-8 bytes) — or None where that column of that event
 has a value the layout cannot carry (a string that is not well-formed in its charset, a zero or
 invalid date, DECIMAL wider than 38 digits, ENUM/SET without labels). ``tag`` names the layout:
-``i1``, ``i2``, ``i4``, ``i8``, ``dec``, ``f4``, ``f8``, ``str``, ``bin``, ``date``, ``ts``
-(the extension's ``LAYOUTS``). What a batch of them becomes is the consumer's: the Parquet
+``i1``, ``i2``, ``i4``, ``i8``, ``u1``, ``u2``, ``u4``, ``u8``, ``dec``, ``f4``, ``f8``,
+``str``, ``bin``, ``date``, ``ts`` (the extension's ``LAYOUTS``). What a batch of them becomes is the consumer's: the Parquet
 sink's ``sinks.parquet.native_batch``.
 
 A snapshot's chunks land through the same chunks: their text-protocol rows are kept unparsed
@@ -46,7 +46,7 @@ __all__ = ["AVAILABLE", "ENABLED", "ARROW", "TEXT_ARROW", "UNAVAILABLE_REASON", 
            "text_rows", "text_collect", "text_arrow", "text_lists", "TEXT_SKIP", "warn_once"]
 
 #: The ``ABI_VERSION`` of ``_native_rows.c`` this module calls.
-ABI = 2
+ABI = 3
 
 _module: Any
 _module, UNAVAILABLE_REASON = native_switch.load(

@@ -65,11 +65,33 @@ static int width_of(PyObject *tag) {
     return -1;
 }
 
+/* Whether a chunk of layout `from` lands in a column of layout `to`: the same layout, or an
+ * unsigned integer (u1, u2, u4, u8) in a wider signed one (i2, i4, i8) or in a 128-bit decimal
+ * of scale 0 (dec): zero-extended, the value unchanged. The decoder keeps unsigned integers as
+ * they are; the lake's type for them (sinks/parquet/types.py) picks `to`. */
+static int widens(PyObject *from, PyObject *to) {
+    if (from == to) return 1;
+    const char *f = PyUnicode_Check(from) ? PyUnicode_AsUTF8(from) : NULL;
+    const char *t = PyUnicode_Check(to) ? PyUnicode_AsUTF8(to) : NULL;
+    if (f == NULL || t == NULL) {
+        PyErr_Clear();
+        return 0;
+    }
+    if (strcmp(f, t) == 0) return 1;
+    if (f[0] != 'u' || (t[0] != 'i' && strcmp(t, "dec") != 0)) return 0;
+    int fw = width_of(from), tw = width_of(to);
+    if (fw < 0 || tw < 0) {
+        PyErr_Clear();
+        return 0;
+    }
+    return tw > fw;
+}
+
 /* concat(tag, segments) -> (rows, nulls, validity | None, data, offsets | None)
  * segments: a sequence of (chunk | None, rows); None is that many NULLs (a column absent from
- * an image, or the rows of a batch with no before image). Chunks must carry ``tag`` (the caller
- * checks); a string column over 2 GiB raises OverflowError (the caller then takes the Python
- * path, which splits it as today). */
+ * an image, or the rows of a batch with no before image). A chunk carries ``tag`` or a layout
+ * that widens to it (ValueError otherwise); a string column over 2 GiB raises OverflowError
+ * (the caller then takes the Python path, which splits it as today). */
 static PyObject *concat(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
     if (nargs != 2 || !PyUnicode_Check(args[0])) {
         PyErr_SetString(PyExc_TypeError, "concat(tag: str, segments)");
@@ -94,16 +116,19 @@ static PyObject *concat(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
             databytes += w * n;
         } else {
             if (!PyTuple_Check(chunk) || PyTuple_GET_SIZE(chunk) != 5
-                || !PyBytes_Check(PyTuple_GET_ITEM(chunk, 3))) goto bad;
+                || !PyBytes_Check(PyTuple_GET_ITEM(chunk, 3))
+                || !widens(PyTuple_GET_ITEM(chunk, 0), args[0])) goto bad;
+            int cw = PyTuple_GET_ITEM(chunk, 0) == args[0] ? w
+                     : width_of(PyTuple_GET_ITEM(chunk, 0));
             PyObject *o = PyTuple_GET_ITEM(chunk, 4);
             PyObject *v = PyTuple_GET_ITEM(chunk, 2);
             Py_ssize_t dl = PyBytes_GET_SIZE(PyTuple_GET_ITEM(chunk, 3));
-            if (w ? dl != w * n : (!PyBytes_Check(o) || PyBytes_GET_SIZE(o) != 4 * (n + 1)))
+            if (w ? dl != cw * n : (!PyBytes_Check(o) || PyBytes_GET_SIZE(o) != 4 * (n + 1)))
                 goto bad;
             if (v != Py_None && (!PyBytes_Check(v) || PyBytes_GET_SIZE(v) < (n + 7) / 8))
                 goto bad;
             nulls += PyLong_AsSsize_t(PyTuple_GET_ITEM(chunk, 1));
-            databytes += dl;
+            databytes += w ? w * n : dl;
         }
         rows += n;
     }
@@ -136,7 +161,17 @@ static PyObject *concat(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
         }
         PyObject *d = PyTuple_GET_ITEM(chunk, 3), *v = PyTuple_GET_ITEM(chunk, 2);
         Py_ssize_t dl = PyBytes_GET_SIZE(d);
-        memcpy(dp + pos, PyBytes_AS_STRING(d), (size_t)dl);
+        int cw = w && PyTuple_GET_ITEM(chunk, 0) != args[0] ? width_of(PyTuple_GET_ITEM(chunk, 0))
+                                                           : w;
+        if (cw == w) {
+            memcpy(dp + pos, PyBytes_AS_STRING(d), (size_t)dl);
+        } else {  /* an unsigned integer zero-extended to the column's width (widens) */
+            const char *src = PyBytes_AS_STRING(d);
+            memset(dp + pos, 0, (size_t)(w * n));
+            for (Py_ssize_t r = 0; r < n; r++)
+                memcpy(dp + pos + w * r, src + cw * r, (size_t)cw);
+            dl = w * n;
+        }
         if (op) {
             const char *src = PyBytes_AS_STRING(PyTuple_GET_ITEM(chunk, 4));
             for (Py_ssize_t r = 1; r <= n; r++) {
@@ -212,7 +247,7 @@ static PyObject *arrow_bytes(PyObject *self, PyObject *images) {
  * Table column k of a batch from its entries (sinks/parquet/rows.py): per image (slots, chunks,
  * values, rows) — slots None means the table's order, values None an image the rows lack. The
  * column is NULL where the image lacks it; None when some image holds it in no chunk of
- * ``tag`` (the caller then converts the Python values). */
+ * ``tag`` or of a layout that widens to it (the caller then converts the Python values). */
 static PyObject *gather(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
     if (nargs != 3 || !PyUnicode_Check(args[0])) {
         PyErr_SetString(PyExc_TypeError, "gather(tag: str, k: int, entries)");
@@ -255,9 +290,7 @@ static PyObject *gather(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
                 }
                 chunk = PyTuple_GET_ITEM(chunks, at);
                 if (!PyTuple_Check(chunk) || PyTuple_GET_SIZE(chunk) != 5
-                    || !PyUnicode_Check(PyTuple_GET_ITEM(chunk, 0))
-                    || PyUnicode_Compare(PyTuple_GET_ITEM(chunk, 0), args[0]) != 0) {
-                    if (PyErr_Occurred()) goto done;
+                    || !widens(PyTuple_GET_ITEM(chunk, 0), args[0])) {
                     result = Py_NewRef(Py_None);
                     goto done;
                 }
@@ -651,7 +684,7 @@ static PyMethodDef methods[] = {
 
 /* What sinks/parquet/native_batch.py checks before it uses this extension: bump it with the
  * loader's ABI whenever what the module exports, or how it is called, changes. */
-#define ABI_VERSION 1
+#define ABI_VERSION 2
 
 static struct PyModuleDef module = {
     PyModuleDef_HEAD_INIT, "_native_batch",

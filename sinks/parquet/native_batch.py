@@ -27,7 +27,7 @@ __all__ = ["ABI", "ACTIVE", "arrow_bytes", "concat", "gather", "gather_all", "me
            "export_batch", "Column"]
 
 #: The ``ABI_VERSION`` of ``_native_batch.c`` this module calls.
-ABI = 1
+ABI = 2
 
 _module: Any
 _module, UNAVAILABLE_REASON = native_switch.load(

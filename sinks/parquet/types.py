@@ -115,14 +115,16 @@ def native_tag(column: Column, arrow_type: pa.DataType) -> str | None:
     """The layout of the native decoder's Arrow chunks (``protocol.binlog.native``) this column
     lands from as they are, or None when it always lands from Python values.
 
-    A chunk is used only when its tag is this one: the decoder picks its layout from the binlog
-    type alone, so a column whose Arrow type says otherwise (a VARCHAR with the BINARY flag, a
-    string without charset metadata) falls back to the Python values, and the schema the lake
-    lands cannot change through the native path. Wide DECIMAL and the pre-5.6 temporal types
-    have no native layout (the decoder leaves their values to Python).
+    A chunk is used only when its tag is this one, or an unsigned integer layout that widens to
+    it (``_native_batch.c`` zero-extends it): the decoder keeps each value as the binlog type
+    holds it, the lake's type is chosen here. A column whose Arrow type says otherwise (a
+    VARCHAR with the BINARY flag, a string without charset metadata) falls back to the Python
+    values, and the schema the lake lands cannot change through the native path. Wide DECIMAL
+    and the pre-5.6 temporal types have no native layout (the decoder leaves their values to
+    Python).
     """
     if pa.types.is_decimal(arrow_type):
-        return "dec"  # DECIMAL(p <= 38) as scaled integers, BIGINT UNSIGNED as decimal(20,0)
+        return "dec"  # DECIMAL(p <= 38) as scaled integers, BIGINT UNSIGNED (u8) as decimal(20,0)
     tag = _NATIVE_TAGS.get(arrow_type)
     code = column.type_code
     if tag is None or (tag[0] == "i" and code not in _NATIVE_INTS) or (

@@ -1,8 +1,8 @@
-"""``binlake decode`` prints the same bytes with its native line formatter as with the Python
-formatters alone (``BINLAKE_NATIVE=0``: no native decoder, no native formatter), in both formats,
-over the type matrix's binlogs of MariaDB 10.11, 11.8 and MySQL 9.7 — every column type family
-with edge values, NULLs, charsets, zero dates, DECIMAL(65), BIT, TIME, unsigned, JSON — plus
-MINIMAL images, a key-changing UPDATE and a statement whose password must stay redacted."""
+"""``binlake decode`` prints the same bytes with the native row decoder as with the Python one
+(``BINLAKE_NATIVE=0``), in both formats, over the type matrix's binlogs of MariaDB 10.11, 11.8
+and MySQL 9.7 — every column type family with edge values, NULLs, charsets, zero dates,
+DECIMAL(65), BIT, TIME, unsigned, JSON — plus MINIMAL images, a key-changing UPDATE and a
+statement whose password must stay redacted."""
 
 from __future__ import annotations
 

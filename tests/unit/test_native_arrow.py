@@ -273,6 +273,24 @@ def test_concat_refuses_malformed_segments() -> None:
             native_batch.gather("i4", 0, bad)
 
 
+def test_unsigned_layouts_widen_to_the_sinks_type_and_nothing_else() -> None:
+    """The decoder keeps an unsigned integer as it is (u1, u2, u4, u8); the sink's batch
+    builder zero-extends it to the wider signed layout or the decimal(20,0) the lake's type
+    asks for, and refuses anything that could change a value."""
+    top = ("u4", 0, None, b"\xff\xff\xff\xff", None)
+    assert native_batch.concat("i8", [(top, 1), (None, 1)]) == (
+        2, 1, b"\x01", b"\xff\xff\xff\xff" + b"\0" * 12, None)
+    big = ("u8", 0, None, b"\xff" * 8, None)
+    assert native_batch.concat("dec", [(big, 1)]) == (1, 0, None, b"\xff" * 8 + b"\0" * 8, None)
+    assert native_batch.gather("i8", 0, [(None, (top,), [[1]], 1)]) == (
+        1, 0, None, b"\xff\xff\xff\xff" + b"\0" * 4, None)
+    for tag, chunk in (("i4", top), ("i8", big), ("u4", ("i4", 0, None, b"\0" * 4, None)),
+                       ("f8", big), ("i2", ("u2", 0, None, b"\0\0", None))):
+        assert native_batch.gather(tag, 0, [(None, (chunk,), [[1]], 1)]) is None, (tag, chunk)
+        with pytest.raises(ValueError):
+            native_batch.concat(tag, [(chunk, 1)])
+
+
 def _mixed_cost() -> None:
     """Per-row CPU of decode + convert on workload (a)'s shape (8 mixed columns, events of ~30
     rows as a server writes them, batches of 4096 rows): lists + pa.array vs Arrow chunks.
