@@ -42,6 +42,7 @@ from typing import TextIO
 from protocol.errors import GtidError, ServerError
 from protocol.gtid import GtidPosition, GtidSet
 from replica.config import Config
+from sinks.errors import LakeCorrupted, LakeFormatTooNew
 from sinks.parquet.status import checkpoint_path, read_checkpoint
 
 __all__ = [
@@ -146,12 +147,16 @@ def _on(value: str | None) -> bool:
     return value is not None and value.upper() in ("ON", "1", "YES", "TRUE")
 
 
-def _read_checkpoint(lake: str) -> tuple[dict[str, object] | None, str | None]:
-    """The lake's ``_checkpoint.json`` (read only, never recovered here), or why not."""
+def _read_checkpoint(lake: str) -> tuple[dict[str, object] | None, CheckResult | None]:
+    """The lake's ``_checkpoint.json`` (read only, never recovered here), or the failed
+    ``lake`` check saying why not (a lake of a newer binlake among the reasons)."""
     try:
         return read_checkpoint(lake), None
-    except (OSError, ValueError) as exc:
-        return None, f"cannot read {checkpoint_path(lake)}: {exc}"
+    except LakeFormatTooNew as exc:
+        return None, CheckResult("lake", Status.FAIL, str(exc), exc.fix)
+    except (OSError, ValueError, LakeCorrupted) as exc:
+        return None, CheckResult("lake", Status.FAIL, f"cannot read {checkpoint_path(lake)}: "
+                                 f"{exc}", "check lake.path and the checkpoint file")
 
 
 def evaluate(config: Config, report: ServerReport,
@@ -563,8 +568,7 @@ async def run_checks(config: Config) -> tuple[list[CheckResult], ServerReport | 
                            f"{report.user}@{report.where}, {flavor} "
                            f"{report.variables.get('version', '')}".rstrip())]
     if problem is not None:
-        results.append(CheckResult("lake", Status.FAIL, problem,
-                                   "check lake.path and the checkpoint file"))
+        results.append(problem)
     results.extend(evaluate(config, report, checkpoint))
     return results, report
 

@@ -29,12 +29,9 @@ DEMO_MARKER = L.DEMO_MARKER
 
 def read_checkpoint(lake: str) -> dict[str, Any] | None:
     """The lake's checkpoint document as it is on disk (never recovered here); None when there
-    is none yet. Raises ``OSError`` or ``ValueError`` when it cannot be read."""
-    try:
-        doc = _read_json(os.path.join(lake, L.CHECKPOINT))
-    except FileNotFoundError:
-        return None
-    return doc if isinstance(doc, dict) else None
+    is none yet. Raises :class:`~sinks.errors.LakeFormatTooNew` for a lake of a newer binlake,
+    ``OSError`` or ``ValueError`` when it cannot be read."""
+    return lake_state.read_document(lake)
 
 
 def checkpoint_path(lake: str) -> str:
@@ -107,7 +104,7 @@ def lake_facts(path: str) -> LakeFacts:
     facts = LakeFacts(path=os.path.abspath(path), exists=os.path.isdir(path))
     if not facts.exists:
         return facts
-    facts.checkpoint = lake_state.read_document(path)  # a newer lake format: refused
+    facts.checkpoint = read_checkpoint(path)  # a newer lake format: refused
     facts.commit_in_progress = os.path.exists(os.path.join(path, L.MANIFEST))
     for database_dir in sorted(os.listdir(path)):
         database_path = os.path.join(path, database_dir)

@@ -131,3 +131,19 @@ def test_the_spark_readers_refuse_a_lake_of_a_newer_binlake(tmp_path: Path) -> N
     _from_the_future(lake)
     with pytest.raises(LakeFormatTooNew, match="has lake format 2, newer than this binlake's 1"):
         load_versions(str(lake), "shop", "t")
+
+
+def test_check_fails_its_lake_line_for_a_lake_of_a_newer_binlake(tmp_path: Path) -> None:
+    from replica.commands.check import Status, _read_checkpoint
+
+    lake = tmp_path / "lake"
+    _landed_lake(lake)
+    doc, problem = _read_checkpoint(str(lake))
+    assert doc is not None and doc["seq"] == 3 and problem is None
+    _from_the_future(lake)
+    doc, problem = _read_checkpoint(str(lake))
+    assert doc is None and problem is not None
+    assert (problem.name, problem.status) == ("lake", Status.FAIL)
+    assert problem.detail == (f"the lake {lake} has lake format 2, newer than this binlake's 1: "
+                              "it was written by a newer binlake")
+    assert problem.fix is not None and problem.fix.startswith("run a binlake that writes")
