@@ -314,6 +314,11 @@ class SnapshotConfig:
         "Seconds to wait between two chunks (or a keyless table's pieces), to spare a busy "
         "server (0: none).",
         unit="seconds"))
+    signal_table: str | None = field(default=None, metadata=_key(
+        "db.table of a signal table (id VARCHAR(64) PRIMARY KEY, type VARCHAR(32), data TEXT): "
+        "an INSERT of ('an-id', 'snapshot', '{\"tables\": [\"db.table\"]}') seen in the "
+        "binlog asks the running daemon for a snapshot of those tables. Its own rows land "
+        "only if filter.include takes the table."))
     on_new_tables: bool = field(default=True, metadata=_key(
         "Snapshot tables that filter.include gained since the lake last ran, at start "
         "(false: warn and leave it to binlake snapshot)."))
@@ -1024,6 +1029,10 @@ def _validate(config: Config, origin_of: typing.Callable[[str], str],
         fail("start.file", "is required when start.from = file")
     if config.snapshot.chunk_pause < 0:
         fail("snapshot.chunk_pause", f"must be 0 or more, got {config.snapshot.chunk_pause}")
+    signal_table = config.snapshot.signal_table
+    if signal_table is not None and (signal_table.count(".") != 1 or any(
+            c in signal_table for c in "*?[")):
+        fail("snapshot.signal_table", f"must be db.table (no patterns), got {signal_table!r}")
     if config.snapshot.chunk_rows < 1:
         fail("snapshot.chunk_rows", f"must be at least 1, got {config.snapshot.chunk_rows}")
     modes = {}

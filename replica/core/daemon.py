@@ -60,6 +60,7 @@ from replica.core.session import (
     StartFrom,
     StartPoint,
 )
+from replica.core.signals import Signal
 from replica.core.snapshot import (
     REQUEST_POLL,
     SnapshotCoordinator,
@@ -130,6 +131,8 @@ def pipeline_options(config: Config) -> PipelineOptions:
         skip_gtid_domains=frozenset(filters.skip_gtid_domains),
         semi_sync=SemiSyncMode(config.semi_sync.mode),
         tick=PipelineOptions.tick_for(config.lake.flush_interval),
+        signal_table=(tuple(config.snapshot.signal_table.split(".", 1))  # type: ignore[arg-type]
+                      if config.snapshot.signal_table else None),
     )
 
 
@@ -185,6 +188,7 @@ class Daemon:
         self.metrics = metrics or Metrics(ready_max_lag=config.metrics.ready_max_lag)
         self.sink = open_sink(config)
         self.pipeline = Pipeline(self.sink, pipeline_options(config), self.metrics)
+        self.pipeline.on_signal = self._signal
         self.lag = self.pipeline.lag
         self.metrics.lag = self.lag.measure
         #: Seconds between reads of the server's end (for the lag).
@@ -756,6 +760,26 @@ class Daemon:
                         "tables", {}).items() if k in wanted]
                 return
             await trio.sleep(REQUEST_POLL)
+
+    def _signal(self, signal: Signal) -> None:
+        """A snapshot signal read from the binlog (``snapshot.signal_table``): planned as a
+        ``binlake snapshot`` request is, once (a replayed signal's request is known)."""
+        snapshots = self.snapshots
+        if snapshots is None or self.snapshot_tables is not None:
+            log.warning("snapshot signal %r ignored: `binlake snapshot` runs the lake now; "
+                        "insert it again once `binlake run` does", signal.id)
+            return
+        state = snapshots.state
+        if any(signal.request in entry.get("requests", ())
+               for entry in state.get("tables", {}).values()):
+            return  # replayed after a restart: planned already
+        filters = self.config.filter
+        plan_state(state, signal.tables, reason=f"signal {signal.id}",
+                   one_time=lambda d, t: not filters.accepts(d, t), request=signal.request)
+        snapshots.set_state(state)
+        log.info("snapshot signal %r (%s): snapshot of %s requested", signal.id,
+                 self.config.snapshot.signal_table,
+                 ", ".join(f"{d}.{t}" for d, t in signal.tables))
 
     def _take_requests(self) -> None:
         """Requests ``binlake snapshot`` left for this daemon (see replica.commands.snapshot)."""

@@ -69,6 +69,7 @@ from protocol.errors import ChecksumMismatch
 from protocol.gtid import MariadbGtid
 from replica.core.schema_source import SchemaSource
 from replica.core.session import ReplicationSession, SemiSyncMode
+from replica.core.signals import Signal, signals_in
 from replica.core.sink_worker import SinkWorker
 from replica.core.snapshot import SnapshotCoordinator
 from replica.errors import sole_exception
@@ -101,6 +102,9 @@ class PipelineOptions:
     semi_sync: SemiSyncMode = SemiSyncMode.OFF
     tick: float = 0.5  # seconds between time-based flush checks
     verify_checksums: bool = True
+    #: ``snapshot.signal_table`` as (database, table): its INSERTs are read as snapshot
+    #: signals (``signals.py``), handed to ``Pipeline.on_signal`` when their transaction commits.
+    signal_table: tuple[str, str] | None = None
 
     @staticmethod
     def tick_for(flush_interval: float) -> float:
@@ -158,6 +162,10 @@ class Pipeline:
         #: Set by the daemon when snapshots may run: sees every landed rows event and DDL,
         #: and lands snapshot chunks between transactions.
         self.snapshots: SnapshotCoordinator | None = None
+        #: Set by the daemon: called with each snapshot signal of a committed transaction.
+        self.on_signal: Callable[[Signal], None] | None = None
+        self._signals: list[Signal] = []  # of the open transaction
+        self._begin_at = ""  # the open transaction's GTID or position (signal request ids)
         self._session: ReplicationSession | None = None
         self._assembler: TransactionAssembler | None = None
         # Rows per (database, table, op) of the open transaction, and of committed ones not
@@ -468,6 +476,8 @@ class Pipeline:
     def _handle_rows(self, item: RowsEvent) -> None:
         table = item.table
         key = (table.schema, table.table)
+        if key == self.options.signal_table and not self._skipping:
+            self._read_signals(item)
         snapshots = self.snapshots  # (tracking: see _handle_begin)
         if snapshots is not None and snapshots.tracking and not self._skipping:
             snapshots.observe(item)  # excluded tables too: one-time copies need them
@@ -481,6 +491,14 @@ class Pipeline:
         counter = (key[0], key[1], _op_name(item.kind))
         rows = self._txn_rows
         rows[counter] = rows.get(counter, 0) + item.row_count
+
+    def _read_signals(self, item: RowsEvent) -> None:
+        if item.kind is not RowsKind.INSERT:
+            return
+        signals, problems = signals_in(item, self._begin_at)
+        for problem in problems:
+            log.warning("snapshot signal ignored: %s", problem)
+        self._signals.extend(signals)
 
     def _accepts(self, key: tuple[str, str]) -> bool:
         """``options.accepts`` of a table, remembered: it matches patterns, and the same few
@@ -496,6 +514,9 @@ class Pipeline:
 
     def _handle_begin(self, item: TransactionBegin) -> None:
         self._txn_rows.clear()
+        if self.options.signal_table is not None:
+            self._signals.clear()
+            self._begin_at = str(item.gtid) if item.gtid is not None else str(item.position)
         self._skipping = self._skips(item)
         if self._skipping:
             self.stats.skipped_transactions += 1
@@ -508,6 +529,11 @@ class Pipeline:
         self.sink.handle_begin(item)
 
     def _handle_commit(self, item: TransactionCommit) -> None:
+        if self._signals:  # planned before the commit lands: the same flush records both
+            signals, self._signals = self._signals, []
+            if self.on_signal is not None and item.xa is None:
+                for signal in signals:
+                    self.on_signal(signal)
         snapshots = self.snapshots  # XA COMMIT always: it ends a prepared part (see end)
         if snapshots is not None and (snapshots.tracking or item.xa is not None):
             snapshots.end(item)
