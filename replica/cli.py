@@ -121,7 +121,7 @@ COMMANDS = {
 
 #: The config sections each config-taking command uses: its flags (and --set keys) are those.
 ALL_SECTIONS = frozenset({"server", "replica", "start", "semi_sync", "filter", "snapshot", "lake",
-                          "reconnect", "metrics", "log", "transform"})
+                          "reconnect", "metrics", "log", "transform", "types"})
 COMMAND_SECTIONS = {
     "run": ALL_SECTIONS,
     "snapshot": ALL_SECTIONS,  # it streams like `run` while it snapshots

@@ -33,7 +33,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from sinks.transform import ACTIONS, ColumnRule, Transform
+from sinks.transform import ACTIONS, ColumnRule, Transform, TypeOptions
 
 __all__ = [
     "ConfigError",
@@ -48,6 +48,7 @@ __all__ = [
     "MetricsConfig",
     "LogConfig",
     "TransformConfig",
+    "TypesConfig",
     "Config",
     "DEFAULT_CONFIG_PATH",
     "ENV_PREFIX",
@@ -482,6 +483,30 @@ class TransformConfig:
         secret=True))
 
 
+@dataclass(frozen=True, slots=True)
+class TypesConfig:
+    """How some source types land, chosen when a lake is created and recorded in it
+    (`_types.json`): a daemon started on that lake with other choices stops (exit 2) naming
+    both."""
+
+    tinyint1_as_boolean: bool = field(default=False, metadata=_key(
+        "TINYINT(1) as boolean. Only false is supported: the binlog does not carry a TINYINT's "
+        "display width, so binlake cannot tell TINYINT(1) from TINYINT(4)."))
+    bigint_unsigned: str = field(default="decimal", metadata=_key(
+        "BIGINT UNSIGNED as decimal(20,0) (\"decimal\", every value fits) or as int64 "
+        "(\"int64\": a value above 2^63-1 stops the daemon, exit 2, never wraps).",
+        choices=("decimal", "int64")))
+    wide_decimal: str = field(default="string", metadata=_key(
+        "DECIMAL wider than 38 digits (more than Spark reads) as its exact text (\"string\"), "
+        "or refused when its table is first seen (\"error\": exit 2).",
+        choices=("string", "error")))
+    zero_date: str = field(default="null", metadata=_key(
+        "DATE, DATETIME and TIMESTAMP: typed columns whose zero or invalid dates land as NULL "
+        "(\"null\"), or text columns holding every value as the server prints it, zero dates "
+        "included (\"string\"; TIMESTAMP in UTC).",
+        choices=("null", "string")))
+
+
 #: The keys of one ``[[transform.column]]`` table, and the actions it may name.
 _RULE_KEYS = frozenset({"match", "action", "mask", "length"})
 
@@ -501,6 +526,7 @@ class Config:
     metrics: MetricsConfig = MetricsConfig()
     log: LogConfig = LogConfig()
     transform: TransformConfig = TransformConfig()
+    types: TypesConfig = TypesConfig()
     #: The ``[[transform.column]]`` rules, in file order (the first match wins).
     transform_rules: tuple[ColumnRule, ...] = ()
     #: The TOML file that was read, if any.
@@ -513,13 +539,16 @@ class Config:
         return found
 
     def column_transform(self) -> Transform | None:
-        """The column rules with their key, for every path that lands or prints rows; None
-        without rules."""
-        if not self.transform_rules:
+        """The column rules with their key and the [types] choices, for every path that lands
+        or prints rows; None without rules and with the default types."""
+        types = TypeOptions(tinyint1_as_boolean=self.types.tinyint1_as_boolean,
+                            bigint_unsigned=self.types.bigint_unsigned,
+                            wide_decimal=self.types.wide_decimal, zero_date=self.types.zero_date)
+        if not self.transform_rules and types.is_default:
             return None
         key = self.transform.hash_key
         return Transform(self.transform_rules,
-                         key.reveal().encode("utf-8") if key is not None else None)
+                         key.reveal().encode("utf-8") if key is not None else None, types)
 
 
 _SECTIONS: dict[str, type[Any]] = {
@@ -534,6 +563,7 @@ _SECTIONS: dict[str, type[Any]] = {
     "metrics": MetricsConfig,
     "log": LogConfig,
     "transform": TransformConfig,
+    "types": TypesConfig,
 }
 
 
@@ -1090,6 +1120,10 @@ def _validate(config: Config, origin_of: typing.Callable[[str], str],
     if reconnect.healthy_after < 0:
         fail("reconnect.healthy_after", "must not be negative")
 
+    if config.types.tinyint1_as_boolean:
+        fail("types.tinyint1_as_boolean", "true is not supported: the binlog does not carry "
+             "a TINYINT's display width, so TINYINT(1) cannot be told from TINYINT(4)",
+             hint="leave it false (TINYINT lands as tinyint; CAST it to boolean when reading)")
     transform = config.transform
     if transform.hash_key is not None and not transform.hash_key.reveal():
         fail("transform.hash_key_file" if transform.hash_key_file else "transform.hash_key",

@@ -37,6 +37,15 @@ class TransformRefused(SinkError):
         self.fix = fix
 
 
+class ValueOutOfRange(TransformRefused):
+    """A value the lake's ``[types]`` choice cannot hold (a BIGINT UNSIGNED past 2^63-1 where
+    it lands as int64): never wrapped; the daemon stops (exit 2) with ``fix``."""
+
+
+class TypeOptionsChanged(TransformRefused):
+    """The daemon's ``[types]`` differ from those the lake was created with (exit 2)."""
+
+
 class LakeCorrupted(SinkError):
     """The lake's on-disk state contradicts itself (a commit record names a file that is gone)."""
 

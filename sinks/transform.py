@@ -39,9 +39,9 @@ from protocol.binlog.coltypes import FieldType
 from protocol.binlog.model import Column, ColumnFlag, RowsEvent, TableMapEvent
 from protocol.binlog.values import time_text
 
-from .errors import TransformRefused
+from .errors import TransformRefused, ValueOutOfRange
 
-__all__ = ["ACTIONS", "ColumnRule", "Transform", "hash_hex", "text_form"]
+__all__ = ["ACTIONS", "ColumnRule", "Transform", "TypeOptions", "hash_hex", "text_form"]
 
 ACTIONS = ("exclude", "mask", "hash", "truncate")
 
@@ -76,6 +76,44 @@ class ColumnRule:
         if self.action == "truncate":
             return f"truncate:{self.length}"
         return self.action
+
+
+@dataclass(frozen=True, slots=True)
+class TypeOptions:
+    """``[types]``: how some source types land, fixed per lake at its creation (the lake
+    records them: ``sinks.parquet.type_record``). The defaults are binlake's own mapping."""
+
+    tinyint1_as_boolean: bool = False
+    bigint_unsigned: str = "decimal"  # "decimal": decimal(20,0); "int64": out of range is an error
+    wide_decimal: str = "string"  # DECIMAL(39..65): "string", or "error" (refused)
+    zero_date: str = "null"  # DATE/DATETIME/TIMESTAMP: "null" for zero dates, or "string" (text)
+
+    @property
+    def is_default(self) -> bool:
+        return self == TypeOptions()
+
+    def to_json(self) -> dict[str, Any]:
+        return {"tinyint1_as_boolean": self.tinyint1_as_boolean,
+                "bigint_unsigned": self.bigint_unsigned, "wide_decimal": self.wide_decimal,
+                "zero_date": self.zero_date}
+
+
+_INT64_MAX = (1 << 63) - 1
+_TEMPORAL = frozenset({FieldType.DATE, FieldType.NEWDATE, FieldType.DATETIME,
+                       FieldType.DATETIME2, FieldType.TIMESTAMP, FieldType.TIMESTAMP2})
+
+
+def _temporal_text(column: Column) -> Callable[[Any], str]:
+    """``zero_date = "string"``: a DATE/DATETIME's text as the server prints it (a zero or
+    invalid date as it is); a TIMESTAMP's in UTC."""
+    code = column.type_code
+    if code in (FieldType.TIMESTAMP, FieldType.TIMESTAMP2):
+        fsp = (column.scale or 0) if code == FieldType.TIMESTAMP2 else 0
+        return lambda v: (_datetime_text(v.astimezone(_dt.UTC), fsp)
+                          if isinstance(v, _dt.datetime) else str(v))
+    form = text_form(column)
+    assert form is not None  # every DATE and DATETIME has one
+    return lambda v: form(v).decode()
 
 
 def hash_hex(key: bytes, value: bytes) -> str:
@@ -171,8 +209,10 @@ class _Plan:
 class Transform:
     """The configured rules with their key; :meth:`rows` / :meth:`table_map` apply them."""
 
-    def __init__(self, rules: Sequence[ColumnRule], key: bytes | None) -> None:
+    def __init__(self, rules: Sequence[ColumnRule], key: bytes | None,
+                 types: TypeOptions | None = None) -> None:
         self.rules = tuple(rules)
+        self.types = types or TypeOptions()
         for rule in self.rules:
             if rule.action not in ACTIONS:
                 raise ValueError(f"unknown action {rule.action!r}")
@@ -198,7 +238,7 @@ class Transform:
 
     @property
     def active(self) -> bool:
-        return bool(self.rules)
+        return bool(self.rules) or not self.types.is_default
 
     def rule_for(self, database: str, table: str, column: str) -> ColumnRule | None:
         """The first rule whose pattern matches ``db.table.column``."""
@@ -224,7 +264,7 @@ class Transform:
         return table if plan is None else plan.table
 
     def _plan(self, table: TableMapEvent) -> _Plan | None:
-        if not self._ruled(table.schema, table.table):
+        if self.types.is_default and not self._ruled(table.schema, table.table):
             return None
         key = (table.schema, table.table)
         found = self._plans.get(key)
@@ -244,7 +284,8 @@ class Transform:
         excluded: list[str] = []
         ruled = False
         key_columns = set(table.primary_key)
-        if any(column.name is None for column in table.columns):
+        if self._ruled(table.schema, table.table) and any(
+                column.name is None for column in table.columns):
             raise TransformRefused(
                 f"{table.schema}.{table.table} has column rules but its TABLE_MAP names no "
                 "columns, so no rule could be matched: its values would land in clear",
@@ -252,7 +293,14 @@ class Transform:
                     "from information_schema), then restart")
         for column in table.columns:
             name = column.name or ""
-            rule = self.rule_for(table.schema, table.table, name)
+            rule = self.rule_for(table.schema, table.table, name) if column.name else None
+            typed = self._typed(table, column, len(columns)) if rule is None else None
+            if typed is not None:
+                ruled = True
+                new_index.append(len(columns))
+                columns.append(typed[0])
+                mappers.append(typed[1])
+                continue
             if rule is None:
                 new_index.append(len(columns))
                 columns.append(column if column.index == len(columns)
@@ -283,6 +331,38 @@ class Transform:
         landed = replace(table, columns=tuple(columns), primary_key=primary_key,
                          excluded=(*table.excluded, *excluded))
         return _Plan(landed, tuple(new_index), tuple(mappers))
+
+    def _typed(self, table: TableMapEvent, column: Column, index: int
+               ) -> tuple[Column, Mapper] | None:
+        """A column ``[types]`` lands otherwise than by default, or None."""
+        types, code = self.types, column.type_code
+        where = f"{table.schema}.{table.table}.{column.name or f'col_{column.index + 1}'}"
+        if code == FieldType.LONGLONG and column.unsigned and types.bigint_unsigned == "int64":
+
+            def checked(values: list[Any]) -> list[Any]:
+                for v in values:
+                    if v is not None and v > _INT64_MAX:
+                        raise ValueOutOfRange(
+                            f"{where}: {v} does not fit the int64 that [types] "
+                            "bigint_unsigned = \"int64\" lands BIGINT UNSIGNED as",
+                            fix="a lake whose BIGINT UNSIGNED values may pass 2^63-1 needs "
+                                "bigint_unsigned = \"decimal\" (a new lake)")
+                return values
+
+            return (replace(column, index=index, flags=column.flags & ~ColumnFlag.UNSIGNED,
+                            transform="type:int64"), checked)
+        if (code == FieldType.NEWDECIMAL and (column.precision or 0) > 38
+                and types.wide_decimal == "error"):
+            raise TransformRefused(
+                f"{where} is DECIMAL({column.precision},{column.scale or 0}), wider than the 38 "
+                "digits Spark reads, and [types] wide_decimal = \"error\"",
+                fix="narrow the column, exclude it with a column rule, or use a lake made with "
+                    "wide_decimal = \"string\"")
+        if code in _TEMPORAL and types.zero_date == "string":
+            text = _temporal_text(column)
+            return (_text_column(column, index, "type:string", 32),
+                    lambda values: [None if v is None else text(v) for v in values])
+        return None
 
     def _ruled_column(self, rule: ColumnRule, column: Column, index: int,
                       where: str) -> tuple[Column, Mapper]:

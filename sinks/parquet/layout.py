@@ -54,6 +54,7 @@ COMPACTION_LOG = "_compacted"
 STATE_STAGING = "_state_staging"
 DEMO_MARKER = "_binlake_demo_lake"
 SNAPSHOT_REQUESTS_DIR = "_snapshot_requests"
+TYPES_RECORD = "_types.json"  # the [types] choices the lake was created with (type_record.py)
 DATA_SUFFIX = ".parquet"
 VERSION_PREFIX = "schema_version="
 DATE_PREFIX = "commit_date="

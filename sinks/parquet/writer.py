@@ -53,7 +53,7 @@ from protocol.gtid import GtidPosition, GtidSet, MariadbGtid, MysqlGtid
 
 from ..contract import CommitOutcome, Flushed, Pending
 from ..errors import LakeError, SinkStateError
-from ..transform import Transform
+from ..transform import Transform, TypeOptions
 from . import commit as C
 from . import ddl as D
 from . import files as F
@@ -68,6 +68,7 @@ from .encoder import RowGroupEncoder
 from .lock import LakeLock
 from .rows import Exported, PendingRows, TransactionTags, key_changed_rows, rows_batch, rows_export
 from .schema import COMMIT_TS_FIELD, TableVersion, VersionOrigin, signature
+from .type_record import check_types
 from .types import new_counter
 
 log = logging.getLogger("binlake.sinks.parquet")
@@ -265,6 +266,7 @@ class ParquetSink:
         self.options = options or SinkOptions()
         transform = self.options.transform
         self._transform = transform if transform is not None and transform.active else None
+        self._types = transform.types if transform is not None else TypeOptions()
         self.stats: dict[str, int] = {
             "transactions": 0, "rows": 0, "skipped_transactions": 0, "rollbacks": 0,
             "statement_dml": 0, "ddl": 0, "files": 0, "flushes": 0, "spilled_batches": 0,
@@ -350,6 +352,7 @@ class ParquetSink:
         try:
             S.check_lake(self.lake)  # a lake of a newer binlake: refused before recovery
             doc = C.recover(self.lake)
+            check_types(self.lake, self._types, new_lake=doc is None)  # before anything lands
         except OSError as exc:
             self._lock.release()
             raise LakeError.from_os_error(exc, self.lake, "recovering the lake") from exc
