@@ -46,7 +46,7 @@ from __future__ import annotations
 import logging
 import time
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
 from typing import cast
 
@@ -292,7 +292,7 @@ class Pipeline:
                 if source is None and (snapshots is None or snapshots.idle):
                     batch = session.buffered_events()
                     if batch:
-                        self._land_batch(decoder, batch)
+                        await self._land_batch(decoder, batch, session)
                         if snapshots is not None:  # as after each event: the last one counts
                             if assembler.in_transaction:
                                 snapshots.between_transactions = False
@@ -352,10 +352,13 @@ class Pipeline:
         finally:
             self._count_decode()
 
-    def _land_batch(self, decoder: EventStream, batch: list[bytes]) -> None:
+    async def _land_batch(self, decoder: EventStream, batch: list[bytes],
+                          session: ReplicationSession) -> None:
         """Decode the events of ``batch`` (received whole, in order, nothing to await between
         them), then hand their items over: what the one-at-a-time loop of :meth:`_read` does,
-        with the clock read, the counts and the calls once per batch, not per event.
+        with the clock read, the counts and the calls once per batch, not per event. A commit
+        that passes a flush threshold is flushed (and ACKed) before the next item is handed over,
+        as one at a time: the thresholds bound what is buffered whatever the batch's size.
 
         A decoding error is raised after the events before the bad one are handled, as
         they would have been one at a time.
@@ -385,15 +388,18 @@ class Pipeline:
         assembler = self._assembler
         assert assembler is not None
         handle = self._handle
+        sink = self.sink
         if HeartbeatEvent in kinds or IncidentEvent in kinds:
-            for event in events:
-                if self._notable(event, assembler):
-                    continue
-                for item in assembler.feed(event):
-                    handle(item)
+            items: Iterable[TransactionItem] = (
+                item for event in events if not self._notable(event, assembler)
+                for item in assembler.feed(event))
         else:
-            for item in assembler.feed_many(events):
-                handle(item)
+            items = assembler.feed_many(events)
+        for item in items:
+            handle(item)
+            if sink.flush_wanted:  # a commit passed a threshold: land it before the next one
+                await self.flush()
+                await self.ack_durable(session)
         if failure is not None:
             raise failure
 
