@@ -72,7 +72,7 @@ from replica.core.snapshot import (
     remove_request,
     requests_done,
 )
-from replica.errors import NoWritablePrimary, describe, sole_exception
+from replica.errors import ConnectionLost, NoWritablePrimary, describe, sole_exception
 from replica.observe import logs
 from replica.observe.lag import query_server_end
 from replica.observe.metrics import Metrics, serve_http
@@ -212,6 +212,8 @@ class Daemon:
         #: server.host's candidates, and the index of the one followed (tried first).
         self.candidates = config.server.candidates
         self._followed = 0
+        #: The stream was ended because its server became read-only (see _follow_another).
+        self._demoted = False
         self._filters_checked = False
 
     def stop(self) -> None:
@@ -363,7 +365,10 @@ class Daemon:
 
         Failures are DEBUG lines: the stream's own connection reports the server's trouble,
         and without fresh reads the lag only grows (it never claims a false 0). It starts once
-        the first stream did.
+        the first stream did. With several candidates in server.host it also watches
+        ``@@read_only``: a followed primary that was demoted but stays up would keep the stream
+        (it sends no more transactions unless it replicates the new primary), so the stream is
+        ended and the candidates are tried again.
         """
         await self._streamed.wait()
         conn: Connection | None = None
@@ -379,6 +384,8 @@ class Daemon:
                         conn = await Connection.open(self._connect_options(
                             read_timeout=min(self.config.server.read_timeout, 10.0)))
                     self.lag.server_end(await query_server_end(conn))
+                    if len(self.candidates) > 1 and await _read_only(conn):
+                        self._follow_another(reading)
                 except (OSError, ProtocolError, ValueError, IndexError) as exc:
                     log.debug("reading the server's end for the lag failed: %s", describe(exc))
                     await _close_quietly(conn)
@@ -386,6 +393,16 @@ class Daemon:
                 await trio.sleep(self.server_end_interval)
         finally:
             await _close_quietly(conn)
+
+    def _follow_another(self, demoted: int) -> None:
+        """The followed server is read-only now: end its stream (a reconnect, not a stop)."""
+        scope = self._stream_scope
+        if scope is None or demoted != self._followed or self._demoted:
+            return
+        log.warning("the followed server %s is read-only now (demoted): trying server.host's "
+                    "candidates for the writable primary", self._address())
+        self._demoted = True
+        scope.cancel()
 
     async def _read_server_end(self, conn: Connection) -> None:
         """The server's end before streaming: from the first event on, the lag knows whether
@@ -498,6 +515,7 @@ class Daemon:
             return True
         try:
             with self._abandoned_on_stop():
+                await self.pipeline.worker.idle()  # plan_resume may record in the sink
                 resume = await plan_resume(conn, self.sink, config, self._address())
             if resume is None:  # stopped while asking
                 return True
@@ -551,6 +569,7 @@ class Daemon:
                 except (GtidNotInBinlog, GtidDiverged, GtidStrictModeHole) as exc:
                     if not resume.from_lake_gtids:
                         raise
+                    await self.pipeline.worker.idle()
                     self._after_refused_gtids(exc, resume)
                     return False  # the next attempt starts where both histories agree
                 if finished:
@@ -568,6 +587,9 @@ class Daemon:
                                    "dump thread was killed)")
                 log.info("caught up with the server's binlog end; stopping")
                 return True
+            if self._demoted and not self._stopping:
+                self._demoted = False
+                raise ConnectionLost(f"the followed server {self._address()} became read-only")
             # Cancelled by stop(): land what is complete and ACK it while still connected.
             with trio.move_on_after(config.replica.stop_timeout) as budget:
                 budget.shield = True
@@ -624,8 +646,7 @@ class Daemon:
                 passed.append(f"{host}:{port} ({describe(exc)})")
                 continue
             try:
-                rows = await conn.query("SELECT @@GLOBAL.read_only")
-                read_only = _text(rows[0][0]) not in ("0", "OFF")
+                read_only = await _read_only(conn)
             except BaseException:
                 await _close_quietly(conn)
                 raise
@@ -802,6 +823,11 @@ class Daemon:
             changed = True
         if changed:
             self.snapshots.set_state(state)
+
+
+async def _read_only(conn: Connection) -> bool:
+    rows = await conn.query("SELECT @@GLOBAL.read_only")
+    return _text(rows[0][0]) not in ("0", "OFF")
 
 
 async def _close_quietly(conn: Connection | None) -> None:

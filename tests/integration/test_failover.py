@@ -3,13 +3,14 @@
 Per flavor (MariaDB 10.11, 11.8, MySQL 9.7), started by the test bed (tests/servers/topology.py):
 
 * planned switchovers while a workload runs: ``binlake run`` keeps running through the first
-  with both servers in ``server.host``; it is killed -9 in the middle of the second and
+  with both servers in ``server.host`` (the old primary left up, read-only: the daemon leaves
+  it), across a second GTID domain (MariaDB) and an XA transaction prepared before the switch;
+  it is killed -9 in the middle of the second switchover (the old primary shut down) and
   restarted with ``server.host`` changed to the new primary alone. The lake replays to SELECT
   on the last primary cell for cell, every change once, every GTID under one ``_seq``;
 * a crash failover with the replica behind: the daemon stops with exit 3 and ``GtidDiverged``
   naming exactly the GTIDs the new primary lacks, the lake byte for byte unchanged; with
-  ``start.on_divergence = "continue"`` it goes on and the checkpoint records the divergence.
-
+  ``start.on_divergence = "continue"`` it goes on and the checkpoint records the divergence;
 * a MariaDB lake begun before binlake seeded GTID states (its checkpoint names the domains
   of landed transactions only) is completed from ``BINLOG_GTID_POS`` on its own server;
 * a snapshot (``start.from = "snapshot"``) running across a switchover ends with every key read
@@ -146,7 +147,7 @@ def test_planned_switchovers_land_everything_once(topology: Topology, tmp_path: 
         workload.run(4, batch=1)
         workload.PREAMBLE = Workload.PREAMBLE
         assert "1-" in topology.gtid_state(first)
-    topology.switch_over()
+    topology.switch_over(shut_down=False)  # the old primary stays up, demoted: read-only
     assert topology.primary is second
     workload.server = second
     second.sql("XA COMMIT 'fo1'")
@@ -157,6 +158,7 @@ def test_planned_switchovers_land_everything_once(topology: Topology, tmp_path: 
         ("I", 1, 10)]
     daemon.wait_for(r"following a new primary: \S+ server_\w+ \S+.* at " + re.escape(
         _address(second)))
+    daemon.wait_for(r"the followed server " + re.escape(_address(first)) + " is read-only now")
     status, body = http_get(f"{base}/readyz")
     assert body.rstrip().endswith(f"following {_address(second)}"), (status, body)
     assert f'address="{_address(second)}"' in http_get(f"{base}/metrics")[1]
@@ -165,7 +167,6 @@ def test_planned_switchovers_land_everything_once(topology: Topology, tmp_path: 
 
     # 2. the old primary rejoins as a replica; a second switchover back to it, with the
     # daemon killed -9 in the middle and restarted with server.host naming the new primary
-    first.start()
     topology.link(second, first)
     topology.wait_replica()
     workload.run(TRANSACTIONS, batch=2, pause=0.02)

@@ -96,12 +96,14 @@ class Topology:
         self.replica.sql(f"{stop}; SET GLOBAL read_only=0")
         self.primary, self.replica = self.replica, self.primary
 
-    def switch_over(self) -> None:
+    def switch_over(self, *, shut_down: bool = True) -> None:
         """A planned switchover: the primary read-only, the replica caught up, the primary
-        shut down, the replica promoted (the caller has paused its writes)."""
+        shut down (or left up, read-only and replicating nothing), the replica promoted (the
+        caller has paused its writes)."""
         self.primary.sql("SET GLOBAL read_only=1")
         self.wait_replica()
-        self.primary.stop()
+        if shut_down:
+            self.primary.stop()
         self.promote()
 
     def crash_primary(self) -> None:
