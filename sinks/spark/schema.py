@@ -17,7 +17,7 @@ from typing import Any
 from pyspark.sql import types as S
 
 from ..parquet import layout as L
-from ..parquet.state import read_document
+from ..parquet.state import check_format, read_document
 
 _SIMPLE: dict[str, S.DataType] = {
     "tinyint": S.ByteType(), "smallint": S.ShortType(), "int": S.IntegerType(),
@@ -49,7 +49,8 @@ def spark_type(name: str) -> S.DataType:
 
 def load_versions(lake: str, database: str, table: str) -> dict[int, dict[str, Any]]:
     """Every ``_schema/v<N>.json`` of a table, by version number. A lake written by a newer
-    binlake is refused (:class:`~sinks.errors.LakeFormatTooNew`): its rules are not these."""
+    binlake, or a schema file of a newer format, is refused
+    (:class:`~sinks.errors.LakeFormatTooNew`): its rules are not these."""
     read_document(lake)
     directory = os.path.join(lake, L.table_dir(database, table), L.SCHEMA_DIR)
     versions = {}
@@ -58,6 +59,7 @@ def load_versions(lake: str, database: str, table: str) -> dict[int, dict[str, A
         if number is not None:
             with open(path, encoding="utf-8") as f:
                 versions[number] = json.load(f)
+            check_format(versions[number], lake)
     return dict(sorted(versions.items()))
 
 

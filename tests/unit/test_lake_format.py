@@ -128,6 +128,12 @@ def test_the_spark_readers_refuse_a_lake_of_a_newer_binlake(tmp_path: Path) -> N
     lake = tmp_path / "lake"
     _landed_lake(lake)
     assert list(load_versions(str(lake), "shop", "t")) == [1]
+    schema_file = lake / "shop" / "t" / "_schema" / "v1.json"
+    written = schema_file.read_bytes()
+    schema_file.write_bytes(written.replace(b'"format":1', b'"format":4'))
+    with pytest.raises(LakeFormatTooNew, match="has lake format 4, newer than this binlake's 1"):
+        load_versions(str(lake), "shop", "t")  # a schema file of a newer format, on its own
+    schema_file.write_bytes(written)
     _from_the_future(lake)
     with pytest.raises(LakeFormatTooNew, match="has lake format 2, newer than this binlake's 1"):
         load_versions(str(lake), "shop", "t")
