@@ -263,6 +263,9 @@ def test_ruled_columns_never_land_in_clear(flavor: str, request: pytest.FixtureR
 
     # no clear value anywhere: every byte of every file of the lake, the debug log, decode
     haystacks = [(str(p), p.read_bytes()) for p in lake.rglob("*") if p.is_file()]
+    # and every value of every Parquet file as read back (a compressed page hides its bytes)
+    haystacks += [(f"{p} (read)", repr((pq.read_table(p).to_pylist(), pq.read_schema(p)))
+                   .encode()) for p in lake.rglob("*.parquet")]
     haystacks += [("daemon log", Path(daemon.stderr_path).read_bytes()),
                   ("daemon stdout", Path(daemon.stdout_path).read_bytes())]
     haystacks += [("decode text", outputs[0]), ("decode open-protocol", outputs[1])]
