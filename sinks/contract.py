@@ -34,21 +34,22 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
-from protocol.binlog.model import BinlogPosition, RowsEvent
-from protocol.binlog.transactions import TransactionBegin, TransactionCommit, TransactionItem
+from protocol.binlog.model import RowsEvent
+from protocol.binlog.transactions import TransactionItem
 from protocol.failover import ServerIdentity
 from protocol.gtid import GtidSet
 
+from .chunks import SnapshotChunk
 from .errors import LakeError, LakeLocked, SinkError
 from .parquet.commit import Checkpoint
 
 if TYPE_CHECKING:
     from .parquet.pieces import StagedChunk as StagedSnapshot
 else:
-    StagedSnapshot = Any  # opaque to the caller: made by stage_snapshot, handed back
+    StagedSnapshot = Any  # opaque to the caller: made by stage_piece, handed back
 
 __all__ = ["Checkpoint", "CommitOutcome", "Flushed", "LakeError", "LakeLocked", "Pending",
-           "Sink", "SinkError", "StagedSnapshot"]
+           "Sink", "SinkError", "SnapshotChunk", "StagedSnapshot"]
 
 
 class CommitOutcome(enum.Enum):
@@ -125,20 +126,9 @@ class Sink(Protocol):
 
     # --- the transaction stream ----------------------------------------------------------------
 
-    def handle_begin(self, begin: TransactionBegin) -> None:
-        """A transaction begins."""
-        ...
-
-    def handle_rows(self, event: RowsEvent) -> None:
-        """Rows of the open transaction."""
-        ...
-
-    def handle_commit(self, commit: TransactionCommit) -> CommitOutcome:
-        """The open transaction (or, ``commit.xa`` set, a prepared XA part) commits."""
-        ...
-
-    def handle(self, item: TransactionItem) -> None:
-        """Any item; for statements (DDL), XA PREPARE, XA ROLLBACK and rollbacks."""
+    def handle(self, item: TransactionItem) -> CommitOutcome | None:
+        """One item of the transaction stream: a commit (or, ``commit.xa`` set, a prepared XA
+        part's commit) returns its outcome, every other item None."""
         ...
 
     # --- durability ------------------------------------------------------------------------------
@@ -173,27 +163,14 @@ class Sink(Protocol):
         """The snapshot progress as of the last landed chunk (a copy; JSON data)."""
         ...
 
-    def record_snapshot_state(self, state: dict[str, Any]) -> None:
-        """Make ``state`` the progress; it commits with the next flush."""
+    def land_chunk(self, chunk: SnapshotChunk) -> int:
+        """Land a snapshot chunk (its rows in memory or staged, or its progress alone) with
+        the progress it carries; the chunk's ``_seq`` (see :mod:`sinks.chunks`)."""
         ...
 
-    def land_snapshot(self, event: RowsEvent, position: BinlogPosition, read_time_us: int,
-                      state: dict[str, Any]) -> int:
-        """Land a snapshot chunk between two transactions at ``position``; its ``_seq``."""
-        ...
-
-    def stage_snapshot(self, staged: StagedSnapshot | None,
-                       event: RowsEvent) -> StagedSnapshot:
-        """Stage a piece of a chunk too big to hold, invisible until it lands."""
-        ...
-
-    def land_staged_snapshot(self, staged: StagedSnapshot, position: BinlogPosition,
-                             read_time_us: int, state: dict[str, Any]) -> int:
-        """Land a staged chunk's pieces in one commit; its ``_seq``."""
-        ...
-
-    def discard_staged_snapshot(self, staged: StagedSnapshot) -> None:
-        """Drop a staged chunk's pieces."""
+    def stage_piece(self, staged: StagedSnapshot | None, event: RowsEvent) -> StagedSnapshot:
+        """Stage a piece of a chunk too big to hold, invisible until it lands (``staged``
+        None: a new chunk); a chunk not landed is dropped by its ``discard()``."""
         ...
 
     def prepared_tables(self, xid: str) -> frozenset[tuple[str, str]] | None:

@@ -36,7 +36,7 @@ def build_sink(lake_dir: str, *, file_size_bytes: int, flush_rows: int,
     configuration's lake keys.
 
     ``flush_in_handle=False``: a commit past ``file_size_bytes`` or ``flush_rows`` does not
-    flush inside ``handle_commit`` but sets ``flush_wanted``, so that a caller with an event
+    flush inside ``handle`` but sets ``flush_wanted``, so that a caller with an event
     loop runs the flush elsewhere (the daemon: on its sink worker). ``transform``: the column
     rules every rows event passes through before it lands (``sinks.transform``).
     """
@@ -55,13 +55,14 @@ def build_sink(lake_dir: str, *, file_size_bytes: int, flush_rows: int,
 def _slow_flushes(sink: Any, delay: float) -> None:
     """Make each flush of ``sink`` that lands something wait ``delay`` seconds first (see
     :data:`FLUSH_DELAY_VARIABLE`)."""
-    flush = sink._flush
+    committer = sink._committer
+    flush = committer.flush
 
-    def slow_flush() -> Any:
+    def slow_flush(*args: Any) -> Any:
         time.sleep(delay)
-        return flush()
+        return flush(*args)
 
-    sink._flush = slow_flush
+    committer.flush = slow_flush
 
 
 def recover_compaction_if_idle(lake_dir: str) -> bool | None:

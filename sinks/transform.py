@@ -3,7 +3,7 @@
 A compliance review asks that some columns never land in clear. The rules are applied to the
 decoded rows *events* — one function, :meth:`Transform.rows`, that every path calls before it
 does anything else with an event: the Parquet sink for streamed rows, before images, XA parts
-and snapshot chunks (``ParquetSink._on_rows`` / ``stage_snapshot``), and ``binlake decode`` for
+and snapshot chunks (``ParquetSink._on_rows`` / ``stage_piece``), and ``binlake decode`` for
 its text and Open Protocol output. What comes out is an ordinary :class:`RowsEvent` of an
 ordinary :class:`TableMapEvent`, so nothing downstream needs to know rules exist:
 

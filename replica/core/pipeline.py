@@ -490,7 +490,7 @@ class Pipeline:
         if self._skipping or not self._accepts(key):
             self.stats.filtered_rows += item.row_count
             return
-        self.sink.handle_rows(item)
+        self.sink.handle(item)
         stats = self.stats
         stats.rows += item.row_count
         stats.tables.add(key)
@@ -532,7 +532,7 @@ class Pipeline:
         snapshots = self.snapshots
         if snapshots is not None and snapshots.tracking:
             snapshots.begin()
-        self.sink.handle_begin(item)
+        self.sink.handle(item)
 
     def _handle_commit(self, item: TransactionCommit) -> None:
         if self._signals:  # planned before the commit lands: the same flush records both
@@ -554,11 +554,11 @@ class Pipeline:
             unlanded = self._unlanded_rows
             for counter, n in rows.items():
                 unlanded[counter] = unlanded.get(counter, 0) + n
-            if self.sink.handle_commit(item) is _ALREADY_LANDED:
+            if self.sink.handle(item) is _ALREADY_LANDED:
                 self._unlanded_rows.subtract(rows)
             rows.clear()
             return
-        self.sink.handle_commit(item)
+        self.sink.handle(item)
 
     def _handle_other(self, item: TransactionItem) -> None:
         """Statements, XA PREPARE/ROLLBACK, rollbacks — and subclasses of the three fast

@@ -88,7 +88,7 @@ from protocol.snapshot import DescribeError, SnapshotTable, TableNotFound, quote
 from replica.core.connection import Connection, ConnectOptions
 from replica.core.sink_worker import SinkWorker
 from replica.core.snapshot_describe import describe_table
-from sinks.contract import Sink, StagedSnapshot
+from sinks.contract import Sink, SnapshotChunk, StagedSnapshot
 from sinks.factory import SNAPSHOT_REQUESTS_DIR
 
 log = logging.getLogger("binlake.snapshot")
@@ -528,22 +528,22 @@ class SnapshotCoordinator:
         sink once the worker is idle: see ``SinkWorker.call_soon``)."""
         self.state = state
         if self.worker is None:
-            self.sink.record_snapshot_state(state)
+            self.sink.land_chunk(SnapshotChunk(state))
         else:
-            self.worker.call_soon(self.sink.record_snapshot_state, state)
+            self.worker.call_soon(self.sink.land_chunk, SnapshotChunk(state))
 
     async def stage(self, staged: StagedSnapshot | None, event: RowsEvent) -> StagedSnapshot:
         """A piece of a chunk to staging (on the worker when there is one)."""
         if self.worker is None:
-            return self.sink.stage_snapshot(staged, event)
-        return await self.worker.run(self.sink.stage_snapshot, staged, event)
+            return self.sink.stage_piece(staged, event)
+        return await self.worker.run(self.sink.stage_piece, staged, event)
 
     def discard(self, staged: StagedSnapshot) -> None:
         """Drop a staged chunk's pieces (once the worker is idle)."""
         if self.worker is None:
-            self.sink.discard_staged_snapshot(staged)
+            staged.discard()
         else:
-            self.worker.call_soon(self.sink.discard_staged_snapshot, staged)
+            self.worker.call_soon(staged.discard)
 
     async def land(self, chunk: Chunk) -> bool:
         """Hand a chunk to the stream and wait until it landed (True) or was discarded."""
@@ -622,12 +622,12 @@ class SnapshotCoordinator:
         state = copy.deepcopy(state)  # the worker's own: the loop may change self.state meanwhile
         sink, read_time_us = self.sink, chunk.read_time_us
         if staged is not None:
-            return functools.partial(sink.land_staged_snapshot, staged, position, read_time_us,
-                                     state), count
+            return functools.partial(sink.land_chunk, SnapshotChunk(
+                state, position, read_time_us, staged=staged)), count
         event = _read_event(table, read_time_us, cast(tuple[list[Any], ...], columns), count,
                             arrow)
-        return functools.partial(sink.land_snapshot, event, position, read_time_us,
-                                 state), count
+        return functools.partial(sink.land_chunk, SnapshotChunk(
+            state, position, read_time_us, event)), count
 
 
 def _read_event(table: SnapshotTable, read_time_us: int, columns: tuple[list[Any], ...],

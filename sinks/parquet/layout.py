@@ -33,6 +33,7 @@ percent-encoded: a table called ``_audit`` lives in ``%5Faudit``.
 
 from __future__ import annotations
 
+import functools
 import posixpath
 from urllib.parse import unquote
 
@@ -166,6 +167,20 @@ def staged_file(count: int) -> str:
 def staged_schema(count: int) -> str:
     """A schema version's file being written, in staging until a commit renames it."""
     return f"{STAGING}/schema-{count:08d}.json"
+
+
+def _staged(stem: str, suffix: str, count: int) -> str:
+    return f"{STAGING}/{stem}-{count:08d}{suffix}"
+
+
+#: A flush's DDL log file for one database, in staging until a commit renames it.
+staged_ddl = functools.partial(_staged, "ddl", ".jsonl")
+#: A prepared XA part's rows of one table version, until a commit moves it to ``_xa``.
+staged_xa = functools.partial(_staged, "xa", ".arrow")
+#: An open transaction's rows of one table version, spilled (Arrow IPC); never committed.
+staged_spill = functools.partial(_staged, "spill", ".arrow")
+#: A piece of a snapshot chunk read but not landed yet (Arrow IPC; see ``pieces.py``).
+staged_piece = functools.partial(_staged, "snapshot", ".arrow")
 
 
 #: The DDL log's directory for statements run without a default database that name none

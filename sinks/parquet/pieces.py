@@ -34,6 +34,10 @@ class StagedChunk:
     rows: int = 0
     peak_rows: int = 0  # the most rows one piece held
 
+    def discard(self) -> None:
+        """Drop the staged pieces (the chunk was discarded; nothing of it is visible)."""
+        remove_pieces(self)
+
 
 def write_piece(path: str, version: TableVersion, batch: pa.RecordBatch,
                 compression: str | None) -> None:

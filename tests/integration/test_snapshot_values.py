@@ -9,7 +9,7 @@ cp1251, sjis, the server's default collation, padded CHAR/BINARY, FLOAT(M,D)/DOU
 two identical tables. ``<family>_before`` is filled first and read like a snapshot does —
 ``describe_table`` + ``SELECT select_list``, kept unparsed and made Arrow chunks by
 ``decode_kept`` (the engine's path with the native extension) — and landed as R rows through
-``ParquetSink.land_snapshot``; the same rows parsed and converted by the reference
+``ParquetSink.land_chunk``; the same rows parsed and converted by the reference
 (``decode_rows``) land in a lake of their own, which must be equal, row for row; ``<family>_twin`` is filled afterwards with the same statements and landed by
 the daemon from the binlog. Then, cell for cell: the two lakes' Arrow schemas are equal, their
 current states are equal, and both equal ``SELECT`` (test_type_matrix's text comparison); the
@@ -40,6 +40,7 @@ from protocol.results import is_binary_column
 from protocol.snapshot import SnapshotTable
 from replica.core.connection import Connection, ConnectOptions
 from replica.core.snapshot_describe import describe_table
+from sinks.chunks import SnapshotChunk
 from sinks.parquet.schema import TableVersion, signature
 from sinks.parquet.types import new_counter
 from sinks.parquet.writer import ParquetSink
@@ -146,7 +147,7 @@ async def _read(server: ServerHandle, snap: SnapshotTable) -> tuple[Any, Any, An
 
 def _land(lake: Path, snaps: list[tuple[SnapshotTable, Any, Any]]) -> None:
     """Snapshot rows landed as the snapshot engine lands a chunk: a READ rows event through
-    ``ParquetSink.land_snapshot`` (``_op`` = R)."""
+    ``ParquetSink.land_chunk`` (``_op`` = R)."""
     sink = ParquetSink(os.fspath(lake))
     sink.open()
     position = BinlogPosition("binlog.000001", 4)
@@ -157,7 +158,7 @@ def _land(lake: Path, snaps: list[tuple[SnapshotTable, Any, Any]]) -> None:
             kind=RowsKind.READ, table=snap.table_map, flags=0, row_count=len(columns[0]),
             before_columns=(), after_columns=tuple(range(len(columns))), before=None,
             after=columns, arrow=None if chunks is None else (None, chunks))
-        sink.land_snapshot(event, position, 1_767_225_600_000_000, {})
+        sink.land_chunk(SnapshotChunk({}, position, 1_767_225_600_000_000, event))
     sink.flush()
     sink.close()
 

@@ -789,8 +789,8 @@ def test_small_parts_reach_the_pool_unimported_and_land_the_same_bytes(tmp_path,
     (``rows.Exported``), never imported into pyarrow: the very files the imported batch makes,
     byte for byte, one per table with every row; pyarrow, when it writes them (the native
     writer off), imports the capsule once and lands the same tables."""
+    from sinks.parquet import parts as W
     from sinks.parquet import rows as R
-    from sinks.parquet import writer as W
 
     items = native_stream(40)
     imported = count_imports(monkeypatch)

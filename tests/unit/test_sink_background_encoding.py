@@ -160,7 +160,7 @@ def test_a_commit_returns_before_the_row_group_it_started_is_written(tmp_path: A
             sink.handle(item)
         if len(holds) > started:
             starting += 1
-            job = sink._encoder.job
+            job = sink._parts.encoder.job
             unwritten_after += job is not None and not job.future.done()
     sink.close()
     assert starting >= 3

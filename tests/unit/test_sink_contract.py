@@ -24,14 +24,14 @@ def test_outcomes_and_a_threshold_left_to_the_caller(tmp_path) -> None:  # type:
     sink.on_flush = flushed.append
     assert sink.open() is None
     first = [b.begin(), b.insert(users, [(1,)]), b.commit()]
-    sink.handle_begin(first[0])
-    sink.handle_rows(first[1])
-    assert sink.handle_commit(first[2]) is CommitOutcome.ACCEPTED
+    sink.handle(first[0])
+    sink.handle(first[1])
+    assert sink.handle(first[2]) is CommitOutcome.ACCEPTED
     assert not sink.flush_wanted and sink.unlanded
     second = [b.begin(), b.insert(users, [(2,)]), b.commit()]
-    sink.handle_begin(second[0])
-    sink.handle_rows(second[1])
-    assert sink.handle_commit(second[2]) is CommitOutcome.ACCEPTED
+    sink.handle(second[0])
+    sink.handle(second[1])
+    assert sink.handle(second[2]) is CommitOutcome.ACCEPTED
     # flush_rows=2 reached: nothing landed inside the call, the caller is told to flush
     assert sink.flush_wanted and sink.durable_position is None and flushed == []
     checkpoint = sink.flush()
@@ -43,7 +43,7 @@ def test_outcomes_and_a_threshold_left_to_the_caller(tmp_path) -> None:  # type:
 
     again = _sink(lake)  # a replayed stream: the lake has it already
     assert again.open() == checkpoint
-    again.handle_begin(first[0])
-    again.handle_rows(first[1])
-    assert again.handle_commit(first[2]) is CommitOutcome.ALREADY_LANDED
+    again.handle(first[0])
+    again.handle(first[1])
+    assert again.handle(first[2]) is CommitOutcome.ALREADY_LANDED
     again.close()

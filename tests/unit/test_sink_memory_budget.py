@@ -1,5 +1,5 @@
 """The sink's memory budget counts rows decoded into Arrow chunks at their buffers' real size
-(writer._estimate), so a text or binary column counts what it holds — it used to count 12 bytes
+(buffer.estimate), so a text or binary column counts what it holds — it used to count 12 bytes
 per value whatever the value — and a transaction of big values spills as soon as the budget
 says, not thousands of rows later."""
 
@@ -15,11 +15,12 @@ from protocol.binlog.coltypes import FieldType as T
 from protocol.binlog.model import RowsEvent, RowsKind, TableMapEvent
 from protocol.binlog.rows import DecoderCache, decode_rows_event
 from sinks.parquet import ParquetSink, SinkOptions, native_batch
+from sinks.parquet.buffer import METADATA_ROW_BYTES, VALUE_BYTES
+from sinks.parquet.buffer import estimate as _estimate
 from sinks.parquet.rows import PendingRows, TransactionTags, rows_batch
 from sinks.parquet.schema import TableVersion, VersionOrigin
 from sinks.parquet.testing import StreamBuilder
 from sinks.parquet.types import new_counter
-from sinks.parquet.writer import METADATA_ROW_BYTES, VALUE_BYTES, _estimate
 from tests.unit.rowbuild import Col, header, image, rows_body, u16
 from tests.unit.test_native_rows import _table
 

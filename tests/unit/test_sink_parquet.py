@@ -303,16 +303,16 @@ def test_over_many_tables_a_full_memory_budget_flushes_instead_of_opening_files(
         lake, monkeypatch):
     """Relieving memory by row groups opens a file per table; over more than MAX_OPEN_FILES
     tables the sink flushes at the next commit instead (no time flush while catching up)."""
-    from sinks.parquet import writer
+    from sinks.parquet import parts
 
-    monkeypatch.setattr(writer, "MAX_OPEN_FILES", 3)
+    monkeypatch.setattr(parts, "MAX_OPEN_FILES", 3)
     b = StreamBuilder()
     tables = [b.table("shop", f"t{i}", users_columns()) for i in range(5)]
     sink = ParquetSink(lake, SinkOptions(memory_limit_bytes=2_000))
     sink.open()
     for n in range(60):
         feed(sink, [b.begin(), b.insert(tables[n % 5], [(n, "x" * 20, n)]), b.commit()])
-        assert all(part.writer is None for part in sink._parts.values())
+        assert all(part.writer is None for part in sink._parts.parts.values())
     # ~204 estimated bytes a row: every 10th commit passes the 2,000-byte budget and flushes
     assert sink.stats["flushes"] == 6
     assert sink.durable_position.seq == 60

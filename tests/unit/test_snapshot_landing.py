@@ -28,6 +28,7 @@ from replica.core.snapshot import (
     requests_done,
     store_entry,
 )
+from sinks.chunks import SnapshotChunk
 from sinks.parquet import ParquetSink
 from sinks.parquet.testing import StreamBuilder
 
@@ -54,8 +55,8 @@ def test_a_chunk_lands_as_r_rows_with_its_own_seq_and_the_stream_position(tmp_pa
     at = BinlogPosition("binlog.000001", b.pos)
     state = {"tables": {"shop.users": {"database": "shop", "table": "users", "status": "done",
                                         "last_key": ["2"], "rows": 2, "chunks": 1}}}
-    assert sink.land_snapshot(_read(users, [(1, "ann", 10), (2, "bob", None)]), at, READ_US,
-                              state) == 2
+    assert sink.land_chunk(SnapshotChunk(
+        state, at, READ_US, _read(users, [(1, "ann", 10), (2, "bob", None)]))) == 2
     feed(sink, [b.begin(), b.update(users, [((1, "ann", 10), (1, "ann", 11))]), b.commit()])
     checkpoint = sink.flush()
     sink.close()
@@ -83,10 +84,10 @@ def test_a_new_lake_resumes_from_the_point_its_chunks_are_consistent_with(tmp_pa
     users = b.table("shop", "users", users_columns())
     sink = ParquetSink(lake)
     assert sink.open() is None
-    sink.record_snapshot_state({"tables": {}})  # a plan alone writes no checkpoint
+    sink.land_chunk(SnapshotChunk({"tables": {}}))  # a plan alone writes no checkpoint
     assert sink.flush() is None
     at = BinlogPosition("binlog.000003", 1234)
-    sink.land_snapshot(_read(users, []), at, READ_US, {"tables": {"x": {}}})  # empty table
+    sink.land_chunk(SnapshotChunk({"tables": {"x": {}}}, at, READ_US, _read(users, [])))  # empty
     checkpoint = sink.flush()
     sink.close()
     assert checkpoint is not None and (checkpoint.seq, checkpoint.position) == (0, at)
@@ -363,8 +364,8 @@ def test_a_chunk_staged_in_pieces_lands_as_one_transaction_one_file_per_piece(tm
     sink.open()
     staged = None
     for first in (1, 4, 7):
-        staged = sink.stage_snapshot(staged, _read(users, [(i, f"u{i}", i) for i in
-                                                           range(first, min(first + 3, 9))]))
+        staged = sink.stage_piece(staged, _read(users, [(i, f"u{i}", i) for i in
+                                                        range(first, min(first + 3, 9))]))
         feed(sink, [b.begin(), b.insert(users, [(100 + first, "s", 0)]), b.commit()])
         sink.flush()  # the stream's commits: the staged pieces are not in them
         assert {r["_op"] for r in read_table(lake, "shop", "users").to_pylist()} == {"I"}
@@ -373,7 +374,7 @@ def test_a_chunk_staged_in_pieces_lands_as_one_transaction_one_file_per_piece(tm
     at = BinlogPosition("binlog.000001", b.pos)
     state = {"tables": {"shop.users": {"database": "shop", "table": "users", "status": "done",
                                         "rows": 8, "chunks": 3}}}
-    assert sink.land_staged_snapshot(staged, at, READ_US, state) == 4
+    assert sink.land_chunk(SnapshotChunk(state, at, READ_US, staged=staged)) == 4
     assert _staged_names(lake) == []
     with open(os.path.join(lake, "_checkpoint.json"), encoding="utf-8") as f:
         checkpoint = json.load(f)
@@ -396,11 +397,11 @@ def test_staged_pieces_are_discarded_or_removed_at_the_next_start(tmp_path):
     users = b.table("shop", "users", users_columns())
     sink = ParquetSink(lake)
     sink.open()
-    staged = sink.stage_snapshot(None, _read(users, [(1, "a", 1)]))
-    sink.stage_snapshot(staged, _read(users, [(2, "b", 2)]))
-    sink.discard_staged_snapshot(staged)
+    staged = sink.stage_piece(None, _read(users, [(1, "a", 1)]))
+    sink.stage_piece(staged, _read(users, [(2, "b", 2)]))
+    staged.discard()
     assert _staged_names(lake) == [] and staged.rows == 0
-    sink.stage_snapshot(None, _read(users, [(3, "c", 3)]))
+    sink.stage_piece(None, _read(users, [(3, "c", 3)]))
     feed(sink, [b.begin(), b.insert(users, [(9, "s", 0)]), b.commit()])
     sink.flush()
     assert len(_staged_names(lake)) == 1

@@ -17,6 +17,7 @@ from protocol.binlog.coltypes import FieldType as T
 from protocol.binlog.model import BinlogPosition, EventHeader, RowsEvent, RowsKind
 from replica.cli import exit_code_for, hint_for
 from replica.config import ConfigError, load_config
+from sinks.chunks import SnapshotChunk
 from sinks.errors import TransformRefused
 from sinks.parquet import ParquetSink
 from sinks.parquet.testing import StreamBuilder, col
@@ -79,7 +80,8 @@ def test_rules_apply_to_streamed_rows_before_images_snapshots_and_xa(tmp_path: P
                      flags=0, row_count=1, before_columns=(), after_columns=tuple(range(6)),
                      before=None, after=tuple([v] for v in (2, "bob@example.com", None, None,
                                                              "hello world", Decimal("0.00"))))
-    sink.land_snapshot(read, BinlogPosition("binlog.000001", b.pos), 1_767_300_000_000_000, {})
+    sink.land_chunk(SnapshotChunk({}, BinlogPosition("binlog.000001", b.pos), 1_767_300_000_000_000,
+                                  read))
     _feed(sink, [b.begin(), b.delete(customers, [ann2]), b.commit()])
     sink.close()
 
