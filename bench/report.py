@@ -140,33 +140,8 @@ def render(results: dict[str, Any]) -> str:
         out.append("")
         out.append("memory (peak RSS of the binlake process: decode only, the daemon)")
         out.append(_table(["run", "rows", "seconds", "rows/s", "RSS MiB"], rows))
-    snap = results.get("snapshot")
-    if snap:
-        rows = []
-        for name in ("binlake-snapshot", "binlake-snapshot-with-writer", "mariadb-dump"):
-            entry = snap.get(name)
-            if entry is None:
-                continue
-            if "error" in entry:
-                rows.append([name, "error", "", "", ""])
-                continue
-            mismatch = f" (rows {entry['rows_mismatch']}!)" if "rows_mismatch" in entry else ""
-            rows.append([name + mismatch, f"{entry.get('seconds', 0):.2f}",
-                         f"{entry.get('rows_per_s', 0):,}", f"{entry.get('peak_rss_mib', 0)}",
-                         f"{snap['vs_mariadb_dump']:.2f}x" if name == "binlake-snapshot"
-                         and "vs_mariadb_dump" in snap else ""])
-        out.append("")
-        out.append(f"snapshot of {snap['rows']:,} rows of workload (a)'s shape: the readers "
-                   "alone, then binlake with a writer updating rows (it lands them too)")
-        out.append(_table(["reader", "seconds", "rows/s", "RSS MiB", "vs dump"], rows))
-        lat = []
-        for name in ("writer_alone", "writer_during_snapshot"):
-            entry = snap.get(name, {})
-            if "max_ms" in entry:
-                lat.append([name, f"{entry['commits']}", f"{entry['median_ms']:.3f}",
-                            f"{entry['p99_ms']:.3f}", f"{entry['max_ms']:.3f}"])
-        if lat:
-            out.append(_table(["writer", "commits", "median ms", "p99 ms", "worst ms"], lat))
+    for key, flavor in (("snapshot", "MariaDB"), ("snapshot_mysql", "MySQL")):
+        out += _snapshot_lines(results.get(key), flavor)
     semi = results.get("semisync")
     if semi:
         ref = semi.get("mariadb-replica", {}).get("median_ms")
@@ -315,3 +290,42 @@ def main(argv: list[str] | None = None) -> int:
 
 if __name__ == "__main__":
     sys.exit(main())
+
+
+def _snapshot_lines(snap: dict[str, Any] | None, flavor: str) -> list[str]:
+    """The snapshot step's tables: binlake beside the flavor's dump tool, and the writer."""
+    out: list[str] = []
+    if snap is None:
+        return out
+    if "error" in snap and "rows" not in snap:
+        return ["", f"snapshot on {flavor}: {snap['error']}"]
+    if snap:
+        rows = []
+        tool = snap.get("dump_tool", "mariadb-dump")
+        for name in ("binlake-snapshot", "binlake-snapshot-with-writer", "mariadb-dump"):
+            entry = snap.get(name)
+            if entry is None:
+                continue
+            if "error" in entry:
+                rows.append([name, "error", "", "", ""])
+                continue
+            mismatch = f" (rows {entry['rows_mismatch']}!)" if "rows_mismatch" in entry else ""
+            label = tool if name == "mariadb-dump" else name
+            rows.append([label + mismatch, f"{entry.get('seconds', 0):.2f}",
+                         f"{entry.get('rows_per_s', 0):,}", f"{entry.get('peak_rss_mib', 0)}",
+                         f"{snap['vs_mariadb_dump']:.2f}x" if name == "binlake-snapshot"
+                         and "vs_mariadb_dump" in snap else ""])
+        out.append("")
+        out.append(f"snapshot on {flavor} of {snap['rows']:,} rows of workload (a)'s shape: the "
+                   "readers "
+                   "alone, then binlake with a writer updating rows (it lands them too)")
+        out.append(_table(["reader", "seconds", "rows/s", "RSS MiB", "vs dump"], rows))
+        lat = []
+        for name in ("writer_alone", "writer_during_snapshot"):
+            entry = snap.get(name, {})
+            if "max_ms" in entry:
+                lat.append([name, f"{entry['commits']}", f"{entry['median_ms']:.3f}",
+                            f"{entry['p99_ms']:.3f}", f"{entry['max_ms']:.3f}"])
+        if lat:
+            out.append(_table(["writer", "commits", "median ms", "p99 ms", "worst ms"], lat))
+    return out

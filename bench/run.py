@@ -37,7 +37,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from devtools.sandbox import MARIADB, SandboxServer, start_server
+from devtools.sandbox import MARIADB, MYSQL, SandboxServer, start_server
 
 from . import baseline, commands, profile, report, semisync, snapshot, targets
 from .measure import MeasureError, Measurement, run_measured
@@ -65,6 +65,26 @@ SERVER_ARGS = (
     "--innodb-flush-log-at-trx-commit=2", "--sync-binlog=0",
     "--innodb-buffer-pool-size=512M", "--max-allowed-packet=256M",
 )
+
+
+#: The same for the MySQL 9.7 snapshot step (it has no annotate events; GTIDs are on).
+MYSQL_SERVER_ARGS = (
+    "--binlog-row-image=FULL",
+    "--innodb-flush-log-at-trx-commit=2", "--sync-binlog=0",
+    "--innodb-buffer-pool-size=512M", "--max-allowed-packet=256M",
+)
+
+
+def start_mysql() -> SandboxServer:
+    """A sandbox MySQL 9.7 from the test bed's chroot (``python -m tests.servers.provision``
+    builds it); SandboxError when it is not built."""
+    from devtools.sandbox import SandboxError  # noqa: PLC0415
+    from tests.servers.chroot import SID_MYSQL, ready_chroot  # noqa: PLC0415
+
+    root = ready_chroot(SID_MYSQL)
+    if root is None:
+        raise SandboxError("the MySQL 9.7 chroot is not built (python -m tests.servers.provision)")
+    return start_server(root, kind=MYSQL, extra_args=MYSQL_SERVER_ARGS)
 
 
 @dataclass(frozen=True)
@@ -120,10 +140,11 @@ class Bench:
 
     def prepare(self) -> None:
         # utf8mb4 as production tables are (the sandbox's --no-defaults server says latin1).
+        monitor = "REPLICATION CLIENT" if self.server.kind == MYSQL else "BINLOG MONITOR"
         self.server.sql(
             f"CREATE DATABASE {DATABASE} CHARACTER SET utf8mb4 COLLATE utf8mb4_general_ci;"
             f"CREATE USER '{BENCH_USER}'@'%' IDENTIFIED BY '{self.password}';"
-            f"GRANT REPLICATION SLAVE, BINLOG MONITOR, SELECT ON *.* TO '{BENCH_USER}'@'%';"
+            f"GRANT REPLICATION SLAVE, {monitor}, SELECT ON *.* TO '{BENCH_USER}'@'%';"
         )
 
     def current_file(self) -> str:
@@ -387,6 +408,8 @@ def run(options: BenchOptions) -> dict[str, Any]:
     finally:
         server.cleanup()
         shutil.rmtree(work_dir, ignore_errors=True)
+    if options.snapshot and not options.decode_only and not options.one_row:
+        results["snapshot_mysql"] = _snapshot_on_mysql(options, stamp)
 
     results["machine"]["loadavg_at_end"] = os.getloadavg()
     results["targets"] = targets.evaluate(results)
@@ -396,3 +419,26 @@ def run(options: BenchOptions) -> dict[str, Any]:
     print(report.render(results))
     print(f"\nresults: {path}")
     return results
+
+
+def _snapshot_on_mysql(options: BenchOptions, stamp: str) -> dict[str, Any]:
+    """The snapshot step again on a sandbox MySQL 9.7 beside its ``mysqldump``."""
+    from devtools.sandbox import SandboxError  # noqa: PLC0415
+
+    work_dir = Path(tempfile.mkdtemp(prefix="binlake-bench-mysql-"))
+    try:
+        server = start_mysql()
+    except SandboxError as exc:
+        shutil.rmtree(work_dir, ignore_errors=True)
+        return {"error": str(exc)}
+    try:
+        bench = Bench(BenchOptions(**{**options.__dict__, "install_pmr": False}), server,
+                      work_dir)
+        bench.prepare()
+        out = snapshot.measure(bench, max(1000, int(2_000_000 * options.scale)),
+                               options.snapshot_writer_seconds, next(_server_ids))
+        out["server"] = {"version": server.version(), "args": list(MYSQL_SERVER_ARGS)}
+        return out
+    finally:
+        server.cleanup()
+        shutil.rmtree(work_dir, ignore_errors=True)

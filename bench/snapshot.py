@@ -1,11 +1,13 @@
 """Snapshot speed: ``binlake snapshot`` of a table of workload (a)'s shape beside
-``mariadb-dump --single-transaction --quick``, its peak RSS, and what it costs a writer.
+``mariadb-dump --single-transaction --quick`` (on MySQL: its ``mysqldump``, same options), its
+peak RSS, and what it costs a writer.
 
-Part of ``python -m bench``; on its own (its own sandbox server, the full-scale 2M rows by
-default, ``--smoke`` for 20k rows)::
+Part of ``python -m bench`` (MariaDB 10.11, then MySQL 9.7 when the test bed's chroot is
+built); on its own (its own sandbox server, the full-scale 2M rows by default, ``--smoke`` for
+20k rows, ``--mysql`` for MySQL 9.7)::
 
     python -m bench.snapshot [--rows N] [--repeats N] [--writer-rate R] [--writer-seconds S]
-                             [--smoke]
+                             [--smoke] [--mysql]
 
 Steps, on the benchmark's server:
 
@@ -47,6 +49,7 @@ from typing import TYPE_CHECKING, Any
 import pyarrow.parquet as pq
 import trio
 
+from devtools.sandbox import MYSQL, in_root_argv
 from replica.core.connection import Connection, ConnectOptions
 
 from .measure import MeasureError, run_measured
@@ -68,13 +71,32 @@ def _load(bench: Bench, rows: int) -> float:
     bench.server.sql(f"CREATE TABLE {DATABASE}.{TABLE} ({MIXED_COLUMNS}) ENGINE=InnoDB")
     for low in range(1, rows + 1, _BATCH):
         high = min(rows, low + _BATCH - 1)
+        if bench.server.kind == MYSQL:  # no sequence engine: a recursive CTE counts instead
+            prefix = f"SET SESSION cte_max_recursion_depth = {_BATCH + 1}; "
+            source = (f"(WITH RECURSIVE n (seq) AS (SELECT {low} UNION ALL SELECT seq + 1 "
+                      f"FROM n WHERE seq < {high}) SELECT seq FROM n) AS n")
+        else:
+            prefix, source = "", f"{DATABASE}.seq_{low}_to_{high}"
         bench.server.sql(
-            f"INSERT INTO {DATABASE}.{TABLE} SELECT seq, seq * 7919, CONCAT('name-', seq), "
-            "(seq MOD 1000000) / 100, TIMESTAMP'2024-01-01 00:00:00' + INTERVAL seq * 1234 "
-            "MICROSECOND, seq / 7, REPEAT('lorem ipsum ', 1 + seq MOD 20), ELT(1 + seq MOD 4, "
-            f"'new', 'active', 'suspended', 'closed') FROM {DATABASE}.seq_{low}_to_{high}",
+            f"{prefix}INSERT INTO {DATABASE}.{TABLE} SELECT seq, seq * 7919, "
+            "CONCAT('name-', seq), (seq MOD 1000000) / 100, TIMESTAMP'2024-01-01 00:00:00' + "
+            "INTERVAL seq * 1234 MICROSECOND, seq / 7, REPEAT('lorem ipsum ', 1 + seq MOD 20), "
+            f"ELT(1 + seq MOD 4, 'new', 'active', 'suspended', 'closed') FROM {source}",
             timeout=3600)
     return time.perf_counter() - started
+
+
+def _dump_argv(bench: Bench) -> tuple[str, list[str]]:
+    """The flavor's own dump tool (its name in the results, and its command line): MySQL's
+    ``mysqldump`` from the server's root for MySQL, the host's ``mariadb-dump`` for MariaDB."""
+    server = bench.server
+    if server.kind == MYSQL:
+        return "mysqldump", in_root_argv(server.root, [
+            "mysqldump", "--no-defaults", f"--socket={server.inside(server.socket)}",
+            "--user=root", "--single-transaction", "--quick", "--set-gtid-purged=OFF",
+            DATABASE, TABLE])
+    return "mariadb-dump", ["mariadb-dump", "--no-defaults", f"--socket={server.socket}",
+                            "--user=root", "--single-transaction", "--quick", DATABASE, TABLE]
 
 
 class _Writer:
@@ -134,9 +156,13 @@ def _latency_summary(latencies: list[float]) -> dict[str, Any]:
 
 
 def _config(bench: Bench, lake: Path, path: Path, server_id: int) -> None:
+    # MySQL over its unix socket, as its dump connects (TCP without TLS would make
+    # caching_sha2_password fetch the server's RSA key on every connection).
+    where = (f'socket = "{bench.server.socket}"\n' if bench.server.kind == MYSQL else
+             f'host = "127.0.0.1"\nport = {bench.server.port}\n')
     path.write_text(
         "[server]\n"
-        f'host = "127.0.0.1"\nport = {bench.server.port}\nuser = "bench"\n'
+        f'{where}user = "bench"\n'
         'tls_mode = "disabled"\n'
         f"[replica]\nserver_id = {server_id}\n"
         '[start]\nfrom = "latest"\n'
@@ -171,8 +197,8 @@ def measure(bench: Bench, rows: int, writer_seconds: float, server_id: int,
     out: dict[str, Any] = {"rows": rows, "load_seconds": round(_load(bench, rows), 2)}
     bench.log(f"snapshot: {rows} rows loaded in {out['load_seconds']:.1f} s")
 
-    dump = ["mariadb-dump", "--no-defaults", f"--socket={bench.server.socket}", "--user=root",
-            "--single-transaction", "--quick", DATABASE, TABLE]
+    tool, dump = _dump_argv(bench)
+    out["dump_tool"] = tool
     try:
         dumps = [run_measured(dump, stdout_to_devnull=True) for _ in range(repeats)]
         seconds = statistics.median(m.wall_seconds for m in dumps)
@@ -233,7 +259,7 @@ def measure(bench: Bench, rows: int, writer_seconds: float, server_id: int,
     snap_rate = out["binlake-snapshot"].get("rows_per_s")
     if dump_rate and snap_rate:
         out["vs_mariadb_dump"] = round(snap_rate / dump_rate, 2)
-    bench.log(f"snapshot: binlake {snap_rate} rows/s, mariadb-dump {dump_rate} rows/s, "
+    bench.log(f"snapshot: binlake {snap_rate} rows/s, {tool} {dump_rate} rows/s, "
               f"peak RSS {out['binlake-snapshot'].get('peak_rss_mib')} MiB")
     return out
 
@@ -246,7 +272,7 @@ def main(argv: list[str] | None = None) -> int:
     from devtools.sandbox import MARIADB, start_server  # noqa: PLC0415
 
     from . import report  # noqa: PLC0415
-    from .run import SERVER_ARGS, Bench, BenchOptions  # noqa: PLC0415
+    from .run import SERVER_ARGS, Bench, BenchOptions, start_mysql  # noqa: PLC0415
 
     parser = argparse.ArgumentParser(
         prog="python -m bench.snapshot",
@@ -260,24 +286,29 @@ def main(argv: list[str] | None = None) -> int:
                         help=f"the writer's commits per second (default {WRITER_RATE:g})")
     parser.add_argument("--smoke", action="store_true",
                         help="20k rows, 1 run each, the writer alone for 1 s")
+    parser.add_argument("--mysql", action="store_true",
+                        help="on a sandbox MySQL 9.7 (the test bed's chroot) beside its "
+                             "mysqldump, instead of MariaDB 10.11 beside mariadb-dump")
     args = parser.parse_args(argv)
     rows = 20_000 if args.smoke else args.rows
     repeats = 1 if args.smoke else max(1, args.repeats)
     options = BenchOptions(smoke=args.smoke, install_pmr=False)
     work_dir = Path(tempfile.mkdtemp(prefix="binlake-bench-snapshot-"))
-    server = start_server("/", kind=MARIADB, extra_args=SERVER_ARGS)
+    server = start_mysql() if args.mysql else start_server("/", kind=MARIADB,
+                                                            extra_args=SERVER_ARGS)
     try:
         bench = Bench(options, server, work_dir)
         bench.prepare()
         results: dict[str, Any] = {
             "options": {"repeats": repeats, "smoke": args.smoke},
-            "server": {"version": server.version(), "args": list(SERVER_ARGS)},
-            "snapshot": measure(bench, rows, 1.0 if args.smoke else args.writer_seconds,
-                                7000 + os.getpid() % 1000 * 5, repeats, args.writer_rate)}
+            "server": {"version": server.version(), "args": list(server.extra_args)},
+            "snapshot_mysql" if args.mysql else "snapshot": measure(
+                bench, rows, 1.0 if args.smoke else args.writer_seconds,
+                7000 + os.getpid() % 1000 * 5, repeats, args.writer_rate)}
     finally:
         server.cleanup()
         shutil.rmtree(work_dir, ignore_errors=True)
-    print(json.dumps(results["snapshot"], indent=2))
+    print(json.dumps(results["snapshot_mysql" if args.mysql else "snapshot"], indent=2))
     print(report.render(results))
     return 0
 

@@ -454,7 +454,8 @@ class SnapshotCoordinator:
         for key_log in self._logs.values():
             if key_log.start is None:
                 key_log.start = position
-                key_log.start_gtids = self.stream_gtids()
+                if key_log.start_gtids is None:
+                    key_log.start_gtids = self.stream_gtids()
         chunk = self._chunk
         if chunk is not None and position >= chunk.high:
             if self.worker is None:
@@ -495,9 +496,12 @@ class SnapshotCoordinator:
         if current is None or current.key_columns != key_columns:
             current = self._logs[key] = _KeyLog(key_columns, keep_images)
             self.tracking = True
-            if self.between_transactions and self.position is not None:
-                current.start = self.position
+            if self.between_transactions:
+                # the GTID start needs no position: an idle dump by GTID learns its position
+                # only from the next heartbeat, but which transactions it passed is known now
                 current.start_gtids = self.stream_gtids()
+                if self.position is not None:
+                    current.start = self.position
         return current.since
 
     def stream_gtids(self) -> GtidSet | None:

@@ -123,3 +123,24 @@ def test_many_tables_targets_and_table_join_the_readme() -> None:
         "Time ratio 2,000 / 20 tables: 1.8x (target <= 2x); CPU seconds 1.6x"]
     assert any(line.startswith("| 2,000 | 9.00 | 9.00 | 11,111 | 280 | 4,100 | 2.05 |")
                for line in lines)
+
+
+def test_snapshot_tables_for_both_flavors_name_their_dump_tool() -> None:
+    def snap(tool: str, rate: int, dump: int) -> dict[str, Any]:
+        return {"rows": 1_000_000, "dump_tool": tool,
+                "binlake-snapshot": {"seconds": 1e6 / rate, "rows_per_s": rate,
+                                     "peak_rss_mib": 150.0},
+                "mariadb-dump": {"seconds": 1e6 / dump, "rows_per_s": dump,
+                                 "peak_rss_mib": 12.0},
+                "vs_mariadb_dump": round(rate / dump, 2),
+                "writer_during_snapshot": {"commits": 10, "median_ms": 1.0, "p99_ms": 2.0,
+                                           "max_ms": 3.5}}
+    results = {**_results(), "snapshot": snap("mariadb-dump", 300_000, 330_000),
+               "snapshot_mysql": snap("mysqldump", 200_000, 250_000)}
+    text = report.render(results)
+    assert "snapshot on MariaDB of 1,000,000 rows" in text
+    assert "snapshot on MySQL of 1,000,000 rows" in text
+    assert "0.91x" in text and "0.80x" in text
+    assert "mysqldump " in text and "mariadb-dump " in text
+    missing = report.render({**_results(), "snapshot_mysql": {"error": "not built"}})
+    assert "snapshot on MySQL: not built" in missing
