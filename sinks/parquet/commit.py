@@ -43,7 +43,7 @@ import sys
 from collections.abc import Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from protocol import native_switch
 from protocol.binlog.model import BinlogPosition
@@ -119,7 +119,8 @@ class Checkpoint:
 
 
 class FileSystem:
-    """The filesystem operations the commit protocol uses, and nothing else.
+    """The local-POSIX :class:`~sinks.storage.Storage`: the operations the commit protocol and
+    the sink use, and nothing else (``sinks/storage.py`` says what each promises).
 
     The protocol's correctness depends on their *order* and on which ``fsync`` makes what
     durable; this seam lets a test run the real :func:`commit` and :func:`recover` over a
@@ -198,6 +199,21 @@ class FileSystem:
     def read(self, path: str) -> bytes:
         with open(path, "rb") as f:
             return f.read()
+
+    def open_output(self, path: str) -> Any:
+        """A ``pyarrow.OSFile`` to stream into (pyarrow imported here: status and recovery
+        never need it)."""
+        import pyarrow as pa
+
+        return pa.OSFile(path, "wb")
+
+    def open_input(self, path: str) -> Any:
+        import pyarrow as pa
+
+        return pa.OSFile(path, "rb")
+
+    def size(self, path: str) -> int:
+        return os.path.getsize(path)
 
     def mkdir(self, path: str) -> None:
         os.mkdir(path)
@@ -403,6 +419,11 @@ class _OsFileSystem(FileSystem):
 
 
 OS: FileSystem = _OsFileSystem()
+
+if TYPE_CHECKING:  # the local file system is the storage seam's local-POSIX implementation
+    from ..storage import Storage
+
+    _LOCAL_STORAGE: Storage = OS
 
 
 def _named(exc: OSError, path: str) -> OSError:

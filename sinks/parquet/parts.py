@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import datetime as _dt
 import functools
-import os
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 
@@ -231,7 +230,7 @@ class PartWriter:
 
         def write() -> int:
             writer.write_table(table, row_group_size=max(1, table.num_rows))
-            return os.path.getsize(path)
+            return C.OS.size(path)
 
         if self._workspace.options.background_encoding:
             self.encoder.start(write, part, path, nbytes)

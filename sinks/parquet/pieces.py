@@ -15,13 +15,13 @@ done. Staged pieces live in ``<lake>/_staging/``, which no reader lists and ever
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass, field
 
 import pyarrow as pa
 
 from protocol.binlog.model import BinlogPosition
 
+from . import commit as C
 from .schema import COMMIT_TS_FIELD, TableVersion
 
 
@@ -44,7 +44,7 @@ def write_piece(path: str, version: TableVersion, batch: pa.RecordBatch,
     """Stage one piece (``version.staging_schema``). Not ``fsync``-ed: until its landing rewrites
     it as Parquet (made durable by that commit), a crash discards it anyway."""
     options = pa.ipc.IpcWriteOptions(compression=compression)
-    with pa.OSFile(path, "wb") as sink, pa.ipc.new_stream(
+    with C.OS.open_output(path) as sink, pa.ipc.new_stream(
             sink, version.staging_schema, options=options) as out:
         out.write_batch(batch)
 
@@ -53,7 +53,7 @@ def landed_piece(path: str, version: TableVersion, seq: int, position: BinlogPos
                  commit_us: int) -> pa.Table:
     """A staged piece read back, in ``version.schema``, with the landing's ``_seq``, position
     and ``_commit_ts``."""
-    with pa.OSFile(path, "rb") as source:
+    with C.OS.open_input(path) as source:
         batches = list(pa.ipc.open_stream(source))
     table = pa.Table.from_batches(batches, schema=version.staging_schema)
     n = table.num_rows
@@ -71,7 +71,7 @@ def remove_pieces(chunk: StagedChunk) -> None:
     """Drop a chunk's staged pieces (discarded: the table is read again)."""
     for path in chunk.pieces:
         try:
-            os.remove(path)
+            C.OS.remove(path)
         except FileNotFoundError:
             pass
     chunk.pieces.clear()

@@ -539,7 +539,7 @@ class ParquetSink:
             table = P.landed_piece(path, version, seq, position, read_time_us)
             self._parts.land_file(version, date, seq, table)
             del table
-            os.remove(path)
+            C.OS.remove(path)
         staged.pieces.clear()
         self._progress.seq = seq
         self._landed_chunk(staged.rows)

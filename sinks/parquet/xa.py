@@ -19,7 +19,6 @@ outcome and the new one.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -104,7 +103,7 @@ def write_batches(path: str, schema: pa.Schema, batches: Iterable[pa.RecordBatch
     """Write ``batches`` as an Arrow IPC stream file and ``fsync`` it; returns the row count."""
     rows = 0
     options = pa.ipc.IpcWriteOptions(compression=compression)
-    with pa.OSFile(path, "wb") as sink, pa.ipc.new_stream(sink, schema, options=options) as out:
+    with C.OS.open_output(path) as sink, pa.ipc.new_stream(sink, schema, options=options) as out:
         for batch in batches:
             out.write_batch(batch)
             rows += batch.num_rows
@@ -114,11 +113,11 @@ def write_batches(path: str, schema: pa.Schema, batches: Iterable[pa.RecordBatch
 
 def read_batches(path: str) -> Iterator[pa.RecordBatch]:
     """The batches :func:`write_batches` wrote, one at a time (the file is closed after)."""
-    with pa.OSFile(path, "rb") as source:
+    with C.OS.open_input(path) as source:
         yield from pa.ipc.open_stream(source)
 
 
 def remove(path: str) -> None:
     """Remove a staged prepared file (never committed: no manifest names it)."""
-    if os.path.exists(path):
-        os.remove(path)
+    if C.OS.exists(path):
+        C.OS.remove(path)
