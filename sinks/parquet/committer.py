@@ -11,8 +11,6 @@ that is durable do the buffers that fed the flush go.
 
 from __future__ import annotations
 
-from typing import Any
-
 from . import commit as C
 from . import files as F
 from . import layout as L
@@ -21,6 +19,7 @@ from .ddllog import DdlLog
 from .parts import PartWriter
 from .progress import StreamProgress
 from .registry import SchemaRegistry
+from .snapshot_progress import SnapshotProgress
 from .workspace import Workspace
 from .xastore import XaStore
 
@@ -38,7 +37,7 @@ class Committer:
         self._xa = xa
         self._progress = progress
 
-    def flush(self, snapshot: dict[str, Any]) -> C.Checkpoint:
+    def flush(self, snapshot: SnapshotProgress) -> C.Checkpoint:
         """Commit every part, new version, DDL log entry and XA file with the checkpoint of
         every transaction numbered so far (and ``snapshot``, the snapshot progress)."""
         workspace, parts, xa = self._workspace, self._parts, self._xa

@@ -2,8 +2,8 @@
 
 ``_checkpoint.json`` is one document (:class:`LakeState`): the last landed transaction
 (:class:`~.commit.Checkpoint`), the DDL statements waiting for their table's next schema
-version (:class:`PendingDdl`), the snapshots' progress (the snapshot coordinator's own
-document, kept as it gave it) and the XA transactions in doubt (:class:`~.xa.XaRecord`). The
+version (:class:`PendingDdl`), the snapshots' progress
+(:class:`~.snapshot_progress.SnapshotProgress`) and the XA transactions in doubt (:class:`~.xa.XaRecord`). The
 sink builds it from these records and nothing else, and reads it back through
 :meth:`LakeState.from_json`; the JSON keys are written here only.
 
@@ -28,6 +28,7 @@ from typing import Any
 from ..errors import LakeCorrupted, LakeFormatTooNew
 from .commit import Checkpoint
 from .layout import CHECKPOINT, MANIFEST
+from .snapshot_progress import SnapshotProgress
 from .xa import XaRecord
 
 __all__ = ["LAKE_FORMAT", "LakeState", "PendingDdl", "check_format", "check_lake",
@@ -89,8 +90,8 @@ class LakeState:
 
     checkpoint: Checkpoint
     pending_ddl: tuple[PendingDdl, ...] = ()
-    #: The snapshot coordinator's progress document (``replica.core.snapshot``), or empty.
-    snapshot: Mapping[str, Any] = field(default_factory=dict)
+    #: The snapshots' progress (planned and advanced by ``replica.core.snapshot``).
+    snapshot: SnapshotProgress = field(default_factory=SnapshotProgress)
     xa_prepared: tuple[XaRecord, ...] = ()
 
     def to_json(self) -> dict[str, Any]:
@@ -102,7 +103,7 @@ class LakeState:
             doc["commit_time"] = _dt.datetime.fromtimestamp(us / 1_000_000, _dt.UTC).isoformat()
         doc["pending_ddl"] = [ddl.to_json() for ddl in self.pending_ddl]
         if self.snapshot:
-            doc["snapshot"] = self.snapshot
+            doc["snapshot"] = self.snapshot.to_json()
         if self.xa_prepared:
             doc["xa_prepared"] = [record.to_json() for record in self.xa_prepared]
         return doc
@@ -115,7 +116,8 @@ class LakeState:
         return cls(
             checkpoint=Checkpoint.from_json(doc),
             pending_ddl=tuple(PendingDdl.from_json(entry) for entry in doc.get("pending_ddl", [])),
-            snapshot=snapshot if isinstance(snapshot, dict) else {},
+            snapshot=SnapshotProgress.from_json(snapshot) if isinstance(snapshot, dict)
+            else SnapshotProgress(),
             xa_prepared=tuple(XaRecord.from_json(entry) for entry in doc.get("xa_prepared", [])),
         )
 

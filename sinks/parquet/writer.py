@@ -27,7 +27,6 @@ The sink never reads a clock: ``maybe_flush(now)`` takes the caller's monotonic 
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 from collections.abc import Callable
@@ -64,6 +63,7 @@ from .parts import DICTIONARY_PAGE_LIMIT, MAX_OPEN_FILES, PartWriter, commit_dat
 from .progress import StreamProgress
 from .registry import SchemaRegistry
 from .rows import PendingRows, rows_batch
+from .snapshot_progress import SnapshotProgress
 from .type_record import check_types
 from .types import new_counter
 from .workspace import Workspace
@@ -76,13 +76,6 @@ log = logging.getLogger("binlake.sinks.parquet")
 
 _ACCEPTED = CommitOutcome.ACCEPTED
 _ALREADY_LANDED = CommitOutcome.ALREADY_LANDED
-
-
-def _plain(doc: dict[str, Any]) -> dict[str, Any]:
-    """A copy of ``doc`` as its JSON reads back (tuples become lists): the snapshot progress
-    held is the one a restart finds in the checkpoint."""
-    plain: dict[str, Any] = json.loads(json.dumps(doc))
-    return plain
 
 
 class ParquetSink:
@@ -113,7 +106,7 @@ class ParquetSink:
         self._lock = LakeLock(self.lake)
         self._opened = False
         self._checkpoint: C.Checkpoint | None = None
-        self._snapshot_state: dict[str, Any] = {}
+        self._snapshot_state = SnapshotProgress()
         #: Set by a LakeError: buffers and disk may disagree, so nothing more is landed.
         self._broken: LakeError | None = None
         self._unflushed_commits = 0
@@ -170,7 +163,7 @@ class ParquetSink:
         state = S.LakeState.from_json(doc, self.lake)
         checkpoint = self._checkpoint = state.checkpoint
         self._progress.restore(checkpoint)
-        self._snapshot_state = dict(state.snapshot)
+        self._snapshot_state = state.snapshot
         self._ddl.restore(state.pending_ddl)
         self._xa.restore(state.xa_prepared)
         return checkpoint
@@ -474,7 +467,7 @@ class ParquetSink:
         It is committed in the checkpoint (key ``snapshot``) together with the chunks it
         describes, so after a crash it says exactly which chunks are in the lake.
         """
-        return _plain(self._snapshot_state)
+        return self._snapshot_state.to_json()
 
     def land_chunk(self, chunk: SnapshotChunk) -> int:
         """Land a snapshot chunk (see ``sinks.chunks``) and make its progress the snapshot's;
@@ -491,7 +484,7 @@ class ParquetSink:
         position = chunk.position
         if position is not None and self._buffer.txn is not None:
             raise SinkStateError("land_chunk() inside a transaction")
-        self._snapshot_state = _plain(chunk.progress)
+        self._snapshot_state = SnapshotProgress.from_json(chunk.progress)
         if position is None:
             if self._checkpoint is not None or self._unflushed_commits:
                 self._unflushed_commits += 1  # a new lake's first flush brings it along

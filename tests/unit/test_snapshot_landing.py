@@ -54,7 +54,9 @@ def test_a_chunk_lands_as_r_rows_with_its_own_seq_and_the_stream_position(tmp_pa
     feed(sink, [b.begin(), b.insert(users, [(9, "zed", 1)]), b.commit()])
     at = BinlogPosition("binlog.000001", b.pos)
     state = {"tables": {"shop.users": {"database": "shop", "table": "users", "status": "done",
-                                        "last_key": ["2"], "rows": 2, "chunks": 1}}}
+                                        "reason": "binlake snapshot", "one_time": False,
+                                        "last_key": ["2"], "rows": 2, "chunks": 1,
+                                        "requests": []}}}
     assert sink.land_chunk(SnapshotChunk(
         state, at, READ_US, _read(users, [(1, "ann", 10), (2, "bob", None)]))) == 2
     feed(sink, [b.begin(), b.update(users, [((1, "ann", 10), (1, "ann", 11))]), b.commit()])
@@ -87,7 +89,10 @@ def test_a_new_lake_resumes_from_the_point_its_chunks_are_consistent_with(tmp_pa
     sink.land_chunk(SnapshotChunk({"tables": {}}))  # a plan alone writes no checkpoint
     assert sink.flush() is None
     at = BinlogPosition("binlog.000003", 1234)
-    sink.land_chunk(SnapshotChunk({"tables": {"x": {}}}, at, READ_US, _read(users, [])))  # empty
+    sink.land_chunk(SnapshotChunk({"tables": {"shop.x": {  # an empty table
+        "database": "shop", "table": "x", "status": "done", "reason": "binlake snapshot",
+        "one_time": False, "last_key": None, "rows": 0, "chunks": 1, "requests": []}}},
+        at, READ_US, _read(users, [])))
     checkpoint = sink.flush()
     sink.close()
     assert checkpoint is not None and (checkpoint.seq, checkpoint.position) == (0, at)
@@ -373,7 +378,9 @@ def test_a_chunk_staged_in_pieces_lands_as_one_transaction_one_file_per_piece(tm
     assert len(_staged_names(lake)) == 3
     at = BinlogPosition("binlog.000001", b.pos)
     state = {"tables": {"shop.users": {"database": "shop", "table": "users", "status": "done",
-                                        "rows": 8, "chunks": 3}}}
+                                        "reason": "binlake snapshot", "one_time": False,
+                                        "last_key": None, "rows": 8, "chunks": 3,
+                                        "requests": []}}}
     assert sink.land_chunk(SnapshotChunk(state, at, READ_US, staged=staged)) == 4
     assert _staged_names(lake) == []
     with open(os.path.join(lake, "_checkpoint.json"), encoding="utf-8") as f:
