@@ -398,6 +398,11 @@ class Pipeline:
         for item in items:
             handle(item)
             if sink.flush_wanted:  # a commit passed a threshold: land it before the next one
+                if self.snapshots is not None:
+                    # The coordinator may run during the flush: the position it knows is the
+                    # batch's start, so it must not count the stream as at a boundary there
+                    # (the caller notes the batch's end as the boundary afterwards).
+                    self.snapshots.between_transactions = False
                 await self.flush()
                 await self.ack_durable(session)
         if failure is not None:
