@@ -62,7 +62,8 @@ def test_status_and_the_log_show_snapshot_progress(mariadb_10_11: ServerHandle,
     doc = json.loads(_status(daemon, "--json"))
     assert doc["snapshots"] == [{"table": name, "status": "running", "rows": chunks * CHUNK,
                                  "chunks": chunks, "last_key": [str(chunks * CHUNK)],
-                                 "one_time": False, "message": None}]
+                                 "one_time": False, "message": None,
+                                 "reason": "start.from = snapshot"}]
 
     daemon.start()
     wait_snapshots_done(lake, {name}, 120, daemon.check_alive)
