@@ -53,6 +53,7 @@ from . import layout as L
 from .commit import dumps, fsync_path, publish_lock, replace_atomically
 from .pins import PIN_LIFETIME, purge_pins
 from .state import check_lake
+from .status import table_dirs
 
 log = logging.getLogger("binlake.compact")
 
@@ -168,21 +169,14 @@ def exchange(a: str, b: str) -> None:
 
 def partitions(lake: str) -> Iterator[str]:
     """Every ``<db>/<table>/schema_version=N/commit_date=D`` directory, relative to the lake."""
-    for db in sorted(os.listdir(lake)):
-        db_path = os.path.join(lake, db)
-        if L.is_hidden(db) or not os.path.isdir(db_path):
-            continue
-        for table in sorted(os.listdir(db_path)):
-            table_path = os.path.join(db_path, table)
-            if L.is_hidden(table) or not os.path.isdir(table_path):
+    for db, table, table_path in table_dirs(lake):
+        for version in sorted(os.listdir(table_path)):
+            if not L.is_version_dir(version):
                 continue
-            for version in sorted(os.listdir(table_path)):
-                if not L.is_version_dir(version):
-                    continue
-                version_path = os.path.join(table_path, version)
-                for date in sorted(os.listdir(version_path)):
-                    if L.is_date_dir(date):
-                        yield "/".join((db, table, version, date))
+            version_path = os.path.join(table_path, version)
+            for date in sorted(os.listdir(version_path)):
+                if L.is_date_dir(date):
+                    yield "/".join((db, table, version, date))
 
 
 def _next_generation(lake: str) -> int:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -21,7 +22,7 @@ from . import state as lake_state
 from .lock import LakeLock
 
 __all__ = ["DEMO_MARKER", "LakeFacts", "TableFacts", "checkpoint_path", "lake_facts",
-           "lake_in_use", "lock_holder", "read_checkpoint"]
+           "lake_in_use", "lock_holder", "read_checkpoint", "table_dirs"]
 
 #: The file ``binlake demo`` leaves in a lake it made (and will only ever delete such a lake).
 DEMO_MARKER = L.DEMO_MARKER
@@ -106,16 +107,22 @@ def lake_facts(path: str) -> LakeFacts:
         return facts
     facts.checkpoint = read_checkpoint(path)  # a newer lake format: refused
     facts.commit_in_progress = os.path.exists(os.path.join(path, L.MANIFEST))
-    for database_dir in sorted(os.listdir(path)):
-        database_path = os.path.join(path, database_dir)
+    for database_dir, table_dir, table_path in table_dirs(path):
+        facts.tables.append(_table_facts(table_path, database_dir, table_dir, facts, pq))
+    return facts
+
+
+def table_dirs(lake: str) -> Iterator[tuple[str, str, str]]:
+    """Each table directory of the lake, in name order: (database dir, table dir, its path).
+    Bookkeeping (names starting with ``_`` or ``.``) and stray files are passed over."""
+    for database_dir in sorted(os.listdir(lake)):
+        database_path = os.path.join(lake, database_dir)
         if L.is_hidden(database_dir) or not os.path.isdir(database_path):
             continue
         for table_dir in sorted(os.listdir(database_path)):
             table_path = os.path.join(database_path, table_dir)
-            if L.is_hidden(table_dir) or not os.path.isdir(table_path):
-                continue
-            facts.tables.append(_table_facts(table_path, database_dir, table_dir, facts, pq))
-    return facts
+            if not L.is_hidden(table_dir) and os.path.isdir(table_path):
+                yield database_dir, table_dir, table_path
 
 
 def _table_facts(table_path: str, database_dir: str, table_dir: str, lake: LakeFacts,
