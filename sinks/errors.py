@@ -96,6 +96,38 @@ class LakeError(SinkError):
         return f"fix the lake's filesystem, {resume}"
 
 
+class StoreError(SinkError):
+    """An object store (``sinks/objectstore/``) failed an operation. It names the operation and
+    the object's URL (``s3://bucket/key``), never a credential. The subclasses say whether a
+    retry can help."""
+
+    def __init__(self, operation: str, url: str, detail: str) -> None:
+        super().__init__(f"{operation} {url}: {detail}")
+        self.operation = operation
+        self.url = url
+        self.detail = detail
+
+
+class StoreUnavailable(StoreError):
+    """A failure a retry can cure: a timeout, a refused or reset connection, a 5xx, ``SlowDown``.
+    The caller retries with backoff; the store promises the operation either happened whole or
+    not at all, so a retried conditional create may find its own earlier attempt (the commit
+    log reads such a record back before deciding it lost)."""
+
+
+class StoreRefused(StoreError):
+    """A refusal no retry can cure (403, ``NoSuchBucket``, ``InvalidAccessKeyId``, a quota):
+    the daemon stops with exit 4 and :attr:`fix`."""
+
+    def __init__(self, operation: str, url: str, detail: str, fix: str) -> None:
+        super().__init__(operation, url, detail)
+        self.fix = fix
+
+
+class ObjectMissing(StoreError):
+    """The object read does not exist (a GET or an open for reading of an absent key)."""
+
+
 class LakeFormatTooNew(SinkError):
     """The lake was written by a newer binlake, in a lake format this one does not know: it is
     refused before anything is read or written, never misread or "recovered" into damage."""
