@@ -162,6 +162,43 @@ class LakeLocked(SinkError):
                 "own lake.path; readers (binlake status, Spark) need no lock")
 
 
+class LakeLeased(LakeLocked):
+    """A lake on object storage is held by another writer that keeps renewing its lease
+    (``sinks/objectstore/lease.py``): one writer per lake."""
+
+    def __init__(self, lake: str, lease_url: str, holder: str, waited_s: float) -> None:
+        SinkError.__init__(self, f"the lake {lake} is in use by another writer ({holder} renewed "
+                           f"its lease {lease_url} within the {waited_s:g} s watched)")
+        self.lake = lake
+        self.lock_path = lease_url
+        self.holder_pid = None
+        self.holder = holder
+
+    @property
+    def fix(self) -> str:
+        return (f"stop the other `binlake run` on this lake first ({self.holder}), or give this "
+                "one its own lake.path; a writer that died is taken over once its lease runs "
+                "out; readers (binlake status, Spark) need no lease")
+
+
+class LakeFenced(LakeLocked):
+    """Another writer committed to this lake since this one last did (it took the lake over
+    while this one was paused or cut off): this writer may never commit again."""
+
+    def __init__(self, lake: str, record_url: str) -> None:
+        SinkError.__init__(self, f"the lake {lake} was taken over by another writer: its commit "
+                           f"record {record_url} exists, so this writer stops without committing")
+        self.lake = lake
+        self.lock_path = record_url
+        self.holder_pid = None
+
+    @property
+    def fix(self) -> str:
+        return ("another `binlake run` now writes this lake: stop one of the two (each "
+                "needs its own lake.path); nothing this writer had not committed is lost, "
+                "the other resumes from the lake's last commit")
+
+
 class StreamBehindCompaction(SinkError):
     """A streaming query's checkpoint has not read daemon files that compaction has since
     replaced: restarting it would silently skip their rows, so it is refused instead."""

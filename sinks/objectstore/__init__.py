@@ -1,2 +1,5 @@
-"""A lake on object storage: the store seam (``store.py``), its in-memory model
-(``memory.py``) and the commit protocol that needs no rename."""
+"""A lake on object storage: the store seam, its in-memory model, the rename-free commit protocol.
+
+``store.py`` is the seam, ``memory.py`` its model for tests, ``commit.py`` and ``lease.py`` the
+protocol.
+"""

@@ -1,5 +1,7 @@
-"""``MemoryStore``: an in-memory :class:`~sinks.objectstore.store.ObjectStore` that keeps every
-promise of the seam, with faults to inject — the model the commit protocol is crashed against.
+"""``MemoryStore``: an in-memory object store keeping the seam's promises, with faults to inject.
+
+It is the model the commit protocol is crashed against (every promise of
+:class:`~sinks.objectstore.store.ObjectStore` kept).
 
 It is what a unit test needs to replay a commit cut off after each of its store operations
 (``crash_after``), to make a store refuse or fail transiently (``reject``), to slow it down

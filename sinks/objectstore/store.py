@@ -1,5 +1,4 @@
-"""The object-store seam: what a lake on object storage needs from its store, and what each
-operation promises.
+"""The object-store seam: what a lake on object storage needs from its store, each with its promise.
 
 A lake on disk rests on POSIX (``sinks/storage.py``: rename, fsync, flock). An object store
 offers none of these; what it offers instead — and all the object-store commit protocol
