@@ -490,8 +490,10 @@ class TypesConfig:
     both."""
 
     tinyint1_as_boolean: bool = field(default=False, metadata=_key(
-        "TINYINT(1) as boolean. Only false is supported: the binlog does not carry a TINYINT's "
-        "display width, so binlake cannot tell TINYINT(1) from TINYINT(4)."))
+        "TINYINT(1) (and BOOL) as boolean: 0 is false, any other value (2, -1) true; "
+        "TINYINT(1) UNSIGNED stays an integer (MySQL keeps no width for it). The "
+        "binlog carries no display width, so binlake reads it from information_schema "
+        "(COLUMN_TYPE) as each table is first seen and after each DDL on it."))
     bigint_unsigned: str = field(default="decimal", metadata=_key(
         "BIGINT UNSIGNED as decimal(20,0) (\"decimal\", every value fits) or as int64 "
         "(\"int64\": a value above 2^63-1 stops the daemon, exit 2, never wraps).",
@@ -1120,10 +1122,6 @@ def _validate(config: Config, origin_of: typing.Callable[[str], str],
     if reconnect.healthy_after < 0:
         fail("reconnect.healthy_after", "must not be negative")
 
-    if config.types.tinyint1_as_boolean:
-        fail("types.tinyint1_as_boolean", "true is not supported: the binlog does not carry "
-             "a TINYINT's display width, so TINYINT(1) cannot be told from TINYINT(4)",
-             hint="leave it false (TINYINT lands as tinyint; CAST it to boolean when reading)")
     transform = config.transform
     if transform.hash_key is not None and not transform.hash_key.reveal():
         fail("transform.hash_key_file" if transform.hash_key_file else "transform.hash_key",

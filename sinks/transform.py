@@ -41,7 +41,7 @@ from protocol.binlog.values import time_text
 
 from .errors import TransformRefused, ValueOutOfRange
 
-__all__ = ["ACTIONS", "ColumnRule", "Transform", "TypeOptions", "hash_hex", "text_form"]
+__all__ = ["ACTIONS", "BOOLEAN", "ColumnRule", "Transform", "TypeOptions", "hash_hex", "text_form"]
 
 ACTIONS = ("exclude", "mask", "hash", "truncate")
 
@@ -98,6 +98,12 @@ class TypeOptions:
                 "zero_date": self.zero_date}
 
 
+#: The label of a ``TINYINT(1)`` that ``tinyint1_as_boolean`` lands as a boolean (0 is false,
+#: any other value true). Its width comes from a schema source (``Column.display_width``): a
+#: TINYINT whose width nobody described lands as the integer it is. Signed only: MySQL
+#: (8.0.19 and later) keeps no width for ``TINYINT(1) UNSIGNED``, so an unsigned one lands as an
+#: integer on every server alike.
+BOOLEAN = "type:boolean"
 _INT64_MAX = (1 << 63) - 1
 _TEMPORAL = frozenset({FieldType.DATE, FieldType.NEWDATE, FieldType.DATETIME,
                        FieldType.DATETIME2, FieldType.TIMESTAMP, FieldType.TIMESTAMP2})
@@ -337,6 +343,10 @@ class Transform:
         """A column ``[types]`` lands otherwise than by default, or None."""
         types, code = self.types, column.type_code
         where = f"{table.schema}.{table.table}.{column.name or f'col_{column.index + 1}'}"
+        if (code == FieldType.TINY and column.display_width == 1 and not column.unsigned
+                and types.tinyint1_as_boolean):
+            return (replace(column, index=index, transform=BOOLEAN),
+                    lambda values: [None if v is None else v != 0 for v in values])
         if code == FieldType.LONGLONG and column.unsigned and types.bigint_unsigned == "int64":
 
             def checked(values: list[Any]) -> list[Any]:

@@ -86,6 +86,11 @@ NUMERIC_TYPES = frozenset({
     FieldType.NEWDECIMAL, FieldType.FLOAT, FieldType.DOUBLE,
 })
 
+# Integer types: the ones a declared display width (``TINYINT(1)``) belongs to.
+INTEGER_TYPES = frozenset({
+    FieldType.TINY, FieldType.SHORT, FieldType.INT24, FieldType.LONG, FieldType.LONGLONG,
+})
+
 # Types the optional metadata counts as "character" columns (DEFAULT_CHARSET/COLUMN_CHARSET
 # have one entry per such column, in column order). ENUM/SET are counted separately.
 CHARACTER_TYPES = frozenset({

@@ -38,6 +38,7 @@ from .coltypes import (
     CHARACTER_TYPES,
     COLLATION_CHARSET,
     ENUM_SET_TYPES,
+    INTEGER_TYPES,
     NUMERIC_TYPES,
     FieldType,
     charset_name,
@@ -50,6 +51,7 @@ __all__ = [
     "TableDescription",
     "Enrichment",
     "enrich_table_map",
+    "with_display_widths",
     "inconsistency",
     "collation_for_charset",
 ]
@@ -80,6 +82,9 @@ class ColumnDescription:
     unique: bool = False  # alone a UNIQUE key (COLUMN_KEY = 'UNI')
     generated: bool = False
     invisible: bool = False
+    #: An integer's declared display width from COLUMN_TYPE (``tinyint(1)`` → 1); None when
+    #: COLUMN_TYPE gives none (MySQL 8.0.19 and later print one only for ``tinyint(1)``).
+    display_width: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -316,6 +321,7 @@ def _enriched_column(column: Column, d: ColumnDescription, primary_key: frozense
     return replace(
         column, name=column.name if column.name is not None else d.name, flags=flags,
         charset=charset, geometry_type=geometry_type,
+        display_width=d.display_width if t in INTEGER_TYPES else None,
         enum_values=column.enum_values if column.enum_values is not None else (
             d.enum_values if t == FieldType.ENUM else None),
         set_values=column.set_values if column.set_values is not None else (
@@ -343,6 +349,27 @@ def enrich_table_map(table_map: TableMapEvent, description: TableDescription) ->
     enriched = replace(table_map, columns=columns, primary_key=primary_key,
                        has_full_metadata=True, described_by=description.source)
     return Enrichment(enriched)
+
+
+def with_display_widths(table_map: TableMapEvent, description: TableDescription) -> Enrichment:
+    """A named TABLE_MAP (``binlog_row_metadata=FULL``) with its integer columns' declared
+    display widths from ``description``, the one thing FULL metadata leaves out; unchanged, with
+    the reason, unless the description has the same columns (names and count) and fits it.
+
+    Only widths are taken: the binlog's own names, types and flags stay as they are.
+    """
+    if not any(c.type_code in INTEGER_TYPES for c in table_map.columns):
+        return Enrichment(table_map)
+    if [c.name for c in table_map.columns] != [d.name for d in description.columns]:
+        return Enrichment(table_map, "its columns are not the ones information_schema lists now")
+    reason = inconsistency(table_map, description)
+    if reason is not None:
+        return Enrichment(table_map, reason)
+    columns = tuple(
+        replace(c, display_width=d.display_width)
+        if c.type_code in INTEGER_TYPES and c.display_width != d.display_width else c
+        for c, d in zip(table_map.columns, description.columns, strict=True))
+    return Enrichment(replace(table_map, columns=columns))
 
 
 # --- collations ----------------------------------------------------------------------------------

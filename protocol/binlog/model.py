@@ -94,6 +94,11 @@ class Column:
     #: The column rule that made this column what it is (``sinks.transform``: "hash:…",
     #: "mask", "truncate:N"...); None for a column as the server sent it.
     transform: str | None = None
+    #: An integer column's declared display width (the ``1`` of ``TINYINT(1)``): the binlog
+    #: never carries it, so it is known only where a schema source described the column
+    #: (``information_schema.COLUMNS.COLUMN_TYPE``); None elsewhere. Not part of the schema
+    #: version by itself: only what a ``[types]`` choice makes of it is.
+    display_width: int | None = None
 
     @property
     def unsigned(self) -> bool:

@@ -140,7 +140,8 @@ def binlog_column(index: int, d: ColumnDescription, *, mysql: bool) -> Column:
         raise UnsupportedColumn(f"column {d.name!r} has type {t!r}, which binlake does not "
                                 "know how the server writes into the binlog")
     return Column(index=index, type_code=int(code), meta=meta, name=None, flags=flags,
-                  precision=precision, scale=scale, length=length)
+                  precision=precision, scale=scale, length=length,
+                  display_width=d.display_width if t in _INTEGERS else None)
 
 
 def _collation(d: ColumnDescription, exact: int | None) -> int | None:

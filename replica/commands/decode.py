@@ -241,10 +241,12 @@ async def _with_server_schema(options: DecodeOptions, server: ServerConfig,
     from replica.core.connection import ConnectOptions
     from replica.core.schema_source import SchemaSource
 
-    source = SchemaSource(ConnectOptions.from_config(server))
+    transform = getattr(args, "transform", None)
+    widths = transform is not None and transform.types.tinyint1_as_boolean
+    source = SchemaSource(ConnectOptions.from_config(server), display_widths=widths)
 
     def hook(table_map: TableMapEvent) -> TableMapEvent:
-        if table_map.has_full_metadata:
+        if table_map.has_full_metadata and not widths:
             return table_map
         trio.from_thread.run(source.describe, table_map.schema, table_map.table)
         return source.enrich(table_map)

@@ -439,17 +439,23 @@ class Daemon:
             log.info("filter.exclude pattern %r matches no table on the server", pattern)
 
     async def _schema_source_for(self, conn: Connection) -> SchemaSource | None:
-        """A schema source for column names, unless the binlog carries them itself (FULL)."""
+        """A schema source for column names, unless the binlog carries them itself (FULL);
+        with ``[types] tinyint1_as_boolean`` always, for the display widths no binlog has."""
         try:
             rows = await conn.query("SELECT @@GLOBAL.binlog_row_metadata")
             metadata = _text(rows[0][0]).upper()
         except (ServerError, IndexError):  # older servers: no optional metadata at all
             metadata = "absent"
+        widths = self.config.types.tinyint1_as_boolean
         if metadata == "FULL":
+            if widths:
+                log.info("[types] tinyint1_as_boolean: TINYINT display widths come from "
+                         "information_schema (COLUMN_TYPE), read as each table is first seen")
+                return SchemaSource(self._connect_options(), display_widths=True)
             return None
         log.info("binlog_row_metadata is %s, not FULL: column names, ENUM/SET labels and keys "
                  "come from information_schema where it matches the binlog", metadata)
-        return SchemaSource(self._connect_options())
+        return SchemaSource(self._connect_options(), display_widths=widths)
 
     async def _replicate(self) -> None:
         while not self._stopping:

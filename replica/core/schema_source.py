@@ -33,6 +33,7 @@ connection is dropped, and the table is asked about again after ``retry_after`` 
 from __future__ import annotations
 
 import logging
+import re
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 
@@ -44,6 +45,7 @@ from protocol.binlog.enrich import (
     TableDescription,
     collation_for_charset,
     enrich_table_map,
+    with_display_widths,
 )
 from protocol.binlog.model import TableMapEvent
 from protocol.binlog.transactions import Statement
@@ -68,6 +70,10 @@ _PRIMARY_KEY = (
     "WHERE TABLE_SCHEMA = {schema} AND TABLE_NAME = {table} AND INDEX_NAME = 'PRIMARY' "
     "ORDER BY SEQ_IN_INDEX"
 )
+_INTEGERS = frozenset({"tinyint", "smallint", "mediumint", "int", "integer", "bigint"})
+#: ``tinyint(1)``, ``int(11) unsigned``: the declared display width (MySQL 8.0.19 and later
+#: print one only for ``tinyint(1)``; MariaDB for every integer).
+_DISPLAY_WIDTH = re.compile(r"[a-z]+\((\d+)\)", re.IGNORECASE)
 _NUMERIC = frozenset({"tinyint", "smallint", "mediumint", "int", "integer", "bigint", "decimal",
                       "numeric", "float", "double", "real"})
 
@@ -155,6 +161,7 @@ def _column(row: Row) -> ColumnDescription:
     column_type = column_type or ""
     extra = (extra or "").upper()
     labels = parse_labels(column_type) if data_type in ("enum", "set") else None
+    width = _DISPLAY_WIDTH.match(column_type) if data_type in _INTEGERS else None
     return ColumnDescription(
         name=name,
         data_type=data_type,
@@ -172,6 +179,7 @@ def _column(row: Row) -> ColumnDescription:
         unique=(key or "").upper() == "UNI",
         generated="GENERATED" in extra,
         invisible="INVISIBLE" in extra,
+        display_width=int(width.group(1)) if width else None,
     )
 
 
@@ -212,11 +220,19 @@ class SchemaSource:
             opened on the first question, so a server with FULL metadata never sees it.
         retry_after: seconds before a table whose query failed is asked about again.
         opener: replaces :meth:`Connection.open` (tests).
+        display_widths: also complete TABLE_MAPs that name their columns (FULL metadata) with
+            the integer columns' declared display widths, which no TABLE_MAP carries
+            (``[types] tinyint1_as_boolean`` needs to tell ``TINYINT(1)`` from ``TINYINT(4)``).
     """
 
     def __init__(self, options: ConnectOptions, *, retry_after: float = 30.0,
-                 opener: Opener | None = None) -> None:
+                 opener: Opener | None = None, display_widths: bool = False) -> None:
         self._options = options
+        self._display_widths = display_widths
+        # What a table without a description loses, for the warnings.
+        self._loss = ("its columns stay unnamed (col_N)" if not display_widths else
+                      "its columns stay unnamed (col_N), or, named by the binlog, its "
+                      "TINYINT(1) columns land as integers rather than booleans")
         self._open: Opener = opener or Connection.open
         self._retry_after = retry_after
         self._conn: Connection | None = None
@@ -245,14 +261,14 @@ class SchemaSource:
         except (ProtocolError, OSError, ValueError) as exc:
             # ConnectionLost/ReadTimeout are OSErrors; a ServerError is e.g. a missing privilege.
             log.warning("cannot read the columns of %s.%s from information_schema (%s: %s); "
-                        "its columns stay unnamed (col_N) until it is asked again in %.0f s",
-                        schema, table, type(exc).__name__, exc, self._retry_after)
+                        "%s until it is asked again in %.0f s",
+                        schema, table, type(exc).__name__, exc, self._loss, self._retry_after)
             await self._drop_connection()
             self._cache[key] = _Entry(None, retry_at=trio.current_time() + self._retry_after)
             return None
         if description is None:
             log.warning("%s.%s is not in information_schema (dropped or renamed since, or no "
-                        "privilege to see it): its columns stay unnamed (col_N)", schema, table)
+                        "privilege to see it): %s", schema, table, self._loss)
         self._cache[key] = _Entry(description)
         return description
 
@@ -276,7 +292,7 @@ class SchemaSource:
         Synchronous, for ``EventStream(table_map_hook=...)``: call :meth:`prepare` first.
         """
         if table_map.has_full_metadata:
-            return table_map
+            return self._widths(table_map) if self._display_widths else table_map
         key = (table_map.schema, table_map.table)
         entry = self._cache.get(key)
         if entry is None or entry.description is None:
@@ -299,6 +315,21 @@ class SchemaSource:
             self._announced.add(key)
             log.warning("binlog_row_metadata is not FULL: column names for %s.%s come from "
                         "information_schema as of now", *key)
+        return result.table
+
+    def _widths(self, table_map: TableMapEvent) -> TableMapEvent:
+        """A named TABLE_MAP with its integer columns' display widths (see ``display_widths``)."""
+        entry = self._cache.get((table_map.schema, table_map.table))
+        if entry is None or entry.description is None:
+            return table_map  # (described() warned)
+        result = with_display_widths(table_map, entry.description)
+        if result.reason is not None and result.reason not in entry.reasons:
+            entry.reasons.add(result.reason)
+            log.warning("%s.%s at %s:%d: information_schema's description does not match this "
+                        "event (%s), likely an ALTER after it: its TINYINT columns carry no "
+                        "display width, so TINYINT(1) lands as an integer in this event's "
+                        "schema version", table_map.schema, table_map.table,
+                        table_map.header.file, table_map.header.position, result.reason)
         return result.table
 
     # --- invalidation --------------------------------------------------------------------------

@@ -30,6 +30,7 @@ from protocol.binlog.coltypes import FieldType
 from protocol.binlog.model import Column, ColumnFlag
 
 from ..errors import UnsupportedValue
+from ..transform import BOOLEAN
 
 BINARY_CHARSET = 63
 MAX_ARROW_DECIMAL_PRECISION = 38
@@ -65,6 +66,8 @@ def is_binary(column: Column) -> bool:
 def arrow_type_for(column: Column) -> pa.DataType:
     """The Arrow type a column lands as (see the module docstring for why)."""
     code = column.type_code
+    if column.transform == BOOLEAN:  # [types] tinyint1_as_boolean (sinks.transform)
+        return pa.bool_()
     if code in _SIGNED_INTS:
         return _UNSIGNED_INTS[code] if column.unsigned else _SIGNED_INTS[code]
     if code in _DECIMAL_TYPES:

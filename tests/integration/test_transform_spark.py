@@ -1,6 +1,6 @@
 """Spark over a lake landed with column rules and [types] from a real MariaDB 10.11:
 ``read_current_state`` == ``SELECT`` with the same rules applied (found by the hashed key), and
-the types Spark reads are the ones the options say (bigint, string)."""
+the types Spark reads are the ones the options say (bigint, string, boolean)."""
 
 from __future__ import annotations
 
@@ -36,10 +36,10 @@ async def test_current_state_with_rules_and_types_in_spark(mariadb_10_11: Server
     server.sql(
         f"CREATE DATABASE {db};"
         f"CREATE TABLE {db}.users (email VARCHAR(100) PRIMARY KEY, bio TEXT, "
-        "card VARCHAR(20), visits BIGINT UNSIGNED, born DATE);"
+        "card VARCHAR(20), visits BIGINT UNSIGNED, born DATE, vip TINYINT(1));"
         f"INSERT INTO {db}.users VALUES ('ann@example.com', 'about ann', '4111', 3, "
-        "'1990-01-02'), ('bob@example.com', 'about bob', NULL, 0, NULL), "
-        "('cy@example.com', 'about cy', '4222', 7, '2000-02-29');"
+        "'1990-01-02', 2), ('bob@example.com', 'about bob', NULL, 0, NULL, 0), "
+        "('cy@example.com', 'about cy', '4222', 7, '2000-02-29', NULL);"
         f"UPDATE {db}.users SET visits = visits + 1, card = '4333' WHERE email = 'ann@example.com';"
         f"UPDATE {db}.users SET email = 'bo@example.com' WHERE email = 'bob@example.com';"
         f"DELETE FROM {db}.users WHERE email = 'cy@example.com'")
@@ -47,20 +47,22 @@ async def test_current_state_with_rules_and_types_in_spark(mariadb_10_11: Server
     config = dataclasses.replace(
         catch_up_config(server, lake, start, include=(f"{db}.*",)),
         transform=TransformConfig(hash_key=Secret(KEY)),
-        types=TypesConfig(bigint_unsigned="int64", zero_date="string"),
+        types=TypesConfig(bigint_unsigned="int64", zero_date="string", tinyint1_as_boolean=True),
         transform_rules=(ColumnRule(f"{db}.users.email", "hash"),
                          ColumnRule(f"{db}.users.bio", "exclude"),
                          ColumnRule(f"{db}.users.card", "mask", mask="****")))
     await catch_up(config)
 
     state = read_current_state(spark, str(lake), db, "users")
-    assert state.columns == ["email", "card", "visits", "born"]
+    assert state.columns == ["email", "card", "visits", "born", "vip"]
     assert {f.name: f.dataType.simpleString() for f in state.schema.fields} == {
-        "email": "string", "card": "string", "visits": "bigint", "born": "string"}
+        "email": "string", "card": "string", "visits": "bigint", "born": "string",
+        "vip": "boolean"}
     got = sorted(tuple(r) for r in state.collect())
     expected = sorted(
-        (_hmac(email or ""), None if card is None else "****", int(visits or 0), born)
-        for email, card, visits, born in server.sql(
-            f"SELECT email, card, visits, born FROM {db}.users"))
+        (_hmac(email or ""), None if card is None else "****", int(visits or 0), born,
+         None if vip is None else vip != "0")
+        for email, card, visits, born, vip in server.sql(
+            f"SELECT email, card, visits, born, vip FROM {db}.users"))
     assert got == expected
     assert len(got) == 2

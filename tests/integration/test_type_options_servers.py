@@ -3,6 +3,7 @@ what each lands, its error cases (exit 2 with the reason), and the lake's record
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import json
 from decimal import Decimal
@@ -11,10 +12,14 @@ from typing import Any
 
 import pyarrow.parquet as pq
 import pytest
+import trio
 
+from replica.config import TypesConfig
+from replica.core.daemon import Daemon
 from tests.servers.handle import ServerHandle
 
-from .daemon_process import DaemonProcess, daemon_settings, unique_db
+from .daemon_process import DaemonProcess, catch_up, catch_up_config, daemon_settings, unique_db
+from .test_decode_edges_servers import binlake_decode
 
 pytestmark = pytest.mark.server
 
@@ -95,7 +100,81 @@ def test_type_options_land_what_they_say(flavor: str, request: pytest.FixtureReq
     assert f"{db}.t.w is DECIMAL(50,4), wider than the 38 digits" in stderr
 
 
-def test_tinyint1_as_boolean_is_refused(mariadb_10_11: ServerHandle, tmp_path: Path) -> None:
-    code, stderr = _run(mariadb_10_11, tmp_path, "bool", "nodb", {"tinyint1_as_boolean": True},
-                        tmp_path / "lake")
-    assert code == 2 and "types.tinyint1_as_boolean: true is not supported" in stderr
+def _column_types(server: ServerHandle, db: str) -> dict[str | None, str | None]:
+    return dict((name, kind) for name, kind in server.sql(
+        "SELECT COLUMN_NAME, COLUMN_TYPE FROM information_schema.COLUMNS "
+        f"WHERE TABLE_SCHEMA = '{db}' AND TABLE_NAME = 't'"))
+
+
+@pytest.mark.parametrize("flavor", ["mariadb_10_11", "mariadb_11_8", "mysql_9_7"])
+async def test_tinyint1_as_boolean_in_every_path(flavor: str, request: pytest.FixtureRequest,
+                                                 tmp_path: Path) -> None:
+    """TINYINT(1) and BOOL land as boolean (0 false, 2 and -1 true) in snapshot rows, streamed
+    rows, before images and an XA transaction; other TINYINTs as integers, TINYINT(1) UNSIGNED
+    too (MySQL keeps no width for it); an ALTER that changes the width starts a schema version
+    where the column is an integer."""
+    server: ServerHandle = request.getfixturevalue(flavor)
+    db = unique_db("bools")
+    server.sql(
+        f"CREATE DATABASE {db};"
+        f"CREATE TABLE {db}.t (id INT PRIMARY KEY, b TINYINT(1), f BOOL, "
+        "u TINYINT(1) UNSIGNED, n TINYINT);"
+        f"INSERT INTO {db}.t VALUES (1, 0, 1, 0, 5), (2, 2, -1, 255, 0), (3, NULL, NULL, NULL, "
+        "NULL)")
+    # MySQL 8.0.19+ prints no display width but a signed tinyint(1)'s; MariaDB every one
+    assert _column_types(server, db) == {
+        "id": "int(11)" if server.is_mariadb else "int", "b": "tinyint(1)", "f": "tinyint(1)",
+        "u": "tinyint(1) unsigned" if server.is_mariadb else "tinyint unsigned",
+        "n": "tinyint(4)" if server.is_mariadb else "tinyint"}
+    lake = tmp_path / "lake"
+    end = daemon_settings(server, lake, db)["start"]
+    config = dataclasses.replace(
+        catch_up_config(server, lake, (end["file"], end["pos"]), include=(f"{db}.*",)),
+        types=TypesConfig(tinyint1_as_boolean=True))
+    snapshot = Daemon(config, snapshot_tables=[(db, "t")], snapshot_request="bools")
+    with trio.fail_after(120):
+        assert await snapshot.run() == 0
+    assert [e["status"] for e in snapshot.snapshot_results] == ["done"]
+    server.sql(
+        f"UPDATE {db}.t SET b = 1, n = 6 WHERE id = 1;"
+        f"XA START 'xb'; INSERT INTO {db}.t VALUES (4, 1, 0, 1, -1);"
+        f"UPDATE {db}.t SET f = 0 WHERE id = 2; XA END 'xb'; XA PREPARE 'xb'; XA COMMIT 'xb'")
+    await catch_up(config)
+    server.sql(f"ALTER TABLE {db}.t MODIFY b TINYINT(4); INSERT INTO {db}.t VALUES (5, 3, 7, 0, 0)")
+    await catch_up(config)
+
+    rows, _ = _landed(lake, db, "t")
+    got = [(r["_op"], r["id"], r["b"], r["f"], r["u"], r["n"]) for r in rows]
+    assert got == [
+        ("R", 1, False, True, 0, 5), ("R", 2, True, True, 255, 0), ("R", 3, None, None, None, None),
+        ("U", 1, True, True, 0, 6),
+        ("I", 4, True, False, 1, -1), ("U", 2, True, False, 255, 0),
+        ("I", 5, 3, True, 0, 0)]  # after the ALTER: b is a TINYINT(4), an integer
+    assert [r["_before"] and r["_before"]["b"] for r in rows if r["_op"] == "U"] == [False, True]
+    versions = sorted((lake / db / "t").glob("schema_version=*"))
+    assert [v.name for v in versions] == ["schema_version=1", "schema_version=2"]
+    first, second = (pq.read_schema(next(v.rglob("*.parquet"))) for v in versions)
+    assert [str(first.field(c).type) for c in "bfun"] == ["bool", "bool", "int16", "int8"]
+    assert [str(second.field(c).type) for c in "bfun"] == ["int8", "bool", "int16", "int8"]
+    assert first.field("b").metadata[b"transform"] == b"type:boolean"
+    assert json.loads((lake / "_types.json").read_text())["tinyint1_as_boolean"] is True
+    # the server is the oracle: the newest row of each id is what SELECT says, cast as landed
+    newest = {r["id"]: (r["b"], r["f"], r["u"], r["n"]) for r in rows}
+    assert newest == {
+        int(i or 0): (None if b is None else int(b) if int(i or 0) == 5 else b != "0",
+                      None if f is None else f != "0", None if u is None else int(u),
+                      None if n is None else int(n))
+        for i, b, f, u, n in server.sql(f"SELECT id, b, f, u, n FROM {db}.t")}
+
+    # binlake decode with the choice and --schema-from-server: the width as of now (b is a
+    # TINYINT(4) by now, so an integer even in the rows before the ALTER), f a boolean (-1: 1)
+    decode_config = tmp_path / "decode.toml"
+    decode_config.write_text(f'[server]\nsocket = "{server.socket}"\nuser = "repl"\n'
+                             "[types]\ntinyint1_as_boolean = true\n")
+    proc = binlake_decode(server, "--schema-from-server", "--config", str(decode_config),
+                          "--database", db,
+                          env={"BINLAKE_SERVER_PASSWORD": server.users["repl"].password})
+    inserts = [ln for ln in proc.stdout.splitlines() if ln.startswith("### INSERT")]
+    assert inserts[:3] == [f"### INSERT INTO {db}.t SET id=1, b=0, f=1, u=0, n=5",
+                           f"### INSERT INTO {db}.t SET id=2, b=2, f=1, u=255, n=0",
+                           f"### INSERT INTO {db}.t SET id=3, b=NULL, f=NULL, u=NULL, n=NULL"]

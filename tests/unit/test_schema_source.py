@@ -19,6 +19,7 @@ from protocol.binlog.enrich import (
     collation_for_charset,
     enrich_table_map,
     inconsistency,
+    with_display_widths,
 )
 from protocol.binlog.model import BinlogPosition, ColumnFlag, RowsEvent, TableMapEvent
 from protocol.binlog.rows import DecoderCache
@@ -315,6 +316,33 @@ def test_describe_rows_flags() -> None:
     u, g, h, s, v = description.columns
     assert u.unique and g.generated and h.invisible and s.unsigned
     assert v.collation == 33
+
+
+def test_display_widths_from_column_type() -> None:
+    """MariaDB prints every integer's width, MySQL 8.0.19+ only tinyint(1)'s."""
+    description = describe_rows("db", "t", [
+        _row("b", "tinyint", "tinyint(1)"), _row("m", "tinyint", "tinyint"),
+        _row("u", "tinyint", "tinyint(3) unsigned zerofill"), _row("i", "int", "int(11)"),
+        _row("c", "char", "char(1)", charset="utf8mb4", octets="4")], [])
+    assert description is not None
+    assert [c.display_width for c in description.columns] == [1, None, 3, 11, None]
+
+
+def test_display_widths_complete_a_full_table_map() -> None:
+    full = decode_table_map(header(), table_map_body(COLS, numeric=[0, 4], character=[1, 3],
+                                                     enums=[2], pk=[0]), 8)
+    result = with_display_widths(full, described(id={"display_width": 10}))
+    assert result.applied
+    assert [c.display_width for c in result.table.columns] == [10, None, None, None, None, None]
+    assert [c.name for c in result.table.columns] == [c.name for c in full.columns]
+    # a description of other columns (an ALTER since): nothing taken, the reason said
+    renamed = described(id={"name": "ident", "display_width": 1})
+    result = with_display_widths(full, renamed)
+    assert result.table is full and not result.applied
+    assert result.reason == "its columns are not the ones information_schema lists now"
+    # and a NO_LOG map gets them with the names
+    enriched = enrich_table_map(no_log_map(), described(id={"display_width": 1})).table
+    assert enriched.columns[0].display_width == 1
 
 
 def test_queries_quote_names_as_hex() -> None:

@@ -22,7 +22,7 @@ from sinks.errors import TransformRefused
 from sinks.parquet import ParquetSink
 from sinks.parquet.testing import StreamBuilder, col
 from sinks.parquet.writer import SinkOptions
-from sinks.transform import ColumnRule, Transform, text_form
+from sinks.transform import ColumnRule, Transform, TypeOptions, text_form
 
 KEY = b"test-key"
 RULES = (ColumnRule("shop.customers.email", "hash"), ColumnRule("shop.customers.bio", "exclude"),
@@ -246,3 +246,44 @@ def test_a_ruled_table_without_column_names_is_refused(tmp_path: Path) -> None:
     with pytest.raises(TransformRefused, match="names no columns"):
         sink.handle(b.insert(t, [(1, "ann@example.com")]))
     sink.close()
+
+
+def test_tinyint1_as_boolean_in_every_path(tmp_path: Path) -> None:
+    """A TINYINT described as TINYINT(1) lands as boolean (0 false, any other value true) in
+    streamed rows, before images, XA parts and snapshot chunks; a TINYINT of another width, of
+    no known width, or unsigned lands as the integer it is."""
+    lake = tmp_path / "lake"
+    b = StreamBuilder()
+    flags = b.table("shop", "flags", [
+        col(0, T.LONG, "id", pk=True), col(1, T.TINY, "on", display_width=1),
+        col(2, T.TINY, "u", unsigned=True, display_width=1), col(3, T.TINY, "n", display_width=4),
+        col(4, T.TINY, "w")])
+    types = TypeOptions(tinyint1_as_boolean=True)
+    sink = ParquetSink(str(lake), SinkOptions(transform=Transform((), None, types)))
+    sink.open()
+    _feed(sink, [b.begin(), b.insert(flags, [(1, 0, 0, 5, 6), (2, 2, 255, 0, 0),
+                                             (3, -1, None, None, None)]), b.commit()])
+    _feed(sink, [b.begin(), b.update(flags, [((1, 0, 0, 5, 6), (1, 1, 1, 1, 1))]),
+                 b.prepare("x1")])
+    _feed(sink, b.xa_outcome("x1", commit=True))
+    read = RowsEvent(header=EventHeader(0, 0, 0, 0, 0, 0), kind=RowsKind.READ, table=flags,
+                     flags=0, row_count=2, before_columns=(), after_columns=tuple(range(5)),
+                     before=None, after=([4, 5], [0, 7], [0, 1], [0, 7], [127, None]))
+    sink.land_chunk(SnapshotChunk({}, BinlogPosition("binlog.000001", b.pos), 1_767_300_000_000_000,
+                                  read))
+    sink.close()
+    rows = _rows(lake)
+    assert [(r["_op"], r["id"], r["on"], r["u"], r["n"], r["w"]) for r in rows] == [
+        ("I", 1, False, 0, 5, 6), ("I", 2, True, 255, 0, 0), ("I", 3, True, None, None, None),
+        ("U", 1, True, 1, 1, 1), ("R", 4, False, 0, 0, 127), ("R", 5, True, 1, 7, None)]
+    assert rows[3]["_before"] == {"id": 1, "on": False, "u": 0, "n": 5, "w": 6}
+    schema = pq.read_schema(sorted(lake.rglob("*.parquet"))[0])
+    assert [str(schema.field(n).type) for n in ("on", "u", "n", "w")] == [
+        "bool", "int16", "int8", "int8"]
+    assert schema.field("on").metadata[b"transform"] == b"type:boolean"
+    versions = [p.name for p in (lake / "shop" / "flags").iterdir()
+                if p.name.startswith("schema_version=")]
+    assert versions == ["schema_version=1"]  # snapshot and stream: one version
+    (schema_file,) = (lake / "shop" / "flags" / "_schema").iterdir()
+    assert [c.get("transform") for c in json.loads(schema_file.read_text())["columns"]] == [
+        None, "type:boolean", None, None, None]
