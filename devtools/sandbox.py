@@ -48,6 +48,7 @@ __all__ = [
     "remove_stale_sandboxes",
     "server_kind",
     "start_server",
+    "terminate",
     "timeout_scale",
     "tool_failure",
 ]
@@ -245,6 +246,21 @@ def _die_with_parent() -> None:
     with contextlib.suppress(OSError, AttributeError):
         libc = ctypes.CDLL(None, use_errno=True)
         libc.prctl(_PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
+
+
+def terminate(
+    process: subprocess.Popen[bytes], timeout: float, stop_signal: int = signal.SIGTERM
+) -> None:
+    """Send ``stop_signal`` (a clean shutdown) and wait; SIGKILL after ``timeout`` seconds,
+    stretched by :func:`timeout_scale`. Nothing if the process has already exited."""
+    if process.poll() is not None:
+        return
+    process.send_signal(stop_signal)
+    try:
+        process.wait(timeout * timeout_scale())
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()
 
 
 # Servers that are running, so `stop_all` can stop them at interpreter exit or session end.
@@ -522,13 +538,7 @@ class SandboxServer:
         process = self._process
         if process is None:
             return
-        if process.poll() is None:
-            process.send_signal(signal.SIGTERM)
-            try:
-                process.wait(timeout * timeout_scale())
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait()
+        terminate(process, timeout)
         self._process = None
         _LIVE.discard(self)
         # A stopped server has no pid file: a fresh mtime keeps remove_stale_sandboxes away.

@@ -28,6 +28,9 @@ if [ "$want_test" = 1 ]; then
   command -v openssl >/dev/null 2>&1 || apt_packages+=(openssl)
   # The benchmark smoke test records the commit it measured (a checkout may come without git).
   command -v git >/dev/null 2>&1 || apt_packages+=(git)
+  # The S3 tests mount a bucket of the test bed's Ceph gateway with FUSE so Spark reads it as a
+  # local path (pyspark ships no S3A connector).
+  command -v s3fs >/dev/null 2>&1 || apt_packages+=(s3fs)
 fi
 if [ "${#apt_packages[@]}" -gt 0 ]; then
   echo "setup: installing Debian packages: ${apt_packages[*]}"

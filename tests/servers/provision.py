@@ -1,7 +1,8 @@
 """Prepare every server flavor of the test bed: ``python -m tests.servers.provision``.
 
 Run by ``scripts/test.sh`` before pytest (as root). Installs the host's MariaDB 10.11 if it is
-missing and builds (or checks) the trixie and sid chroots; a warm run only reads two marker files.
+missing and builds (or checks) the trixie and sid chroots and the ceph chroot of the S3 gateway
+(``ceph.py``); a warm run only reads three marker files.
 
     python -m tests.servers.provision             # what is missing
     python -m tests.servers.provision --rebuild   # rebuild the chroots from scratch

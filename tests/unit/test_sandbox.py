@@ -111,6 +111,34 @@ def test_chroot_marker_must_match_the_recipe(tmp_path: Path) -> None:
     assert not chroot._is_built(tmp_path, spec)
 
 
+def test_chroot_marker_without_the_newer_fields_still_matches(tmp_path: Path) -> None:
+    """A chroot built before a spec could name extra suites and binaries stays valid: its
+    marker records only the five first fields, and a spec that leaves the new ones at their
+    defaults asks for no more."""
+    spec = chroot.SID_MYSQL
+    for binary in (spec.server_binary, spec.client_binary):
+        (tmp_path / binary).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / binary).touch()
+    (tmp_path / chroot.MARKER).write_text(json.dumps({
+        "recipe": chroot.RECIPE_VERSION, "name": "sid", "suite": "sid",
+        "packages": ["mysql-server-core", "mysql-client-core"],
+        "server_binary": "usr/sbin/mysqld", "client_binary": "usr/bin/mysql"}))
+    assert chroot._is_built(tmp_path, spec)
+
+
+def test_ceph_chroot_needs_every_daemon(tmp_path: Path) -> None:
+    spec = chroot.CEPH
+    binaries = (spec.server_binary, spec.client_binary, *spec.other_binaries)
+    assert set(binaries) >= {"usr/bin/ceph-mon", "usr/bin/ceph-osd", "usr/bin/radosgw"}
+    for binary in binaries:
+        (tmp_path / binary).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / binary).touch()
+    (tmp_path / chroot.MARKER).write_text(json.dumps(chroot._marker_content(spec)))
+    assert chroot._is_built(tmp_path, spec)
+    (tmp_path / "usr/bin/ceph-osd").unlink()
+    assert not chroot._is_built(tmp_path, spec)
+
+
 def test_cache_dir_honours_binlake_cache(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.setenv("BINLAKE_CACHE", os.fspath(tmp_path))
     assert chroot.chroot_path(chroot.SID_MYSQL) == tmp_path / "chroots" / "sid"
