@@ -45,8 +45,9 @@ from protocol.binlog.transactions import (
     TransactionItem,
     TransactionRollback,
 )
-from protocol.valuetypes import time2
+from protocol.valuetypes import characters, newdecimal, time2, timestamp2
 from protocol.valuetypes.binary_json import JsonDiff
+from protocol.valuetypes.temporal import InvalidTemporal, wall_clock_text
 
 # Open Protocol column type codes are the MYSQL_TYPE_* codes of the type a column stores; the
 # binlog's own variants (TIMESTAMP2, NEWDATE, VAR_STRING, …) map to that type.
@@ -119,17 +120,6 @@ def _escape_binary(data: bytes) -> str:
     return "".join(out)
 
 
-def _format_fraction(micro: int) -> str:
-    return f".{micro:06d}".rstrip("0") if micro else ""
-
-
-def _format_time(value: _dt.timedelta) -> str:
-    """TIME as the server prints it, with the fraction's trailing zeros dropped (as for
-    DATETIME above)."""
-    text = time2.text(value)
-    return text.rstrip("0") if "." in text else text  # a fraction has a non-zero digit
-
-
 def _label_index(labels: tuple[str, ...] | None, value: Any) -> Any:
     if not isinstance(value, str) or labels is None:
         return value
@@ -154,12 +144,13 @@ def _set_mask(labels: tuple[str, ...] | None, value: Any) -> Any:
 
 
 def encode_value(column: Column, open_code: int, value: Any) -> Any:
-    """A decoded value as the seed's column type table prescribes."""
+    """A decoded value as the seed's column type table prescribes. TIMESTAMP, TIME and DECIMAL
+    print by their descriptions in ``protocol.valuetypes``, temporal fractions without trailing
+    zeros; character data (legacy charsets included) and JSON arrive decoded to ``str``."""
     if value is None:
         return None
-    text = getattr(value, "text", None)  # protocol.binlog.values.InvalidTemporal (zero dates)
-    if isinstance(text, str) and not isinstance(value, str | bytes):
-        return text
+    if isinstance(value, InvalidTemporal):  # a zero or invalid date, as SELECT prints it
+        return value.text
     if open_code == FieldType.ENUM:
         return _label_index(column.enum_values, value)
     if open_code == FieldType.SET:
@@ -169,19 +160,16 @@ def encode_value(column: Column, open_code: int, value: Any) -> Any:
     if isinstance(value, int | float):
         return value
     if isinstance(value, decimal.Decimal):
-        return str(value)
-    if isinstance(value, _dt.datetime):
-        if value.tzinfo is not None:
-            value = value.astimezone(_dt.UTC).replace(tzinfo=None)
-        # isoformat, not strftime('%Y'): glibc does not pad years before 1000 ('1-01-01')
-        return value.isoformat(" ", "seconds") + _format_fraction(value.microsecond)
+        return newdecimal.text(value)
+    if isinstance(value, _dt.datetime):  # TIMESTAMP (aware: in UTC) or DATETIME (naive)
+        return (timestamp2.text(value, trim=True) if value.tzinfo is not None
+                else wall_clock_text(value, trim=True))
     if isinstance(value, _dt.date):
         return value.isoformat()
     if isinstance(value, _dt.timedelta):
-        return _format_time(value)
+        return time2.text(value, trim=True)
     if open_code in _BASE64_TYPES:
-        raw = value.encode("utf-8") if isinstance(value, str) else bytes(value)
-        return base64.b64encode(raw).decode("ascii")
+        return base64.b64encode(characters.output_bytes(value)).decode("ascii")
     if isinstance(value, bytes | bytearray | memoryview):
         return _escape_binary(bytes(value))
     return value

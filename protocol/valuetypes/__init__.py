@@ -17,12 +17,16 @@ module                  the type
 
 A module gives, as plain functions: ``decode`` — the stored bytes of a binlog row image → the
 value (what ``SELECT`` returns); ``select_expression`` and ``from_text`` — how a snapshot
-selects the column exactly and turns that text into the same value; ``text`` — the value as
-the server prints it, which ``binlake decode`` and the Open Protocol output build on.
+selects the column exactly and turns that text into the same value; the value's text — what
+``binlake decode`` and the Open Protocol output print for it (``timestamp2.text`` and
+``iso_text``, ``time2.text``, ``newdecimal.text``, ``JsonDiff.to_call_text`` and
+``to_json_text``, ``characters.output_bytes``; the fraction's forms in ``temporal``). The
+outputs choose among these by the value's Python type and hold no conversion of their own.
 
 These functions are the reference. The speed paths are twins of them, never a second
 definition: the generated row decoder (``protocol.binlog.rows``) and the native row decoder's
 readers (``_native_rows.c``: to Python values, to Arrow buffers, a snapshot's text to Arrow).
 ``tests/unit/test_value_types.py`` compares every twin with these functions on generated
-values. The text outputs (``binlake decode``, Open Protocol) print the values in Python only.
+values, and checks that both outputs print every path's value as the server's form of it says.
+The outputs print in Python only: a debugging command's text is not the daemon's path.
 """

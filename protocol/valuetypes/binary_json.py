@@ -298,10 +298,22 @@ class JsonDiff:
         (JSON_REPLACE / JSON_ARRAY_INSERT-or-JSON_INSERT / JSON_REMOVE semantics)."""
         parts = []
         for op, path, value in self.ops:
-            name = JSON_DIFF_OP_NAMES[op] if 0 <= op < len(JSON_DIFF_OP_NAMES) else str(op)
-            text = f'{{"op": "{name}", "path": {json.dumps(path, ensure_ascii=False)}'
+            text = f'{{"op": "{_op_name(op)}", "path": {json.dumps(path, ensure_ascii=False)}'
             parts.append(text + ("}" if value is None else f', "value": {value}}}'))
         return "[" + ", ".join(parts) + "]"
+
+    def to_call_text(self) -> str:
+        """The operations on one line, as ``binlake decode``'s text prints them:
+        ``JSON_DIFF(REPLACE $.a 2, REMOVE $.b)`` — each operation's name, path and (but for
+        REMOVE) the value's JSON text, as :meth:`to_json_text` has them."""
+        return "JSON_DIFF(" + ", ".join(
+            f"{_op_name(op)} {path}" + ("" if value is None else f" {value}")
+            for op, path, value in self.ops) + ")"
+
+
+def _op_name(op: int) -> str:
+    """REPLACE, INSERT or REMOVE; the number itself for an operation no server writes."""
+    return JSON_DIFF_OP_NAMES[op] if 0 <= op < len(JSON_DIFF_OP_NAMES) else str(op)
 
 
 def _parse_path(path: str) -> list[str | int]:

@@ -12,6 +12,10 @@ The legacy (non-Unicode) charsets decode through the server-derived tables of
 
 **Snapshot**: ``CAST(c AS BINARY)`` gives the stored bytes (no conversion to the connection's
 charset, which could replace what does not convert), decoded with the same rule.
+
+**Text**: the outputs print the ``str`` value itself; where one carries a value's bytes (the
+Open Protocol output's base64 of TEXT and BLOB columns), :func:`output_bytes` gives them: the
+text in UTF-8, whatever the column's charset, the bytes as stored where they did not decode.
 """
 
 from __future__ import annotations
@@ -21,7 +25,8 @@ from collections.abc import Callable
 from ..binlog import charsets as _charsets
 from ..binlog.coltypes import charset_name, codec_for_collation
 
-__all__ = ["decode_mysql_latin1", "text_rule", "text_decoder", "select_expression"]
+__all__ = ["decode_mysql_latin1", "text_rule", "text_decoder", "select_expression",
+           "output_bytes"]
 
 # MySQL's latin1 is Windows-1252, except that the five bytes cp1252 leaves undefined map to the
 # C1 controls of the same number; Python's cp1252 codec rejects those, so decode as ISO-8859-1
@@ -79,3 +84,9 @@ def text_decoder(collation: int | None) -> Callable[[bytes], str | bytes]:
 def select_expression(quoted_name: str) -> str:
     """What a snapshot selects for the column: its stored bytes."""
     return f"CAST({quoted_name} AS BINARY)"
+
+
+def output_bytes(value: str | bytes | bytearray | memoryview) -> bytes:
+    """The bytes an output carries for a character or binary value: a decoded text in UTF-8 (a
+    legacy charset's text too: the outputs speak UTF-8), bytes as they are."""
+    return value.encode("utf-8") if isinstance(value, str) else bytes(value)

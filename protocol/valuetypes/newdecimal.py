@@ -10,7 +10,7 @@ has every byte inverted as well.
 keeps its sign, as the stored form does). A group holding more digits than it may (corrupt
 bytes): ``ValueError``.
 
-**Snapshot**: ``SELECT`` prints it exactly; :func:`from_text`. **Text**: ``str`` of the value.
+**Snapshot**: ``SELECT`` prints it exactly; :func:`from_text`. **Text**: :func:`text`.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from decimal import Decimal
 from typing import Any
 
 __all__ = ["DIG2BYTES", "size", "size_checked", "groups", "decoder", "decode",
-           "select_expression", "from_text"]
+           "select_expression", "from_text", "text"]
 
 #: Bytes of a group of 0..9 digits.
 DIG2BYTES = (0, 1, 1, 2, 2, 3, 3, 4, 4, 4)
@@ -110,3 +110,11 @@ def select_expression(quoted_name: str) -> str:
 def from_text(raw: str | bytes) -> Decimal:
     """The value of ``SELECT``'s text of a DECIMAL (``str`` or ``bytes``)."""
     return Decimal(raw if isinstance(raw, str) else raw.decode("utf-8", "surrogateescape"))
+
+
+def text(value: Decimal) -> str:
+    """A DECIMAL value as the outputs print it: Python's text of the :class:`~decimal.Decimal`.
+    That is the server's text (``-12.50``: every digit of the scale, the sign of ``-0.00``)
+    unless the value has more than six zeros after the point before its first digit, which
+    prints in exponent form (``1E-7`` for ``0.0000001``, where ``SELECT`` prints the zeros)."""
+    return str(value)

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import datetime
 
-from .temporal import fraction_text, fractional_size
+from .temporal import fraction_text, fractional_size, micro_fraction_text
 
 __all__ = ["size", "decode", "decode_packed", "decode_old", "select_expression", "from_text",
            "text"]
@@ -91,14 +91,14 @@ def from_text(raw: str | bytes) -> datetime.timedelta:
     return -delta if negative else delta
 
 
-def text(t: datetime.timedelta, fsp: int | None = None) -> str:
+def text(t: datetime.timedelta, fsp: int | None = None, *, trim: bool = False) -> str:
     """A TIME value as the server prints it, ``[-]HH:MM:SS`` (hours past 24 up to 838), then the
     fraction: exactly ``fsp`` digits when given (a TIME(fsp) column), else six digits when there
-    are microseconds and none when there are not."""
+    are microseconds and none when there are not (``trim``: without their trailing zeros)."""
     total_us = t.days * 86400_000000 + t.seconds * 1000000 + t.microseconds
     sign = "-" if total_us < 0 else ""
     seconds, us = divmod(abs(total_us), 1000000)
     minutes, second = divmod(seconds, 60)
     hour, minute = divmod(minutes, 60)
-    fraction = fraction_text(us, fsp) if fsp is not None else f".{us:06d}" if us else ""
+    fraction = fraction_text(us, fsp) if fsp is not None else micro_fraction_text(us, trim=trim)
     return f"{sign}{hour:02d}:{minute:02d}:{second:02d}{fraction}"

@@ -11,6 +11,10 @@ is 4 bytes little-endian seconds.
 **Snapshot**: ``SELECT`` prints a TIMESTAMP in the session's time zone, so a snapshot selects
 ``UNIX_TIMESTAMP(c)`` — the stored seconds and fraction whatever the zone; ``0`` is the zero
 TIMESTAMP.
+
+**Text**: :func:`text` — as ``SELECT`` prints it in UTC (session ``time_zone = '+00:00'``), the
+Open Protocol output's form with ``trim``; :func:`iso_text` — the same with its offset,
+``+00:00``, the form of ``binlake decode``.
 """
 
 from __future__ import annotations
@@ -18,9 +22,16 @@ from __future__ import annotations
 import datetime
 from collections.abc import Callable
 
-from .temporal import InvalidTemporal, fraction_text, fractional_size, read_fraction
+from .temporal import (
+    InvalidTemporal,
+    fraction_text,
+    fractional_size,
+    read_fraction,
+    wall_clock_text,
+)
 
-__all__ = ["EPOCH", "size", "zero", "decode", "decode_old", "select_expression", "from_text"]
+__all__ = ["EPOCH", "size", "zero", "decode", "decode_old", "select_expression", "from_text",
+           "text", "iso_text"]
 
 EPOCH = datetime.datetime(1970, 1, 1, tzinfo=datetime.UTC)
 
@@ -72,3 +83,21 @@ def from_text(fsp: int) -> Callable[[str | bytes], datetime.datetime | InvalidTe
         return EPOCH + datetime.timedelta(0, int(seconds), us)
 
     return convert
+
+
+def text(value: datetime.datetime | InvalidTemporal, fsp: int | None = None, *,
+         trim: bool = False) -> str:
+    """A TIMESTAMP value as ``SELECT`` prints it in UTC, ``YYYY-MM-DD HH:MM:SS``, then the
+    fraction (:func:`~.temporal.wall_clock_text`: ``fsp`` digits, else six when there are
+    microseconds, ``trim`` drops their trailing zeros); the zero TIMESTAMP as its own text."""
+    if isinstance(value, InvalidTemporal):
+        return value.text
+    return wall_clock_text(value.astimezone(datetime.UTC), fsp, trim=trim)
+
+
+def iso_text(value: datetime.datetime | InvalidTemporal) -> str:
+    """:func:`text` with the offset after it, ``YYYY-MM-DD HH:MM:SS[.ffffff]+00:00`` (ISO 8601
+    with a space): a reader of the text sees that the time is UTC, not the server's zone."""
+    if isinstance(value, InvalidTemporal):
+        return value.text
+    return text(value) + "+00:00"

@@ -104,7 +104,9 @@ from protocol.binlog.stream import Event, EventStream
 from protocol.binlog.tablemap import OptionalMetadata
 from protocol.binlog.transactions import Statement, TransactionAssembler
 from protocol.errors import ChecksumMismatch, ProtocolError, TruncatedData
-from protocol.valuetypes import time2
+from protocol.valuetypes import newdecimal, time2, timestamp2
+from protocol.valuetypes.binary_json import JsonDiff
+from protocol.valuetypes.temporal import InvalidTemporal, wall_clock_text
 from replica.config import ServerConfig
 from sinks.transform import Transform
 
@@ -794,12 +796,16 @@ def _one_line(text: str) -> str:
 
 
 def format_value(value: Any) -> str:
-    """A decoded column value as an SQL-like literal on one line."""
+    """A decoded column value as an SQL-like literal on one line. TIMESTAMP, TIME, DECIMAL and
+    a partial JSON update print by their descriptions in ``protocol.valuetypes``; JSON and
+    character data (legacy charsets included) are decoded to ``str`` there and quoted here."""
     if value is None:
         return "NULL"
     if isinstance(value, bool):
         return str(int(value))
-    if isinstance(value, int | decimal.Decimal):
+    if isinstance(value, decimal.Decimal):
+        return newdecimal.text(value)
+    if isinstance(value, int):
         return str(value)
     if isinstance(value, float):
         return repr(value)
@@ -807,16 +813,15 @@ def format_value(value: Any) -> str:
         return _quote(value)
     if isinstance(value, bytes | bytearray | memoryview):
         return f"X'{bytes(value).hex()}'"
-    if isinstance(value, _dt.datetime):
-        return _quote(value.isoformat(sep=" "))
+    if isinstance(value, InvalidTemporal):  # a zero or invalid date, as SELECT prints it
+        return _quote(value.text)
+    if isinstance(value, _dt.datetime):  # TIMESTAMP (aware, UTC) or DATETIME (naive)
+        return _quote(timestamp2.iso_text(value) if value.tzinfo is not None
+                      else wall_clock_text(value))
     if isinstance(value, _dt.date):
         return _quote(value.isoformat())
     if isinstance(value, _dt.timedelta):
         return _quote(time2.text(value))
-    ops = getattr(value, "ops", None)
-    if isinstance(ops, tuple):  # protocol.binlog.values.JsonDiff (MINIMAL image, MySQL)
-        names = {0: "REPLACE", 1: "INSERT", 2: "REMOVE"}
-        return "JSON_DIFF(" + ", ".join(
-            f"{names.get(op, op)} {path}" + ("" if text is None else f" {text}")
-            for op, path, text in ops) + ")"
-    return _quote(str(value))  # InvalidTemporal ('0000-00-00') and anything else
+    if isinstance(value, JsonDiff):  # a MINIMAL image's partial JSON update (MySQL)
+        return value.to_call_text()
+    return _quote(str(value))

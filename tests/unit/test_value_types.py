@@ -13,17 +13,23 @@ reference gives:
 * a snapshot: the text converter (``protocol.snapshot.values``) and the native text → Arrow
   conversion (``native.text_arrow`` through ``SnapshotTable.decode_kept``).
 
-The text outputs (``binlake decode``, Open Protocol) have no twin: they print these values in
-Python only.
+* the text outputs: ``binlake decode``'s ``format_value`` and the Open Protocol's
+  ``encode_value`` print what each of those paths gave (every Python value: the generated and
+  native decoders', the snapshot converter's) exactly as the server's own form of the drawn
+  value says — written here from the server's format for TIMESTAMP, TIME and DECIMAL, and for
+  MySQL JSON and character data the printing of the server's text — so an output cannot print
+  one path's value differently from another's.
 
 ``BINLAKE_VALUE_EXAMPLES`` sets hypothesis's examples per type (default 40).
 """
 
 from __future__ import annotations
 
+import base64
 import datetime as dt
 import os
 import struct
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from decimal import Decimal
@@ -47,6 +53,8 @@ from protocol.snapshot import SnapshotTable, snapshot_table
 from protocol.snapshot.values import PYTHON_SPEC, converter_for, text_spec
 from protocol.valuetypes import binary_json, characters, newdecimal, time2, timestamp2
 from protocol.valuetypes.temporal import InvalidTemporal
+from replica.commands.decode import format_value
+from sinks.openprotocol import encode_value, open_type_code
 from sinks.parquet.rows import PendingRows, TransactionTags, rows_batch
 from sinks.parquet.schema import TableVersion, VersionOrigin
 from sinks.parquet.types import new_counter
@@ -77,6 +85,9 @@ class Case:
     values: st.SearchStrategy[Any]
     stored: Callable[[Any], bytes]
     text: Callable[[Any], bytes]
+    #: ``binlake decode``'s literal and the Open Protocol value of a drawn value, from the
+    #: server's format (None: the outputs' printing of the server's text, :func:`_printed`).
+    printed: Callable[[Any], tuple[str, Any]] | None = None
 
 
 def _fraction(us: int, fsp: int) -> bytes:
@@ -90,6 +101,11 @@ def _fraction(us: int, fsp: int) -> bytes:
     return us.to_bytes(3, "big")
 
 
+def _six(us: int) -> str:
+    """The fraction as the outputs print it before trimming: six digits, none for zero."""
+    return f".{us:06d}" if us else ""
+
+
 def _micros(fsp: int) -> st.SearchStrategy[int]:
     step = 10 ** (6 - fsp)
     return st.integers(0, 999999 // step).map(lambda n: n * step)
@@ -101,10 +117,19 @@ def _timestamp(fsp: int) -> Case:
     def text(v: tuple[int, int]) -> bytes:
         return (f"{v[0]}" + (f".{v[1]:06d}"[:fsp + 1] if fsp else "")).encode()
 
+    def printed(v: tuple[int, int]) -> tuple[str, Any]:
+        if v == (0, 0):  # the zero TIMESTAMP, as SELECT prints it
+            zero = "0000-00-00 00:00:00" + ("." + "0" * fsp if fsp else "")
+            return f"'{zero}'", zero
+        t = time.gmtime(v[0])
+        when = (f"{t.tm_year:04d}-{t.tm_mon:02d}-{t.tm_mday:02d} "
+                f"{t.tm_hour:02d}:{t.tm_min:02d}:{t.tm_sec:02d}")
+        return (f"'{when}{_six(v[1])}+00:00'", when + _six(v[1]).rstrip("0"))
+
     return Case(f"timestamp({fsp})", Col(T.TIMESTAMP2, bytes([fsp])),
                 ColumnDescription("c", "timestamp", True, fsp=fsp), 4 + (fsp + 1) // 2,
                 lambda b: timestamp2.decode(b, 0, fsp), values,
-                lambda v: v[0].to_bytes(4, "big") + _fraction(v[1], fsp), text)
+                lambda v: v[0].to_bytes(4, "big") + _fraction(v[1], fsp), text, printed)
 
 
 def _time(fsp: int) -> Case:
@@ -134,9 +159,15 @@ def _time(fsp: int) -> Case:
         zero = not (hour or minute or second or us)
         return f"{'-' if negative and not zero else ''}{hour:02d}:{minute:02d}:{second:02d}{frac}".encode()
 
+    def printed(v: tuple[bool, int, int, int, int]) -> tuple[str, Any]:
+        negative, hour, minute, second, us = v
+        sign = "-" if negative and (hour or minute or second or us) else ""
+        hms = f"{sign}{hour:02d}:{minute:02d}:{second:02d}"
+        return f"'{hms}{_six(us)}'", hms + _six(us).rstrip("0")
+
     return Case(f"time({fsp})", Col(T.TIME2, bytes([fsp])),
                 ColumnDescription("c", "time", True, fsp=fsp), 3 + (fsp + 1) // 2,
-                lambda b: time2.decode(b, 0, fsp), values, stored, text)
+                lambda b: time2.decode(b, 0, fsp), values, stored, text, printed)
 
 
 def _decimal(precision: int, scale: int) -> Case:
@@ -149,7 +180,8 @@ def _decimal(precision: int, scale: int) -> Case:
                 ColumnDescription("c", "decimal", True, precision=precision, scale=scale),
                 newdecimal.size(precision, scale),
                 lambda b: newdecimal.decode(b, 0, precision, scale)[0], values,
-                lambda v: _encode_decimal(v, precision, scale), lambda v: f"{v:f}".encode())
+                lambda v: _encode_decimal(v, precision, scale), lambda v: f"{v:f}".encode(),
+                lambda v: (str(Decimal(f"{v:f}")),) * 2)
 
 
 _JSON_SCALARS = st.one_of(
@@ -222,11 +254,13 @@ def _land(table: TableMapEvent, event: RowsEvent) -> tuple[list[Any], pa.DataTyp
     return column.to_pylist(), column.type, counter.invalid_temporal
 
 
-def _check_binlog(case: Case, stored: list[bytes | None]) -> None:
+def _check_binlog(case: Case, stored: list[bytes | None]) -> list[list[Any]]:
+    """The binlog paths against the reference; the Python values each path gave."""
     table = _table([case.col])
     body = rows_body(1, [image([v]) for v in stored])
     values = [None if v is None else _reference_or_error(case, v) for v in stored]
     refused = any(v is not None and value is None for v, value in zip(stored, values, strict=True))
+    got: list[list[Any]] = []
     for use_native in (False, True):
         event = _decoded(table, body, use_native, arrow=False)
         if refused:
@@ -235,14 +269,16 @@ def _check_binlog(case: Case, stored: list[bytes | None]) -> None:
         assert isinstance(event, RowsEvent), (use_native, event)
         assert event.after is not None
         assert [_tagged(v) for v in event.after[0]] == [_tagged(v) for v in values], use_native
+        got.append(event.after[0])
     arrow = _decoded(table, body, True, arrow=True)
     if refused:
         assert not isinstance(arrow, RowsEvent)
-        return
+        return got
     assert isinstance(arrow, RowsEvent) and arrow.arrow is not None
     reference = RowsEvent(arrow.header, RowsKind.INSERT, table, arrow.flags, len(stored), (),
                           (0,), None, ([*values],))
     assert _land(table, arrow) == _land(table, reference)
+    return got
 
 
 # --- a snapshot --------------------------------------------------------------------------------
@@ -261,7 +297,8 @@ def _event(snap: SnapshotTable, after: Any, count: int, arrow: Any) -> RowsEvent
 
 
 def _check_snapshot(case: Case, snap: SnapshotTable, texts: list[bytes | None],
-                    expected: list[Any]) -> None:
+                    expected: list[Any]) -> list[Any]:
+    """The snapshot paths against the reference; the Python values the converter gave."""
     payloads = [lenenc_bytes(b"%d" % i) + (b"\xfb" if t is None else lenenc_bytes(t))
                 for i, t in enumerate(texts)]
     binary = (False, False)
@@ -275,6 +312,32 @@ def _check_snapshot(case: Case, snap: SnapshotTable, texts: list[bytes | None],
     reference = _event(snap, (list(range(len(texts))), [*expected]), len(texts), None)
     got = _event(snap, image_, len(texts), (None, chunks))
     assert _land(snap.table_map, got) == _land(snap.table_map, reference), case.name
+    return converted[1]
+
+
+# --- the text outputs --------------------------------------------------------------------------
+
+
+def _printed(case: Case, drawn: Any) -> tuple[str, Any]:
+    """What both outputs print for a drawn value: the case's own form, else the printing of the
+    value the server's text stands for (JSON: that text; character data: its decoding)."""
+    if drawn is None:
+        return "NULL", None
+    if case.printed is not None:
+        return case.printed(drawn)
+    server = case.text(drawn)
+    value = server.decode("utf-8") if case.name == "json" else case.reference(
+        case.stored(drawn))
+    column = _table([case.col]).columns[0]
+    return format_value(value), encode_value(column, open_type_code(column), value)
+
+
+def _check_outputs(case: Case, drawn: list[Any], paths: list[list[Any]]) -> None:
+    column = _table([case.col]).columns[0]
+    code = open_type_code(column)
+    expected = [_printed(case, d) for d in drawn]
+    for values in paths:
+        assert [(format_value(v), encode_value(column, code, v)) for v in values] == expected
 
 
 # --- the tests ---------------------------------------------------------------------------------
@@ -287,9 +350,11 @@ def test_every_path_gives_the_reference_value(case: Case, data: st.DataObject) -
     drawn = data.draw(st.lists(st.one_of(st.none(), case.values), min_size=1, max_size=6))
     stored = [None if v is None else case.stored(v) for v in drawn]
     expected = [None if s is None else case.reference(s) for s in stored]
-    _check_binlog(case, stored)
-    _check_snapshot(case, _snapshot(case), [None if v is None else case.text(v) for v in drawn],
-                    expected)
+    paths = _check_binlog(case, stored)
+    paths.append(_check_snapshot(case, _snapshot(case),
+                                 [None if v is None else case.text(v) for v in drawn], expected))
+    assert len(paths) == 3  # the generated and native decoders, the snapshot's converter
+    _check_outputs(case, drawn, paths)
 
 
 @pytest.mark.parametrize("case", [c for c in CASES if c.size is not None], ids=lambda c: c.name)
@@ -335,3 +400,28 @@ def test_the_native_twins_are_the_paths_taken(case: Case) -> None:
     column = _snapshot(case).table_map.columns[1]
     python_only = case.name in ("latin1", "sjis")
     assert (text_spec(column, converter_for(column)) == PYTHON_SPEC) is python_only
+
+
+def test_the_outputs_print_legacy_text_and_a_partial_json_update() -> None:
+    """A legacy charset's TEXT column, decoded by either decoder: ``binlake decode`` quotes its
+    text and Open Protocol carries the UTF-8 of that text in base64 (not the stored Shift-JIS);
+    a partial JSON update without its document prints as its operations in both outputs."""
+    sjis = "日本語テキスト"
+    stored = sjis.encode("shift_jis")
+    table = _table([Col(T.BLOB, b"\x02", charset=SJIS)])
+    column = table.columns[0]
+    for use_native in (False, True):
+        event = _decoded(table, rows_body(1, [image([len(stored).to_bytes(2, "little")
+                                                     + stored])]), use_native, arrow=False)
+        assert isinstance(event, RowsEvent) and event.after is not None
+        assert event.after[0] == [sjis]
+        assert format_value(event.after[0][0]) == f"'{sjis}'"
+        assert encode_value(column, open_type_code(column), event.after[0][0]) == \
+            base64.b64encode(sjis.encode("utf-8")).decode("ascii")
+    diff = binary_json.JsonDiff(((binary_json.JsonDiffOp.REPLACE, "$.a", "2"),
+                                 (binary_json.JsonDiffOp.REMOVE, "$.b[0]", None),
+                                 (binary_json.JsonDiffOp.INSERT, '$."k"', '"z"')))
+    assert format_value(diff) == 'JSON_DIFF(REPLACE $.a 2, REMOVE $.b[0], INSERT $."k" "z")'
+    assert diff.to_json_text() == ('[{"op": "REPLACE", "path": "$.a", "value": 2}, '
+                                   '{"op": "REMOVE", "path": "$.b[0]"}, '
+                                   '{"op": "INSERT", "path": "$.\\"k\\"", "value": "z"}]')
