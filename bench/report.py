@@ -224,8 +224,9 @@ def readme(results: dict[str, Any], many: dict[str, Any] | None = None) -> str:
         lines += [f"| {t['goal']} | {_measured(t)} | {t['verdict']} | "
                   f"{_measured(t, 'measured_cpu')} |" for t in goals]
     if base:
-        lines += ["", f"The baseline of the `binlake decode` targets is commit "
-                      f"{base['commit'][:7]}, measured in the same run."]
+        lines += ["", f"The baseline `binlake decode` figures are commit "
+                      f"{base['commit'][:7]}'s, measured in the same run (no target: a "
+                      "debugging command's output)."]
     rss = [w["peers"]["binlake-run"]["peak_rss_mib"] for w in results.get("workloads", {}).values()
            if "peak_rss_mib" in w["peers"].get("binlake-run", {})]
     memory = results.get("memory", {})

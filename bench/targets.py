@@ -4,6 +4,10 @@ Reported, never asserted: on a shared machine a speed figure is evidence, not a 
 ratio compares two peers measured in the same run on the same binlog, so machine load weighs on
 both sides. Rates are rows / median seconds (see bench/README.md for what each peer's seconds
 include: ``binlake run`` and every ``*decode`` command are process wall time, start-up included).
+
+``binlake decode``'s text is a debugging command's output, not the daemon's path: its figures
+(and the baseline commit's beside them) are reported in the tables, but it has no speed target.
+The product promises what it prints (docs/decoding.md), not how fast.
 """
 
 from __future__ import annotations
@@ -76,11 +80,6 @@ def evaluate(results: dict[str, Any]) -> list[dict[str, Any]]:
         found.append(_speed(f"decode_{label}_vs_c",
                             f"decode only (wire) on ({label}) >= 1x mariadb-binlog --verbose",
                             1.0, results, workload, "binlake-decode", "mariadb-binlog"))
-    for fmt in ("text", "open-protocol"):
-        found.append(_speed(
-            f"decode_{fmt.replace('-', '_')}_vs_baseline",
-            f"binlake decode --format {fmt} on (a) >= 3x the baseline commit's",
-            3.0, results, "a_bulk_insert", f"binlake-decode-{fmt}", f"baseline-decode-{fmt}"))
     landing = [_rss(w.get("peers", {}).get("binlake-run"))
                for w in results.get("workloads", {}).values()]
     measured = [r for r in landing if r is not None]

@@ -110,7 +110,5 @@ def test_bench_decode_only(tmp_path: Path) -> None:
             assert summary == {"skipped": "--decode-only"}, peer
     assert set(peers) >= measured
     assert not {"startup", "memory", "snapshot", "semisync"} & set(results)
-    verdicts = {t["name"]: t["verdict"] for t in results["targets"]}
-    decode_targets = {"decode_text_vs_baseline", "decode_open_protocol_vs_baseline"}
-    assert {verdicts[name] for name in decode_targets} <= {"PASS", "MISS"}
-    assert {v for name, v in verdicts.items() if name not in decode_targets} == {"not measured"}
+    # binlake decode has no speed target (a debugging command's output): none is measured here.
+    assert {t["verdict"] for t in results["targets"]} == {"not measured"}
