@@ -175,7 +175,7 @@ def land(items: Iterable[Any], options: SinkOptions | None = None) -> tuple[floa
         for item in items:
             handle(item)
         sink.close()
-        return time.process_time() - cpu, time.perf_counter() - wall, sink.stats["rows"]
+        return time.process_time() - cpu, time.perf_counter() - wall, sink.stats.rows
     finally:
         shutil.rmtree(lake, ignore_errors=True)
 

@@ -8,7 +8,7 @@ the daemon. What crosses it:
   statements, XA PREPARE/ROLLBACK, rollbacks), snapshot chunks (READ rows events landed between
   two transactions, or staged in pieces first), the snapshot progress that commits with them,
   and the caller's clock (a sink reads none of its own);
-* **out** — typed, frozen outcomes: a commit is :attr:`CommitOutcome.ACCEPTED` (it lands with
+* **out** — typed, frozen outcomes (and counters, :class:`SinkStats`, read by attribute): a commit is :attr:`CommitOutcome.ACCEPTED` (it lands with
   the next flush) or :attr:`CommitOutcome.ALREADY_LANDED` (a replayed stream: the lake has it);
   each flush that landed something reports one :class:`Flushed`; the resume position is a
   :class:`Checkpoint`, which the replica treats as an opaque offset into its source except for
@@ -42,6 +42,7 @@ from protocol.gtid import GtidSet
 from .chunks import SnapshotChunk
 from .errors import LakeError, LakeLocked, SinkError
 from .parquet.commit import Checkpoint
+from .stats import SinkStats
 
 if TYPE_CHECKING:
     from .parquet.pieces import StagedChunk as StagedSnapshot
@@ -49,7 +50,7 @@ else:
     StagedSnapshot = Any  # opaque to the caller: made by stage_piece, handed back
 
 __all__ = ["Checkpoint", "CommitOutcome", "Flushed", "LakeError", "LakeLocked", "Pending",
-           "Sink", "SinkError", "SnapshotChunk", "StagedSnapshot"]
+           "Sink", "SinkError", "SinkStats", "SnapshotChunk", "StagedSnapshot"]
 
 
 class CommitOutcome(enum.Enum):
@@ -122,6 +123,11 @@ class Sink(Protocol):
     @property
     def unlanded(self) -> bool:
         """Whether anything handed over is not durable yet."""
+        ...
+
+    @property
+    def stats(self) -> SinkStats:
+        """What the sink has done since it was made (a copy of its counters, read by attribute)."""
         ...
 
     # --- the transaction stream ----------------------------------------------------------------

@@ -173,7 +173,7 @@ class TransactionBuffer:
                 if isinstance(v, JsonDiff)}
         if not rows:
             return
-        self._workspace.stats["json_diff_rows"] += len(rows)
+        self._workspace.stats.json_diff_rows += len(rows)
         if self._workspace.first_time(f"json_diff {event.table.schema}.{event.table.table}"):
             log.warning("%s.%s: partial JSON updates without a before image "
                         "(binlog_row_image=MINIMAL with binlog_row_value_options=PARTIAL_JSON) "
@@ -208,7 +208,7 @@ class TransactionBuffer:
                                                    options=ipc_options)
         for batch in table.batches:
             table.spill_writer.write_batch(batch)
-            workspace.stats["spilled_batches"] += 1
+            workspace.stats.spilled_batches += 1
             table.nbytes -= batch.nbytes
             workspace.buffered -= batch.nbytes
         table.batches.clear()

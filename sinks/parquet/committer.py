@@ -60,8 +60,8 @@ class Committer:
             C.write_checkpoint(lake, doc)
         # Only now, with the commit durable, do the buffers that fed it go.
         xa.committed()
-        workspace.stats["files"] += parts.committed()
-        workspace.stats["flushes"] += 1
+        workspace.stats.files += parts.committed()
+        workspace.stats.flushes += 1
         self._registry.new_versions.clear()
         self._ddl.committed()
         return checkpoint

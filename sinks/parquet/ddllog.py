@@ -69,7 +69,7 @@ class DdlLog:
         # Filed under the database the statement is about, else the session's default (else
         # _no_database): CREATE TABLE shop.t run from another database belongs to shop.
         self._entries.setdefault(info.database, []).append(entry)
-        self._workspace.stats["ddl"] += 1
+        self._workspace.stats.ddl += 1
         if info.ddl_type == D.DROP_TABLE:
             for key in info.tables:
                 self._pending.pop(key, None)

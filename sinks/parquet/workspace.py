@@ -2,9 +2,9 @@
 
 The sink is split by role (buffering, schema registry, XA store, part writer, committer, …);
 each role keeps its own state, and this is the little they have in common: the lake's root and
-the options, the Arrow bytes buffered against the one memory budget, the counters reported as
-``ParquetSink.stats``, the staging names handed out (each used once per sink), warnings said
-once, and the path being worked on — the one a :class:`~sinks.errors.LakeError` names when an
+the options, the Arrow bytes buffered against the one memory budget, the counters
+(``sinks.stats.SinkStats``, copied out as ``ParquetSink.stats``), the staging names handed out
+(each used once per sink), warnings said once, and the path being worked on — the one a :class:`~sinks.errors.LakeError` names when an
 operation fails without naming a file itself (pyarrow's writers do not).
 """
 
@@ -14,17 +14,10 @@ import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from ..stats import SinkStats
 from .options import SinkOptions
 
 __all__ = ["Workspace"]
-
-
-def _new_stats() -> dict[str, int]:
-    return {
-        "transactions": 0, "rows": 0, "skipped_transactions": 0, "rollbacks": 0,
-        "statement_dml": 0, "ddl": 0, "files": 0, "flushes": 0, "spilled_batches": 0,
-        "xa_prepared": 0, "xa_committed": 0, "xa_rolled_back": 0, "json_diff_rows": 0,
-    }
 
 
 @dataclass(slots=True, eq=False)
@@ -33,7 +26,7 @@ class Workspace:
 
     lake: str
     options: SinkOptions
-    stats: dict[str, int] = field(default_factory=_new_stats)
+    stats: SinkStats = field(default_factory=SinkStats)
     buffered: int = 0  # Arrow bytes held in transaction and part buffers, and being written
     io_path: str = ""  # what the sink was writing (named by a LakeError)
     staged_count: int = 0

@@ -47,6 +47,7 @@ from protocol.gtid import GtidSet
 from ..chunks import SnapshotChunk
 from ..contract import CommitOutcome, Flushed, Pending
 from ..errors import LakeError, SinkStateError
+from ..stats import SinkStats
 from ..transform import TypeOptions
 from . import commit as C
 from . import layout as L
@@ -127,9 +128,9 @@ class ParquetSink:
         self.clock: Callable[[], float] | None = None
 
     @property
-    def stats(self) -> dict[str, int]:
+    def stats(self) -> SinkStats:
         """Counters since the sink was made: transactions, rows, flushes, files, …"""
-        return self._workspace.stats
+        return self._workspace.stats.copy()
 
     # --- lifecycle ---------------------------------------------------------------------------
 
@@ -295,7 +296,7 @@ class ParquetSink:
         elif statement.query.lstrip()[:3].upper() == "XA ":
             pass  # XA COMMIT/ROLLBACK <xid>: the outcome arrives as the group's commit/rollback
         else:
-            self.stats["statement_dml"] += 1
+            self._workspace.stats.statement_dml += 1
             if self._workspace.first_time("statement_dml"):
                 log.warning("statement-based DML in the binlog cannot be landed as rows "
                             "(set binlog_format=ROW); first at %s", statement.position)
@@ -305,7 +306,7 @@ class ParquetSink:
         if txn is not None:
             self._buffer.txn = None
             self._buffer.discard(txn)
-        self.stats["rollbacks"] += 1
+        self._workspace.stats.rollbacks += 1
         if rollback.xa is None or txn is None or txn.skip:
             return
         # XA ROLLBACK <xid>: its prepared rows go, and — unlike a plain ROLLBACK, which the
@@ -335,7 +336,7 @@ class ParquetSink:
         self._buffer.txn = None
         if txn.skip:
             self._buffer.discard(txn)
-            self.stats["skipped_transactions"] += 1
+            self._workspace.stats.skipped_transactions += 1
             return None
         return txn
 
@@ -371,9 +372,9 @@ class ParquetSink:
     def _committed(self, rows: int) -> None:
         """A transaction of ``rows`` rows joined the next flush."""
         self._unflushed_rows += rows
-        stats = self.stats
-        stats["transactions"] += 1
-        stats["rows"] += rows
+        stats = self._workspace.stats
+        stats.transactions += 1
+        stats.rows += rows
 
     def _flush_if_full(self) -> None:
         """A size or row threshold passed: flush now, or have the caller do it."""
@@ -542,9 +543,9 @@ class ParquetSink:
     def _landed_chunk(self, rows: int) -> None:
         self._committed(rows)
         self._unflushed_chunks += 1
-        stats = self.stats
-        stats["snapshot_rows"] = stats.get("snapshot_rows", 0) + rows
-        stats["snapshot_chunks"] = stats.get("snapshot_chunks", 0) + 1
+        stats = self._workspace.stats
+        stats.snapshot_rows += rows
+        stats.snapshot_chunks += 1
 
     def stage_piece(self, staged: P.StagedChunk | None, event: RowsEvent) -> P.StagedChunk:
         """Convert a piece of a snapshot chunk too big to hold (a ``READ`` rows event) and write

@@ -63,14 +63,14 @@ class XaStore:
                         xid, position)
             self._forget(self._prepared.pop(xid))
         self._prepared[xid] = entry
-        workspace.stats["xa_prepared"] += 1
+        workspace.stats.xa_prepared += 1
 
     def rollback(self, xid: str) -> None:
         """XA ROLLBACK: the prepared rows go."""
         prepared = self._prepared.pop(xid, None)
         if prepared is not None:
             self._forget(prepared)
-            self._workspace.stats["xa_rolled_back"] += 1
+            self._workspace.stats.xa_rolled_back += 1
 
     def commit(self, xid: str, position: BinlogPosition
                ) -> Iterator[tuple[TableVersion, pa.RecordBatch]]:
@@ -88,7 +88,7 @@ class XaStore:
             for batch in X.read_batches(workspace.io_path):
                 yield version, batch
         self._forget(prepared)
-        workspace.stats["xa_committed"] += 1
+        workspace.stats.xa_committed += 1
 
     def _forget(self, prepared: X.Prepared) -> None:
         """A prepared part's outcome came: a staged file goes now (no commit ever named it);

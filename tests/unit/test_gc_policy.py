@@ -54,7 +54,7 @@ def test_a_landing_process_buffers_a_many_tables_backlog_without_a_collection(tm
     finally:
         gc.unfreeze()
         gc.set_threshold(*saved)
-    assert sink.stats["files"] == TABLES and sink.stats["flushes"] == 1
+    assert sink.stats.files == TABLES and sink.stats.flushes == 1
     assert young == []
     # what the buffered events left alive: the previous threshold (100,000) collected here
     assert buffered > 100_000

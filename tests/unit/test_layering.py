@@ -130,6 +130,22 @@ def test_the_core_lands_through_the_contract_only() -> None:
     assert violations == []
 
 
+def test_no_replica_code_reads_a_sinks_stats_by_key() -> None:
+    """A sink's counters are a typed record (``sinks.contract.SinkStats``) read by attribute:
+    ``….stats[...]`` anywhere in ``replica`` is a string-keyed read that a renamed counter
+    would silently break."""
+    violations = []
+    for module, path in MODULES.items():
+        if not module.startswith("replica"):
+            continue
+        tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
+        for node in ast.walk(tree):
+            if (isinstance(node, ast.Subscript) and isinstance(node.value, ast.Attribute)
+                    and node.value.attr == "stats"):
+                violations.append(f"{path.relative_to(ROOT)}:{node.lineno}")
+    assert violations == []
+
+
 #: What the subcommands may import of ``sinks``: its public entry points — the contract and its
 #: errors, the lake's status, compaction, the Spark readers, the Open Protocol encoder and the
 #: column rules (decode prints rows as the lake lands them) — never the sink's insides (layout,

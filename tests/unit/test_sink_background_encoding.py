@@ -38,7 +38,7 @@ def _land(lake: str, options: Any, transactions: list[list[Any]]) -> list[tuple[
         clock += 0.5
         sink.maybe_flush(clock)
         durable = sink.durable_position
-        seen.append((durable.seq if durable else 0, sink.stats["flushes"]))
+        seen.append((durable.seq if durable else 0, sink.stats.flushes))
     sink.close()
     return seen
 

@@ -70,7 +70,7 @@ def _failed_flush(sink: ParquetSink, items: list[Any]) -> LakeError:
 def test_one_flush_writes_a_whole_file_per_table(tmp_path) -> None:
     lake = str(tmp_path / "lake")
     sink = _land(lake, _stream())
-    assert sink.stats["flushes"] == 1 and sink.stats["files"] == TABLES
+    assert sink.stats.flushes == 1 and sink.stats.files == TABLES
     files = _data_files(lake)
     assert len(files) == TABLES
     for path in files:

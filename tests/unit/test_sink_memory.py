@@ -9,6 +9,7 @@ writer.
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import glob
 import json
@@ -47,7 +48,7 @@ def write_big_transaction(lake: str, rows: int) -> dict[str, int]:
         sink.handle(b.insert(table, values))
     sink.handle(b.commit())
     sink.close()
-    return dict(sink.stats)
+    return dataclasses.asdict(sink.stats)
 
 
 @pytest.mark.slow

@@ -102,9 +102,9 @@ def test_big_values_spill_when_the_budget_says(tmp_path: str) -> None:
     for n in range(10):
         rows = [_row(n * 10 + i, b"x" * 10_000, b"y" * 20_000) for i in range(10)]
         sink.handle(_event(rows))
-        spilled.append(sink.stats["spilled_batches"])
+        spilled.append(sink.stats.spilled_batches)
     # each event 301,428 bytes (10 × 30,000 + 10 × 142 of metadata): over 1 MiB at the 4th
     assert spilled == [0, 0, 0, 1, 1, 1, 1, 2, 2, 2]
     sink.handle(b.commit())
     sink.close()
-    assert sink.stats["rows"] == 100
+    assert sink.stats.rows == 100

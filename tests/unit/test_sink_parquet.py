@@ -113,7 +113,7 @@ def test_rollback_and_skipped_replay_land_nothing(lake):
     sink.close()
     rows = read_table(lake, "shop", "users").to_pylist()
     assert [(r["_seq"], r["id"]) for r in rows] == [(1, 1), (2, 3)]
-    assert sink.stats["skipped_transactions"] == 1
+    assert sink.stats.skipped_transactions == 1
 
 
 def test_position_based_resume_without_gtids(lake):
@@ -153,7 +153,7 @@ def test_mysql_gtids(lake):
     again = b2.table("shop", "users", users_columns())
     feed(sink, [b2.begin(), b2.insert(again, [(9, "dup", 9)]), b2.commit()])
     sink.close()
-    assert sink.stats["skipped_transactions"] == 1
+    assert sink.stats.skipped_transactions == 1
 
 
 def test_every_type_maps_to_the_intended_arrow_type(lake):
@@ -314,7 +314,7 @@ def test_over_many_tables_a_full_memory_budget_flushes_instead_of_opening_files(
         feed(sink, [b.begin(), b.insert(tables[n % 5], [(n, "x" * 20, n)]), b.commit()])
         assert all(part.writer is None for part in sink._parts.parts.values())
     # ~204 estimated bytes a row: every 10th commit passes the 2,000-byte budget and flushes
-    assert sink.stats["flushes"] == 6
+    assert sink.stats.flushes == 6
     assert sink.durable_position.seq == 60
     sink.close()
     files = glob.glob(os.path.join(lake, "shop", "t*", "schema_version=1", "*", "*.parquet"))
@@ -383,7 +383,7 @@ def test_spilled_transaction_lands_whole_and_rollback_of_spill_leaves_nothing(la
         items.append(b.insert(users, [(n + i, f"name{n + i}", i) for i in range(500)]))
         n += 500
     feed(sink, items)
-    assert sink.stats["spilled_batches"] > 0
+    assert sink.stats.spilled_batches > 0
     assert sink.durable_position is None
     feed(sink, [b.commit()])
     feed(sink, [b.begin(), *[b.insert(users, [(10**6 + i, "r", 0) for i in range(500)])

@@ -70,8 +70,8 @@ def test_prepared_rows_stay_invisible_until_their_outcome(tmp_path: Path) -> Non
     sink.close()
     assert _rows(lake) == [(1, "I", 1, "one"), (5, "I", 4, "four"),
                            (6, "I", 2, "two"), (6, "U", 1, "uno")]
-    assert sink.stats["xa_prepared"] == 0 and sink.stats["xa_committed"] == 1
-    assert sink.stats["xa_rolled_back"] == 1 and sink.stats["statement_dml"] == 0
+    assert sink.stats.xa_prepared == 0 and sink.stats.xa_committed == 1
+    assert sink.stats.xa_rolled_back == 1 and sink.stats.statement_dml == 0
     checkpoint = _checkpoint(lake)
     assert checkpoint["seq"] == 6 and "xa_prepared" not in checkpoint
     assert os.listdir(lake / "_xa") == []

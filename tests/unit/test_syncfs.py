@@ -83,7 +83,7 @@ def test_a_flush_over_many_tables_syncs_the_filesystem_once(tmp_path, libc,
                                                              fsynced) -> None:
     lake = str(tmp_path / "lake")
     sink = _land(lake)
-    assert sink.stats["files"] == TABLES
+    assert sink.stats.files == TABLES
     # the staged files (120 Parquet + 120 schema) and the directories of their staged tree
     # (481: sinks/parquet/trees.py); the commit then renames one tree, the new database, into
     # the lake: a few paths, fsync-ed one by one (after the lake's, at open)
