@@ -18,7 +18,8 @@ even across a crash at any instant. The protocol:
 4. the checkpoint is replaced atomically the same way;
 5. the manifest is removed.
 
-Step 3 runs under a shared ``flock`` on ``<lake>/_publish.lock`` (:func:`publish_lock`):
+Step 3 runs under a shared lock on ``<lake>/_publish.lock`` (:func:`publish_lock`, through
+``Storage.lock``: locally a ``flock``):
 compaction (``sinks/parquet/compact.py``) takes it exclusively for the instant it swaps a
 partition directory, so no file is renamed into a partition while it is being replaced.
 
@@ -34,8 +35,10 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import ctypes.util
 import errno
 import fcntl
+import functools
 import json
 import os
 import shutil
@@ -51,6 +54,9 @@ from protocol.failover import ServerIdentity
 
 from ..errors import LakeCorrupted
 from .layout import CHECKPOINT, MANIFEST, PUBLISH_LOCK, STAGING
+
+if TYPE_CHECKING:
+    from ..storage import Storage
 
 __all__ = ["CHECKPOINT", "MANIFEST", "OS", "STAGING", "Checkpoint", "FileSystem", "commit",
            "publish_lock",
@@ -119,8 +125,9 @@ class Checkpoint:
 
 
 class FileSystem:
-    """The local-POSIX :class:`~sinks.storage.Storage`: the operations the commit protocol and
-    the sink use, and nothing else (``sinks/storage.py`` says what each promises).
+    """The local-POSIX :class:`~sinks.storage.Storage`: the operations the commit protocol, the
+    sink, compaction, pins, the writer's lock, status and the Spark helpers use, and nothing
+    else (``sinks/storage.py`` says what each promises).
 
     The protocol's correctness depends on their *order* and on which ``fsync`` makes what
     durable; this seam lets a test run the real :func:`commit` and :func:`recover` over a
@@ -241,6 +248,57 @@ class FileSystem:
 
     def rmdir(self, path: str) -> None:
         os.rmdir(path)
+
+    def mtime(self, path: str) -> float:
+        return os.stat(path).st_mtime
+
+    def link(self, src: str, dst: str) -> None:
+        os.link(src, dst)
+
+    def exchange(self, a: str, b: str) -> None:
+        """``renameat2(RENAME_EXCHANGE)`` (Linux 3.15+, glibc 2.28+; ext4, XFS, btrfs, tmpfs)."""
+        renameat2 = _renameat2()
+        if renameat2 is None:
+            raise OSError(errno.ENOSYS, "this C library has no renameat2 (glibc 2.28+ has)", b)
+        if renameat2(_AT_FDCWD, os.fsencode(a), _AT_FDCWD, os.fsencode(b), _RENAME_EXCHANGE) != 0:
+            error = ctypes.get_errno()
+            raise OSError(error, os.strerror(error), b)
+
+    def walk(self, path: str) -> Iterator[tuple[str, list[str], list[str]]]:
+        return os.walk(path)
+
+    @contextlib.contextmanager
+    def lock(self, path: str, *, exclusive: bool, wait: bool = True) -> Iterator[None]:
+        """A ``flock`` on ``path``, through a descriptor of its own (so two holders in one
+        process exclude each other too), closed — which drops the lock — on exit. Read-only:
+        a descriptor open for writing would keep the filesystem from being remounted
+        read-only."""
+        fd = os.open(path, os.O_RDONLY | os.O_CREAT | os.O_CLOEXEC, 0o666)
+        try:
+            operation = fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH
+            try:
+                fcntl.flock(fd, operation if wait else operation | fcntl.LOCK_NB)
+            except OSError as exc:
+                if not wait and exc.errno in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
+                    raise BlockingIOError(exc.errno, exc.strerror, path) from None
+                raise _named(exc, path) from None
+            yield
+        finally:
+            os.close(fd)
+
+
+_AT_FDCWD = -100
+_RENAME_EXCHANGE = 2
+
+
+@functools.cache
+def _renameat2() -> Any:
+    """libc's ``renameat2``, or None where the C library has none."""
+    func = getattr(ctypes.CDLL(ctypes.util.find_library("c"), use_errno=True), "renameat2", None)
+    if func is not None:
+        func.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_int, ctypes.c_char_p,
+                         ctypes.c_uint]
+    return func
 
 
 #: How many fsyncs :data:`OS` keeps in flight at once.
@@ -421,8 +479,6 @@ class _OsFileSystem(FileSystem):
 OS: FileSystem = _OsFileSystem()
 
 if TYPE_CHECKING:  # the local file system is the storage seam's local-POSIX implementation
-    from ..storage import Storage
-
     _LOCAL_STORAGE: Storage = OS
 
 
@@ -433,12 +489,12 @@ def _named(exc: OSError, path: str) -> OSError:
     return exc
 
 
-def fsync_path(path: str, fs: FileSystem = OS) -> None:
+def fsync_path(path: str, fs: Storage = OS) -> None:
     """``fsync`` a file or directory by name (directories make renames and creations durable)."""
     fs.fsync(path)
 
 
-def ensure_dir(path: str, known: set[str] | None = None, fs: FileSystem = OS) -> None:
+def ensure_dir(path: str, known: set[str] | None = None, fs: Storage = OS) -> None:
     """Create ``path`` and missing parents, ``fsync``-ing each parent that gained an entry."""
     gained: set[str] = set()
     make_dirs(path, known, gained, fs)
@@ -446,7 +502,7 @@ def ensure_dir(path: str, known: set[str] | None = None, fs: FileSystem = OS) ->
 
 
 def make_dirs(path: str, known: set[str] | None, gained: set[str],
-              fs: FileSystem = OS) -> None:
+              fs: Storage = OS) -> None:
     """Create ``path`` and missing parents, adding each parent that gained an entry to
     ``gained``: they must be ``fsync``-ed (:meth:`FileSystem.fsync_many`) before anything
     relies on the new directories being durable."""
@@ -465,7 +521,7 @@ def make_dirs(path: str, known: set[str] | None, gained: set[str],
 
 
 def make_dirs_many(paths: Iterable[str], known: set[str] | None, gained: set[str],
-                   fs: FileSystem = OS) -> None:
+                   fs: Storage = OS) -> None:
     """:func:`make_dirs` for each of ``paths``, the missing directories of one depth created
     together (:meth:`FileSystem.mkdir_many`), shallowest first."""
     missing: set[str] = set()
@@ -487,13 +543,13 @@ def make_dirs_many(paths: Iterable[str], known: set[str] | None, gained: set[str
         known.update(seen)
 
 
-def write_durably(path: str, data: bytes, fs: FileSystem = OS) -> None:
+def write_durably(path: str, data: bytes, fs: Storage = OS) -> None:
     """Write a new file (no rename) and ``fsync`` it."""
     fs.write(path, data)
     fs.fsync(path)
 
 
-def replace_atomically(path: str, data: bytes, fs: FileSystem = OS) -> None:
+def replace_atomically(path: str, data: bytes, fs: Storage = OS) -> None:
     """Replace ``path`` with ``data``: temp file, ``fsync``, ``os.replace``, ``fsync`` the dir."""
     tmp = path + ".tmp"
     write_durably(tmp, data, fs)
@@ -512,26 +568,18 @@ def dumps(doc: dict[str, Any], *, compact: bool = False) -> bytes:
 
 
 @contextlib.contextmanager
-def publish_lock(lake: str, *, exclusive: bool = False) -> Iterator[None]:
+def publish_lock(lake: str, *, exclusive: bool = False, fs: Storage = OS) -> Iterator[None]:
     """Hold ``<lake>/_publish.lock``: shared while files are renamed into partitions (the
     daemon), exclusive while compaction swaps a partition directory. Held for milliseconds."""
-    try:
-        fd = os.open(os.path.join(lake, PUBLISH_LOCK), os.O_RDWR | os.O_CREAT, 0o666)
-    except FileNotFoundError:  # a simulated file system (tests): no real lake to share
+    with fs.lock(os.path.join(lake, PUBLISH_LOCK), exclusive=exclusive):
         yield
-        return
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH)
-        yield
-    finally:
-        os.close(fd)  # closing the only descriptor releases the lock
 
 
 # --- the commit protocol -------------------------------------------------------------------------
 
 
 def commit(lake: str, renames: Iterable[tuple[str, str]], checkpoint_doc: dict[str, Any],
-           known_dirs: set[str], deletes: Iterable[str] = (), fs: FileSystem = OS) -> None:
+           known_dirs: set[str], deletes: Iterable[str] = (), fs: Storage = OS) -> None:
     """Steps 2–5 of the protocol; the staged files (step 1) must already be durable.
 
     ``renames`` are (staged path, final path) pairs, ``deletes`` paths, all relative to the lake.
@@ -552,15 +600,15 @@ def commit(lake: str, renames: Iterable[tuple[str, str]], checkpoint_doc: dict[s
     fs.fsync(lake)
 
 
-def write_checkpoint(lake: str, checkpoint_doc: dict[str, Any], fs: FileSystem = OS) -> None:
+def write_checkpoint(lake: str, checkpoint_doc: dict[str, Any], fs: Storage = OS) -> None:
     """Advance the checkpoint alone (transactions that landed no files)."""
     replace_atomically(os.path.join(lake, CHECKPOINT), dumps(checkpoint_doc), fs)
 
 
 def _apply(lake: str, pairs: list[tuple[str, str]], checkpoint_doc: dict[str, Any],
-           known_dirs: set[str], deletes: list[str], fs: FileSystem) -> None:
+           known_dirs: set[str], deletes: list[str], fs: Storage) -> None:
     touched: set[str] = set()
-    with publish_lock(lake):
+    with publish_lock(lake, fs=fs):
         # Every new directory first, made durable together (before any rename into it), then
         # the renames, then their directories together: a flush over thousands of tables pays
         # a few grouped journal commits, not one per directory (FileSystem.fsync_many).
@@ -592,7 +640,7 @@ def _apply(lake: str, pairs: list[tuple[str, str]], checkpoint_doc: dict[str, An
     write_checkpoint(lake, checkpoint_doc, fs)
 
 
-def _move(src: str, dst: str, touched: set[str], fs: FileSystem) -> None:
+def _move(src: str, dst: str, touched: set[str], fs: Storage) -> None:
     """Rename ``src`` to ``dst``, adding each directory that gained an entry to ``touched``.
 
     A staged tree (``trees.py``) is renamed onto a directory that did not exist when the sink
@@ -613,7 +661,7 @@ def _move(src: str, dst: str, touched: set[str], fs: FileSystem) -> None:
     touched.add(os.path.dirname(dst))
 
 
-def recover(lake: str, fs: FileSystem = OS) -> dict[str, Any] | None:
+def recover(lake: str, fs: Storage = OS) -> dict[str, Any] | None:
     """Finish a half-done commit, empty staging, and return the checkpoint document (if any)."""
     fs.makedirs(lake)
     manifest = os.path.join(lake, MANIFEST)

@@ -32,10 +32,12 @@ in new directories go to staged trees made on the trees' thread, renamed whole b
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import os
 import posixpath
 import random
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -78,6 +80,21 @@ class ModelFs(C.FileSystem):
         self.state = state or State(dirs={"/", LAKE})
         self.log: list[Op] = []
         self._next_inode = 1 + max(self.state.data, default=0)
+        self.locks: dict[str, bool] = {}  # held: path -> exclusive
+        self.renames_locked: list[tuple[str, dict[str, bool]]] = []  # a rename, the locks held
+
+    @contextlib.contextmanager
+    def lock(self, path: str, *, exclusive: bool, wait: bool = True) -> Iterator[None]:
+        """Locks exclude nothing on disk (a power loss drops them all), so they are not
+        logged as operations; the model records which were held at each rename instead. One
+        thread runs the protocol here: a lock held against it could never be released."""
+        if path in self.locks:
+            raise BlockingIOError(11, "Resource temporarily unavailable", path)
+        self.locks[path] = exclusive
+        try:
+            yield
+        finally:
+            del self.locks[path]
 
     def _need_dir(self, path: str) -> None:
         if posixpath.dirname(path) not in self.state.dirs:
@@ -123,6 +140,7 @@ class ModelFs(C.FileSystem):
 
     def replace(self, src: str, dst: str) -> None:
         self._need_dir(dst)
+        self.renames_locked.append((src, dict(self.locks)))
         if src in self.state.dirs:  # a staged tree (sinks/parquet/trees.py)
             if dst in self.state.dirs or dst in self.state.entries:
                 raise FileExistsError(17, "File exists", dst)
@@ -386,6 +404,19 @@ def test_the_workload_stages_new_directories_as_trees() -> None:
     assert [dst for _, dst in flat] == [f"{LAKE}/shop/orders/v=1/d=1/part-2.parquet",
                                         f"{LAKE}/_xa/xa-2-0.arrow",
                                         f"{LAKE}/bank/acct/v=1/d=2/part-5.parquet"]
+
+
+def test_files_are_published_under_the_shared_publish_lock() -> None:
+    """Step 3's renames out of staging run holding ``_publish.lock`` shared (compaction takes
+    it exclusively to switch a partition); the manifest's and checkpoint's renames need not."""
+    fs = ModelFs()
+    _run_commits(fs)
+    published = [held for src, held in fs.renames_locked if src.startswith(STAGING + "/")]
+    assert len(published) == 6  # three flat files and three trees
+    assert all(held == {f"{LAKE}/_publish.lock": False} for held in published)
+    documents = [held for src, held in fs.renames_locked if not src.startswith(STAGING + "/")]
+    assert documents and all(held == {} for held in documents)
+    assert fs.locks == {}
 
 
 def test_the_model_catches_a_tree_directory_not_made_durable(
