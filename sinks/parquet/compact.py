@@ -16,8 +16,9 @@ The switch is one atomic step that readers and the daemon cannot observe half-do
    written;
 3. holding ``<lake>/_publish.lock`` exclusively (the daemon holds it shared while it renames
    files into partitions) the partition is checked to hold exactly the inputs, and the staged
-   directory and the live one are exchanged by ``renameat2(RENAME_EXCHANGE)``: any listing of
-   the partition sees either all the old files or all the new ones, never both, never neither;
+   directory and the live one are exchanged (:meth:`~sinks.storage.Storage.exchange`, locally
+   ``renameat2(RENAME_EXCHANGE)``): any listing of the partition sees either all the old files
+   or all the new ones, never both, never neither;
 4. the old directory is moved to ``<lake>/_compacted_trash/g<gen>/…`` (deleted after the grace
    period by a later run) and the record removed.
 
@@ -28,18 +29,18 @@ it to a compaction running at that moment) finishes the bookkeeping
 A daemon starting meanwhile empties only ``_staging/``, never ``_compact_staging/``.
 Only the daemon's files are inputs: a compacted file is never rewritten, so a streaming reader
 can tell a compacted file from new data by its name and generation (``sinks/spark/readers``).
+
+Every operation on the lake goes through its :class:`~sinks.storage.Storage` (``storage``, the
+local file system unless told): the locks, the hard links, the exchange, the Parquet files read
+and written, the records. A storage that cannot exchange two directories cannot be compacted.
 """
 
 from __future__ import annotations
 
 import contextlib
-import ctypes
-import ctypes.util
-import fcntl
 import json
 import logging
 import os
-import shutil
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -49,8 +50,9 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from ..errors import SinkError
+from ..storage import Storage
 from . import layout as L
-from .commit import dumps, fsync_path, publish_lock, replace_atomically
+from .commit import OS, dumps, fsync_path, publish_lock, replace_atomically
 from .pins import PIN_LIFETIME, purge_pins
 from .state import check_lake
 from .status import table_dirs
@@ -62,8 +64,6 @@ __all__ = ["CompactError", "CompactOptions", "CompactStats", "CompactionRecord",
 
 #: Arrow bytes buffered per row group of a compacted file (about the daemon's row groups).
 ROW_GROUP_BYTES = 32 * 1024 * 1024
-_AT_FDCWD = -100
-_RENAME_EXCHANGE = 2
 
 
 class CompactError(SinkError):
@@ -111,9 +111,8 @@ class CompactionRecord:
                    None if kept is None else tuple(kept))
 
     @classmethod
-    def read(cls, path: str) -> CompactionRecord:
-        with open(path, "rb") as f:
-            return cls.from_json(json.load(f))
+    def read(cls, path: str, storage: Storage = OS) -> CompactionRecord:
+        return cls.from_json(json.loads(storage.read(path)))
 
 
 @dataclass(slots=True)
@@ -132,67 +131,50 @@ class CompactStats:
 
 
 @contextlib.contextmanager
-def compact_lock(lake: str) -> Iterator[None]:
+def compact_lock(lake: str, storage: Storage) -> Iterator[None]:
     """``<lake>/_compact.lock``, exclusive: a second compaction waits for the first."""
-    fd = os.open(os.path.join(lake, L.COMPACT_LOCK), os.O_RDWR | os.O_CREAT, 0o666)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
+    with storage.lock(os.path.join(lake, L.COMPACT_LOCK), exclusive=True):
         yield
-    finally:
-        os.close(fd)
 
 
-_renameat2: Any = None
-
-
-def exchange(a: str, b: str) -> None:
-    """Swap two directories atomically (Linux ``renameat2(RENAME_EXCHANGE)``, ext4/xfs/btrfs/
-    tmpfs). No fallback: two plain renames would let a reader see the partition missing."""
-    global _renameat2
-    if _renameat2 is None:
-        libc = ctypes.CDLL(ctypes.util.find_library("c"), use_errno=True)
-        func = getattr(libc, "renameat2", None)
-        if func is None:
-            raise CompactError("this C library has no renameat2: compaction needs Linux "
-                               "(glibc 2.28+) to swap partition directories atomically")
-        func.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_int, ctypes.c_char_p,
-                         ctypes.c_uint]
-        _renameat2 = func
-    if _renameat2(_AT_FDCWD, os.fsencode(a), _AT_FDCWD, os.fsencode(b), _RENAME_EXCHANGE) != 0:
-        errno = ctypes.get_errno()
-        raise CompactError(f"cannot swap {b} atomically ({os.strerror(errno)}): the lake's "
-                           "filesystem must support renameat2(RENAME_EXCHANGE)")
+def exchange(a: str, b: str, storage: Storage) -> None:
+    """Swap two directories atomically (:meth:`~sinks.storage.Storage.exchange`). No
+    fallback: two plain renames would let a reader see the partition missing."""
+    try:
+        storage.exchange(a, b)
+    except OSError as exc:
+        raise CompactError(f"cannot swap {b} atomically ({exc.strerror}): the lake's "
+                           "filesystem must support renameat2(RENAME_EXCHANGE)") from exc
 
 
 # --- what to compact -----------------------------------------------------------------------------
 
 
-def partitions(lake: str) -> Iterator[str]:
+def partitions(lake: str, storage: Storage = OS) -> Iterator[str]:
     """Every ``<db>/<table>/schema_version=N/commit_date=D`` directory, relative to the lake."""
-    for db, table, table_path in table_dirs(lake):
-        for version in sorted(os.listdir(table_path)):
+    for db, table, table_path in table_dirs(lake, storage):
+        for version in sorted(storage.listdir(table_path)):
             if not L.is_version_dir(version):
                 continue
             version_path = os.path.join(table_path, version)
-            for date in sorted(os.listdir(version_path)):
+            for date in sorted(storage.listdir(version_path)):
                 if L.is_date_dir(date):
                     yield "/".join((db, table, version, date))
 
 
-def _next_generation(lake: str) -> int:
+def _next_generation(lake: str, storage: Storage) -> int:
     path = os.path.join(lake, L.COMPACT_GENERATION)
     current = 0
-    if os.path.exists(path):
-        with open(path, "rb") as f:
-            current = int(json.load(f)["generation"])
-    replace_atomically(path, dumps({"generation": current + 1}))
+    if storage.exists(path):
+        current = int(json.loads(storage.read(path))["generation"])
+    replace_atomically(path, dumps({"generation": current + 1}), storage)
     return current + 1
 
 
 # --- recovery and the trash ----------------------------------------------------------------------
 
 
-def recover_compaction(lake: str) -> None:
+def recover_compaction(lake: str, storage: Storage = OS) -> None:
     """Finish what a killed compaction left (call under the compaction lock).
 
     If the record's outputs are in the live partition, the swap happened: the old directory
@@ -200,106 +182,109 @@ def recover_compaction(lake: str) -> None:
     no reader ever saw both."""
     manifest = os.path.join(lake, L.COMPACT_MANIFEST)
     tmp = manifest + ".tmp"
-    if os.path.exists(tmp):
-        os.remove(tmp)
-    if os.path.exists(manifest):
-        record = CompactionRecord.read(manifest)
+    if storage.exists(tmp):
+        storage.remove(tmp)
+    if storage.exists(manifest):
+        record = CompactionRecord.read(manifest, storage)
         live = os.path.join(lake, record.partition)
         staged = _staged_dir(lake, record.generation, record.partition)
-        names = set(os.listdir(live)) if os.path.isdir(live) else set()
-        if set(record.outputs) <= names and os.path.isdir(staged):
-            _to_trash(lake, record.generation, record.partition, staged)
+        names = set(storage.listdir(live)) if storage.isdir(live) else set()
+        if set(record.outputs) <= names and storage.isdir(staged):
+            _to_trash(lake, record.generation, record.partition, staged, storage)
             log.info("compaction of %s was swapped before a stop; its old files went to the "
                      "trash", record.partition)
         elif not set(record.outputs) <= names:
-            _drop_record(lake, record.partition, record.generation)
+            _drop_record(lake, record.partition, record.generation, storage)
             log.info("compaction of %s stopped before its swap; dropped its staged files",
                      record.partition)
-        os.remove(manifest)
-        fsync_path(lake)
+        storage.remove(manifest)
+        fsync_path(lake, storage)
     staging = os.path.join(lake, L.COMPACT_STAGING)
-    if os.path.isdir(staging):
-        shutil.rmtree(staging)
+    if storage.isdir(staging):
+        storage.rmtree(staging)
 
 
-def recover_if_idle(lake: str) -> bool | None:
+def recover_if_idle(lake: str, storage: Storage = OS) -> bool | None:
     """At daemon start: finish what a killed compaction left, unless a compaction is running
     (it holds ``_compact.lock`` and finishes that itself). ``None``: nothing was left;
     ``True``: cleaned up; ``False``: left to the running compaction. Never waits."""
     lake = os.path.abspath(lake)
     leftovers = [p for p in (L.COMPACT_MANIFEST, L.COMPACT_MANIFEST + ".tmp", L.COMPACT_STAGING)
-                 if os.path.exists(os.path.join(lake, p))]
+                 if storage.exists(os.path.join(lake, p))]
     if not leftovers:
         return None
-    fd = os.open(os.path.join(lake, L.COMPACT_LOCK), os.O_RDWR | os.O_CREAT, 0o666)
     try:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            return False
-        recover_compaction(lake)
-        return True
-    finally:
-        os.close(fd)
+        with storage.lock(os.path.join(lake, L.COMPACT_LOCK), exclusive=True, wait=False):
+            recover_compaction(lake, storage)
+            return True
+    except BlockingIOError:
+        return False
 
 
-def purge_trash(lake: str, grace: float, now: float) -> int:
+def purge_trash(lake: str, grace: float, now: float, storage: Storage = OS) -> int:
     """Delete trash generations older than ``grace`` seconds; returns how many."""
     trash = os.path.join(lake, L.COMPACT_TRASH)
-    if not os.path.isdir(trash):
+    if not storage.isdir(trash):
         return 0
     purged = 0
-    for name in sorted(os.listdir(trash)):
+    for name in sorted(storage.listdir(trash)):
         path = os.path.join(trash, name)
-        if now - os.stat(path).st_mtime >= grace:
-            shutil.rmtree(path)
+        if now - storage.mtime(path) >= grace:
+            storage.rmtree(path)
             purged += 1
     return purged
 
 
-def _drop_record(lake: str, partition: str, generation: int) -> None:
+def _drop_record(lake: str, partition: str, generation: int, storage: Storage) -> None:
     """Forget the record of a compaction that did not swap (its inputs are still live)."""
     path = os.path.join(lake, L.compaction_record(partition, generation))
-    if os.path.exists(path):
-        os.remove(path)
-        fsync_path(os.path.dirname(path))
+    if storage.exists(path):
+        storage.remove(path)
+        fsync_path(os.path.dirname(path), storage)
 
 
 def _staged_dir(lake: str, generation: int, partition: str) -> str:
     return os.path.join(lake, L.compact_staged(generation, partition))
 
 
-def _to_trash(lake: str, generation: int, partition: str, old: str) -> None:
+def _to_trash(lake: str, generation: int, partition: str, old: str, storage: Storage) -> None:
     target = os.path.join(lake, L.compact_trashed(generation, partition))
-    os.makedirs(os.path.dirname(target), exist_ok=True)
-    os.rename(old, target)
-    fsync_path(os.path.dirname(target))
-    fsync_path(os.path.dirname(old))
+    storage.makedirs(os.path.dirname(target))
+    storage.replace(old, target)
+    fsync_path(os.path.dirname(target), storage)
+    fsync_path(os.path.dirname(old), storage)
 
 
 # --- one partition -------------------------------------------------------------------------------
 
 
+def _read_schema(path: str, storage: Storage) -> pa.Schema:
+    with storage.open_input(path) as source:
+        return pq.read_schema(source)
+
+
 def _write_outputs(lake: str, partition: str, inputs: list[str], staged: str, generation: int,
-                   options: CompactOptions) -> tuple[list[str], int] | None:
+                   options: CompactOptions, storage: Storage) -> tuple[list[str], int] | None:
     """Write the compacted files of ``inputs`` into ``staged``; ``None`` if they cannot be
     merged (schemas differ, which the daemon never does within a partition)."""
     live = os.path.join(lake, partition)
-    schema = pq.read_schema(os.path.join(live, inputs[0]))
+    schema = _read_schema(os.path.join(live, inputs[0]), storage)
     for name in inputs:
-        if not pq.read_schema(os.path.join(live, name)).equals(schema, check_metadata=False):
+        if not _read_schema(os.path.join(live, name), storage).equals(schema,
+                                                                     check_metadata=False):
             log.warning("not compacting %s: %s has another schema than %s", partition, name,
                         inputs[0])
             return None
     outputs: list[str] = []
     rows = 0
     writer: pq.ParquetWriter | None = None
+    sink: pa.NativeFile | None = None
     current: str | None = None
     buffered: list[pa.Table] = []
     buffered_bytes = 0
 
     def flush_group() -> None:
-        nonlocal writer, current, buffered_bytes, rows
+        nonlocal writer, sink, current, buffered_bytes, rows
         if not buffered:
             return
         group = pa.concat_tables(buffered).sort_by([("_seq", "ascending"),
@@ -312,22 +297,25 @@ def _write_outputs(lake: str, partition: str, inputs: list[str], staged: str, ge
                                                      len(outputs)))
             current = os.path.join(staged, name)
             outputs.append(name)
-            writer = pq.ParquetWriter(current, schema, compression=options.compression,
+            sink = storage.open_output(current)
+            writer = pq.ParquetWriter(sink, schema, compression=options.compression,
                                       write_statistics=True)
         writer.write_table(group, row_group_size=max(1, group.num_rows))
         rows += group.num_rows
-        if os.path.getsize(current or "") >= options.target_size:
+        if storage.size(current or "") >= options.target_size:
             close_file()
 
     def close_file() -> None:
-        nonlocal writer
-        if writer is not None:
+        nonlocal writer, sink
+        if writer is not None and sink is not None:
             writer.close()
-            writer = None
-            fsync_path(current or "")
+            sink.close()  # a writer given a file leaves closing it to its owner
+            writer = sink = None
+            fsync_path(current or "", storage)
 
     for name in inputs:  # name order is _seq order: a part's name is its first _seq
-        table = pq.read_table(os.path.join(live, name), schema=schema)
+        with storage.open_input(os.path.join(live, name)) as source:
+            table = pq.read_table(source, schema=schema)
         buffered.append(table)
         buffered_bytes += table.nbytes
         if buffered_bytes >= min(ROW_GROUP_BYTES, options.target_size):
@@ -338,40 +326,40 @@ def _write_outputs(lake: str, partition: str, inputs: list[str], staged: str, ge
 
 
 def compact_partition(lake: str, partition: str, generation: int, options: CompactOptions,
-                      now: float, stats: CompactStats) -> None:
+                      now: float, stats: CompactStats, storage: Storage = OS) -> None:
     """Rewrite one partition if all its daemon files are older than ``min_age``."""
     live = os.path.join(lake, partition)
-    names = sorted(os.listdir(live))
+    names = sorted(storage.listdir(live))
     inputs = [n for n in names if L.is_original(n)]
     kept = [n for n in names if not L.is_original(n)]
     if len(inputs) < 2:
         return
-    if any(now - os.stat(os.path.join(live, n)).st_mtime < options.min_age for n in inputs):
+    if any(now - storage.mtime(os.path.join(live, n)) < options.min_age for n in inputs):
         return
     staged = _staged_dir(lake, generation, partition)
-    os.makedirs(staged)
-    result = _write_outputs(lake, partition, inputs, staged, generation, options)
+    storage.makedirs(staged)
+    result = _write_outputs(lake, partition, inputs, staged, generation, options, storage)
     if result is None:
-        shutil.rmtree(staged)
+        storage.rmtree(staged)
         return
     outputs, rows = result
     for name in kept:  # earlier compacted files stay, under the same path (hard links)
-        os.link(os.path.join(live, name), os.path.join(staged, name))
-    fsync_path(staged)
+        storage.link(os.path.join(live, name), os.path.join(staged, name))
+    fsync_path(staged, storage)
     record = CompactionRecord(generation, partition, tuple(inputs), tuple(outputs))
     kept_path = os.path.join(lake, L.compaction_record(partition, generation))
-    os.makedirs(os.path.dirname(kept_path), exist_ok=True)
-    replace_atomically(kept_path, dumps(record.to_json()))
+    storage.makedirs(os.path.dirname(kept_path))
+    replace_atomically(kept_path, dumps(record.to_json()), storage)
     manifest = os.path.join(lake, L.COMPACT_MANIFEST)
     replace_atomically(manifest, dumps(CompactionRecord(
-        generation, partition, tuple(inputs), tuple(outputs), tuple(kept)).to_json()))
-    with publish_lock(lake, exclusive=True):
-        swapped = set(os.listdir(live)) == set(names)
+        generation, partition, tuple(inputs), tuple(outputs), tuple(kept)).to_json()), storage)
+    with publish_lock(lake, exclusive=True, fs=storage):
+        swapped = set(storage.listdir(live)) == set(names)
         if swapped:
-            exchange(staged, live)
+            exchange(staged, live, storage)
     if swapped:
-        fsync_path(os.path.dirname(live))
-        _to_trash(lake, generation, partition, staged)
+        fsync_path(os.path.dirname(live), storage)
+        _to_trash(lake, generation, partition, staged, storage)
         stats.partitions += 1
         stats.files_in += len(inputs)
         stats.files_out += len(outputs)
@@ -379,43 +367,44 @@ def compact_partition(lake: str, partition: str, generation: int, options: Compa
         table = "/".join(partition.split("/")[:2])
         stats.tables[table] = stats.tables.get(table, 0) + len(inputs) - len(outputs)
     else:  # the daemon landed a file here meanwhile: the next run takes it too
-        shutil.rmtree(staged)
-        _drop_record(lake, partition, generation)
+        storage.rmtree(staged)
+        _drop_record(lake, partition, generation, storage)
         stats.skipped_busy += 1
-    os.remove(manifest)
-    fsync_path(lake)
+    storage.remove(manifest)
+    fsync_path(lake, storage)
 
 
 def compact_lake(lake: str, options: CompactOptions | None = None,
-                 now: float | None = None) -> CompactStats:
+                 now: float | None = None, storage: Storage = OS) -> CompactStats:
     """Compact every partition of every table of ``lake`` that is old enough; see the module
     docstring. Safe beside a running (or starting) daemon and another compaction."""
     options = options or CompactOptions()
     lake = os.path.abspath(lake)
     stats = CompactStats()
-    if not os.path.isdir(lake):
+    if not storage.isdir(lake):
         raise CompactError(f"no lake at {lake}")
-    check_lake(lake)  # a lake of a newer binlake: refused before anything is touched
-    with compact_lock(lake):
-        recover_compaction(lake)
+    check_lake(lake, storage)  # a lake of a newer binlake: refused before anything is touched
+    with compact_lock(lake, storage):
+        recover_compaction(lake, storage)
         clock = time.time() if now is None else now
-        purge_trash(lake, options.grace, clock)
-        purge_pins(lake, PIN_LIFETIME, clock)
-        generation = _next_generation(lake)
-        for partition in list(partitions(lake)):
-            compact_partition(lake, partition, generation, options, clock, stats)
+        purge_trash(lake, options.grace, clock, storage)
+        purge_pins(lake, PIN_LIFETIME, clock, storage)
+        generation = _next_generation(lake, storage)
+        for partition in list(partitions(lake, storage)):
+            compact_partition(lake, partition, generation, options, clock, stats, storage)
         staging = os.path.join(lake, L.COMPACT_STAGING)
-        if os.path.isdir(staging):
-            shutil.rmtree(staging)
+        if storage.isdir(staging):
+            storage.rmtree(staging)
     return stats
 
 
 # --- retention ---------------------------------------------------------------------------------
 
 
-def max_seq(path: str) -> int:
+def max_seq(path: str, storage: Storage = OS) -> int:
     """The largest ``_seq`` in a data file, from its footer statistics (never its data)."""
-    metadata = pq.ParquetFile(path).metadata
+    with storage.open_input(path) as source:
+        metadata = pq.ParquetFile(source).metadata
     index = metadata.schema.to_arrow_schema().get_field_index("_seq")
     highest = -1
     for group in range(metadata.num_row_groups):
@@ -427,7 +416,7 @@ def max_seq(path: str) -> int:
 
 
 def drop_history(lake: str, database: str, table: str, covered_seq: int, before: str,
-                 now: float | None = None) -> int:
+                 now: float | None = None, storage: Storage = OS) -> int:
     """Retention: remove the table's change-log partitions dated before ``before``
     (``YYYY-MM-DD``) whose rows all have ``_seq <= covered_seq`` (a materialised state covers
     them). History is lost: ``read_changes`` no longer returns those rows. Each partition goes
@@ -436,21 +425,21 @@ def drop_history(lake: str, database: str, table: str, covered_seq: int, before:
     prefix = L.table_dir(database, table) + "/"
     stamp = int(time.time() if now is None else now)
     dropped = 0
-    with compact_lock(lake):
-        for partition in list(partitions(lake)):
+    with compact_lock(lake, storage):
+        for partition in list(partitions(lake, storage)):
             if not partition.startswith(prefix) or L.date_of_dir(partition.rsplit("/", 1)[1]) >= before:
                 continue
             live = os.path.join(lake, partition)
-            names = set(os.listdir(live))
-            if any(max_seq(os.path.join(live, n)) > covered_seq for n in names
+            names = set(storage.listdir(live))
+            if any(max_seq(os.path.join(live, n), storage) > covered_seq for n in names
                    if L.is_data_file(n)):
                 continue
             target = os.path.join(lake, L.COMPACT_TRASH, L.retired_dir(stamp), partition)
-            os.makedirs(os.path.dirname(target), exist_ok=True)
-            with publish_lock(lake, exclusive=True):
-                if set(os.listdir(live)) != names:
+            storage.makedirs(os.path.dirname(target))
+            with publish_lock(lake, exclusive=True, fs=storage):
+                if set(storage.listdir(live)) != names:
                     continue
-                os.rename(live, target)
-            fsync_path(os.path.dirname(live))
+                storage.replace(live, target)
+            fsync_path(os.path.dirname(live), storage)
             dropped += 1
     return dropped

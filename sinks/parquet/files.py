@@ -89,11 +89,12 @@ def level_for(compression: str, level: int | None) -> int | None:
     return level
 
 
-def open_writer(sink: str | pa.NativeFile, schema: pa.Schema, compression: str,
+def open_writer(sink: pa.NativeFile, schema: pa.Schema, compression: str,
                 compression_level: int | None,
                 dictionary_pagesize_limit: int, *, small: bool = False) -> pq.ParquetWriter:
-    """The sink's Parquet writer for a staged file (or an in-memory ``sink``): the one set of
-    writer options shared by files written whole here and files written by row groups.
+    """The sink's Parquet writer for a staged file (opened by ``Storage.open_output``, closed by
+    the caller after the writer) or an in-memory ``sink``: the one set of writer options shared
+    by files written whole here and files written by row groups.
     ``small``: a small file (see :class:`ParquetJob`), plain encoding only and statistics on
     :data:`SMALL_FILE_STATISTICS` only."""
     return pq.ParquetWriter(sink, schema, compression=compression,
@@ -192,13 +193,18 @@ class ParquetJob:
         self.batches = []
         table = pa.Table.from_batches(batches, schema=self.schema)
         del batches
-        sink: str | pa.BufferOutputStream = pa.BufferOutputStream() if small else self.path
-        with open_writer(sink, table.schema, compression, self.compression_level,
-                         self.dictionary_pagesize_limit, small=small) as writer:
-            writer.write_table(table, row_group_size=max(1, table.num_rows))
-        del table
-        if isinstance(sink, pa.BufferOutputStream):
+        if small:  # in memory, then written in one call
+            sink = pa.BufferOutputStream()
+            with open_writer(sink, table.schema, compression, self.compression_level,
+                             self.dictionary_pagesize_limit, small=True) as writer:
+                writer.write_table(table, row_group_size=max(1, table.num_rows))
+            del table
             C.OS.write(self.path, sink.getvalue())
+            return
+        with C.OS.open_output(self.path) as out, \
+                open_writer(out, table.schema, compression, self.compression_level,
+                            self.dictionary_pagesize_limit) as writer:
+            writer.write_table(table, row_group_size=max(1, table.num_rows))
 
 
 class NativeFiles:

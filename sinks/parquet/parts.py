@@ -70,6 +70,7 @@ class Part(HeldRows):
     commit_date: str = ""
     first_seq: int = 0
     writer: pq.ParquetWriter | None = None
+    sink: pa.NativeFile | None = None  # the writer's file (Storage.open_output), closed after it
     file_bytes: int = 0  # of the open file, as of its last row group accounted for
     staged: str = ""  # relative to the lake
     final: str = ""
@@ -377,15 +378,17 @@ class PartWriter:
         self._name(part)
         self.trees.wait()  # its directory, if new, may still be in the making
         options = self._workspace.options
-        return F.open_writer(self._workspace.path(part.staged), part.version.schema,
-                             options.compression, options.compression_level,
-                             DICTIONARY_PAGE_LIMIT)
+        part.sink = C.OS.open_output(self._workspace.path(part.staged))
+        return F.open_writer(part.sink, part.version.schema, options.compression,
+                             options.compression_level, DICTIONARY_PAGE_LIMIT)
 
     def _close_file(self, part: Part) -> None:
-        assert part.writer is not None
+        assert part.writer is not None and part.sink is not None
         self._workspace.io_path = self._workspace.path(part.staged)
         part.writer.close()
         part.writer = None
+        part.sink.close()  # a writer given a file leaves closing it to its owner
+        part.sink = None
         self.closed_files.append((part.staged, part.final))  # fsync-ed together at the flush
 
     # --- the flush --------------------------------------------------------------------------
@@ -462,12 +465,13 @@ class PartWriter:
         """Close what a broken sink holds open, quietly (its files are discarded at recovery)."""
         self.encoder.shutdown()  # a row group in flight ends first; its outcome no longer matters
         for part in self.parts.values():
-            if part.writer is not None:
-                try:
-                    part.writer.close()
-                except Exception:  # the disk that broke the sink may refuse this too
-                    pass
-                part.writer = None
+            for opened in (part.writer, part.sink):
+                if opened is not None:
+                    try:
+                        opened.close()
+                    except Exception:  # the disk that broke the sink may refuse this too
+                        pass
+            part.writer = part.sink = None
 
     def close(self) -> None:
         """Stop the threads."""

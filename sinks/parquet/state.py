@@ -26,7 +26,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..errors import LakeCorrupted, LakeFormatTooNew
-from .commit import Checkpoint
+from ..storage import Storage
+from .commit import OS, Checkpoint
 from .layout import CHECKPOINT, MANIFEST
 from .snapshot_progress import SnapshotProgress
 from .xa import XaRecord
@@ -122,13 +123,12 @@ class LakeState:
         )
 
 
-def read_document(lake: str) -> dict[str, Any] | None:
+def read_document(lake: str, storage: Storage = OS) -> dict[str, Any] | None:
     """The lake's checkpoint document, its format checked (and migrated if older), for a
     reader that takes no lock and recovers nothing (``binlake status``, Spark): None when
     there is none yet. The checkpoint is replaced atomically, never seen half-written."""
     try:
-        with open(os.path.join(lake, CHECKPOINT), "rb") as f:
-            doc = json.load(f)
+        doc = json.loads(storage.read(os.path.join(lake, CHECKPOINT)))
     except FileNotFoundError:
         return None
     if not isinstance(doc, dict):
@@ -136,20 +136,19 @@ def read_document(lake: str) -> dict[str, Any] | None:
     return _migrated(doc, lake)
 
 
-def read_state(lake: str) -> LakeState | None:
+def read_state(lake: str, storage: Storage = OS) -> LakeState | None:
     """:func:`read_document` as a :class:`LakeState`."""
-    doc = read_document(lake)
+    doc = read_document(lake, storage)
     return None if doc is None else LakeState.from_json(doc, lake)
 
 
-def check_lake(lake: str) -> None:
+def check_lake(lake: str, storage: Storage = OS) -> None:
     """Refuse (:class:`~sinks.errors.LakeFormatTooNew`) a lake written by a newer binlake —
     its checkpoint, or the one a half-done commit's manifest carries — before recovery or
     compaction touches it; nothing for a lake without a checkpoint yet."""
-    read_document(lake)
+    read_document(lake, storage)
     try:
-        with open(os.path.join(lake, MANIFEST), "rb") as f:
-            record = json.load(f)
+        record = json.loads(storage.read(os.path.join(lake, MANIFEST)))
     except (FileNotFoundError, ValueError):  # none, or never completed (recovery drops it)
         return
     if isinstance(record, dict) and isinstance(record.get("checkpoint"), dict):

@@ -15,7 +15,9 @@ import os
 from typing import Any
 
 from ..errors import TypeOptionsChanged
+from ..storage import Storage
 from ..transform import TypeOptions
+from .commit import OS
 from .layout import TYPES_RECORD
 
 __all__ = ["check_types"]
@@ -25,14 +27,15 @@ def _describe(choices: dict[str, Any]) -> str:
     return ", ".join(f"{k} = {json.dumps(v)}" for k, v in sorted(choices.items()))
 
 
-def check_types(lake: str, options: TypeOptions, *, new_lake: bool) -> None:
+def check_types(lake: str, options: TypeOptions, *, new_lake: bool,
+                storage: Storage = OS) -> None:
     """Check ``options`` against the lake's record (none: the defaults, unless the lake is
-    new); record them in a new lake when they are not the defaults."""
+    new); record them in a new lake when they are not the defaults. The record's rename is
+    made durable by the lake's first commit (its checkpoint's rename fsyncs the lake)."""
     path = os.path.join(lake, TYPES_RECORD)
     wanted = options.to_json()
     try:
-        with open(path, encoding="utf-8") as f:
-            recorded: dict[str, Any] | None = json.load(f)
+        recorded: dict[str, Any] | None = json.loads(storage.read(path).decode("utf-8"))
     except FileNotFoundError:
         recorded = None if new_lake else TypeOptions().to_json()
     if recorded is not None and {**TypeOptions().to_json(), **recorded} != wanted:
@@ -42,9 +45,6 @@ def check_types(lake: str, options: TypeOptions, *, new_lake: bool) -> None:
             fix="start the daemon with the lake's [types] settings, or land into a new lake "
                 "to change them")
     if recorded is None and not options.is_default:  # no record: the defaults, unwritten
-        with open(path + ".tmp", "w", encoding="utf-8") as f:
-            json.dump(wanted, f, sort_keys=True)
-            f.write("\n")
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(path + ".tmp", path)
+        storage.write(path + ".tmp", (json.dumps(wanted, sort_keys=True) + "\n").encode())
+        storage.fsync(path + ".tmp")
+        storage.replace(path + ".tmp", path)

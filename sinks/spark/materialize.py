@@ -16,6 +16,10 @@ import datetime as _dt
 import os
 import sys
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from sinks.storage import Storage
 
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
@@ -33,16 +37,18 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     return parser.parse_args(argv)
 
 
-def tables(lake: str) -> list[tuple[str, str]]:
+def tables(lake: str, storage: Storage | None = None) -> list[tuple[str, str]]:
     """Every (database, table) with a schema, by reading the directory names back."""
     from sinks.parquet import layout as L
+    from sinks.parquet.commit import OS
 
+    storage = storage or OS
     found = []
-    for db in sorted(os.listdir(lake)):
-        if L.is_hidden(db) or not os.path.isdir(os.path.join(lake, db)):
+    for db in sorted(storage.listdir(lake)):
+        if L.is_hidden(db) or not storage.isdir(os.path.join(lake, db)):
             continue
-        for table in sorted(os.listdir(os.path.join(lake, db))):
-            if os.path.isdir(os.path.join(lake, db, table, L.SCHEMA_DIR)):
+        for table in sorted(storage.listdir(os.path.join(lake, db))):
+            if storage.isdir(os.path.join(lake, db, table, L.SCHEMA_DIR)):
                 found.append((L.name_of_dir(db), L.name_of_dir(table)))
     return found
 

@@ -21,6 +21,11 @@ twice; every later compaction only rewrites files the query had already delivere
 ``part-*`` files — provided the query is never more than ``lake.compact_min_age`` behind. A
 restart of a query that was further behind is refused (:class:`StreamBehindCompaction`): the
 compaction records in ``<table>/_compacted/`` name files its checkpoint never delivered.
+
+What Python reads of the lake (schema files, listings, compaction records, pins) goes through
+the lake's :class:`~sinks.storage.Storage` (``storage``, the local file system unless told);
+Spark reads the Parquet files by path. A streaming query's checkpoint location (its fence, and
+Spark's own log read back) is a local directory, read and written through the local storage.
 """
 
 from __future__ import annotations
@@ -37,8 +42,10 @@ from pyspark.sql import types as S
 
 from ..errors import StreamBehindCompaction
 from ..parquet import layout as L
+from ..parquet.commit import OS
 from ..parquet.compact import CompactionRecord
 from ..parquet.pins import pin_table
+from ..storage import Storage
 from .schema import load_versions, union_schema, version_schema
 
 
@@ -76,7 +83,8 @@ def _aligned_struct(df: DataFrame, target: Any) -> Column:
         F.struct(*fields))
 
 
-def read_changes(spark: SparkSession, lake: str, database: str, table: str) -> DataFrame:
+def read_changes(spark: SparkSession, lake: str, database: str, table: str,
+                 storage: Storage = OS) -> DataFrame:
     """The table's whole change log, every schema version, with the union schema.
 
     Columns: the table's columns, ``_op``, ``_seq``, ``_row``, ``_gtid*``, ``_binlog_file``,
@@ -87,24 +95,26 @@ def read_changes(spark: SparkSession, lake: str, database: str, table: str) -> D
     Data columns carry Spark field metadata ``binlake.primary_key`` and ``binlake.current``
     (the column exists in the latest schema version), which :func:`current_state` uses.
     """
-    return read_changes_from(spark, lake, database, table)[0]
+    return read_changes_from(spark, lake, database, table, storage=storage)[0]
 
 
 def read_changes_from(spark: SparkSession, lake: str, database: str, table: str,
-                      skip: Collection[str] = ()) -> tuple[DataFrame, str]:
+                      skip: Collection[str] = (), storage: Storage = OS
+                      ) -> tuple[DataFrame, str]:
     """:func:`read_changes` without the files in ``skip`` (``schema_version=N/commit_date=D/
     name``, those a materialised state covers); also returns the table directory read (the pin,
     or the live one when the lake cannot be pinned — then ``skip`` is not applied)."""
-    versions = load_versions(lake, database, table)
+    versions = load_versions(lake, database, table, storage)
     if not versions:
         raise FileNotFoundError(f"no landed table {database}.{table} under {lake}")
     target = union_schema(versions)
     # read through a pin: compaction switching a partition later cannot take a file away
-    base = pin_table(lake, database, table, skip=skip) or table_path(lake, database, table)
+    base = (pin_table(lake, database, table, skip=skip, storage=storage)
+            or table_path(lake, database, table))
     frames = []
     for number, doc in versions.items():
         directory = os.path.join(base, L.version_dir(number))
-        if not os.path.isdir(directory):
+        if not storage.isdir(directory):
             continue  # a version whose rows have not landed yet
         df = (spark.read.schema(version_schema(doc)).option("basePath", directory)
               .parquet(directory))
@@ -118,7 +128,8 @@ def read_changes_from(spark: SparkSession, lake: str, database: str, table: str,
 
 
 def stream_changes(spark: SparkSession, lake: str, database: str, table: str,
-                   checkpoint_location: str | None = None, **options: str) -> DataFrame:
+                   checkpoint_location: str | None = None, storage: Storage = OS,
+                   **options: str) -> DataFrame:
     """A Structured Streaming DataFrame over the table's change log (explicit schema).
 
     Pass the query's ``checkpoint_location`` (the one given to ``writeStream``) so that a
@@ -126,11 +137,11 @@ def stream_changes(spark: SparkSession, lake: str, database: str, table: str,
     directory); without it the fence is taken afresh at every call, which is right only for a
     query that is never restarted. ``options`` go to the file source (``maxFilesPerTrigger``…).
     """
-    versions = load_versions(lake, database, table)
+    versions = load_versions(lake, database, table, storage)
     if not versions:
         raise FileNotFoundError(f"no landed table {database}.{table} under {lake}")
     path = table_path(lake, database, table)
-    fence = stream_fence(lake, database, table, checkpoint_location)
+    fence = stream_fence(lake, database, table, checkpoint_location, storage)
 
     def source(glob: str) -> DataFrame:
         reader = spark.readStream.schema(union_schema(versions))
@@ -147,10 +158,11 @@ def stream_changes(spark: SparkSession, lake: str, database: str, table: str,
     return landed.unionByName(compacted)
 
 
-def compacted_generations(lake: str, database: str, table: str) -> int:
+def compacted_generations(lake: str, database: str, table: str,
+                          storage: Storage = OS) -> int:
     """The highest compaction generation among the table's files (0: never compacted)."""
     highest = 0
-    for root, _dirs, files in os.walk(table_path(lake, database, table)):
+    for root, _dirs, files in storage.walk(table_path(lake, database, table)):
         if os.sep + "_" in root:
             continue
         for name in files:
@@ -160,69 +172,72 @@ def compacted_generations(lake: str, database: str, table: str) -> int:
     return highest
 
 
-def stream_fence(lake: str, database: str, table: str, checkpoint_location: str | None) -> int:
+def stream_fence(lake: str, database: str, table: str, checkpoint_location: str | None,
+                 storage: Storage = OS) -> int:
     """The compaction generation a streaming query reads compacted files up to (see the module
-    docstring): fixed at its first start, remembered in its checkpoint directory."""
+    docstring): fixed at its first start, remembered in its checkpoint directory (local)."""
     if checkpoint_location is None or "://" in checkpoint_location \
             and not checkpoint_location.startswith("file:"):
-        return compacted_generations(lake, database, table)
+        return compacted_generations(lake, database, table, storage)
+    local = OS  # the query's checkpoint location, not the lake
     directory = checkpoint_location.removeprefix("file://").removeprefix("file:")
     record = os.path.join(directory, "_binlake_fence.json")
-    seen = _delivered_files(directory)
-    if os.path.exists(record) and seen is not None:
-        with open(record, encoding="utf-8") as f:
-            fence = int(json.load(f)["generation"])
-        _check_not_behind(lake, database, table, fence, seen)
-        _check_replay_readable(directory, database, table)
+    seen = _delivered_files(directory, local)
+    if local.exists(record) and seen is not None:
+        fence = int(json.loads(local.read(record))["generation"])
+        _check_not_behind(lake, database, table, fence, seen, storage)
+        _check_replay_readable(directory, database, table, local, storage)
         return fence
-    fence = compacted_generations(lake, database, table)
-    os.makedirs(directory, exist_ok=True)
-    with open(record + ".tmp", "w", encoding="utf-8") as f:
-        json.dump({"generation": fence, "table": f"{database}.{table}"}, f)
-    os.replace(record + ".tmp", record)
+    fence = compacted_generations(lake, database, table, storage)
+    local.makedirs(directory)
+    local.write(record + ".tmp", json.dumps({"generation": fence,
+                                             "table": f"{database}.{table}"}).encode())
+    local.replace(record + ".tmp", record)
     return fence
 
 
-def _delivered_files(checkpoint: str) -> set[str] | None:
+def _log_entries(local: Storage, log_dir: str, name: str) -> list[dict[str, Any]]:
+    """The JSON lines of one file of Spark's file source log (its version line left out)."""
+    text = local.read(os.path.join(log_dir, name)).decode("utf-8")
+    return [json.loads(line) for line in text.splitlines() if line.startswith("{")]
+
+
+def _delivered_files(checkpoint: str, local: Storage) -> set[str] | None:
     """``schema_version=N/commit_date=D/name`` of every daemon file the query's first source
     has delivered (Spark's file source log in ``sources/0``); ``None`` before its first batch."""
     log_dir = os.path.join(checkpoint, "sources", "0")
-    if not os.path.isdir(log_dir) or not os.listdir(log_dir):
+    if not local.isdir(log_dir) or not local.listdir(log_dir):
         return None
     seen: set[str] = set()
-    for name in os.listdir(log_dir):
+    for name in local.listdir(log_dir):
         if name.startswith(".") or name.endswith(".tmp"):
             continue
-        with open(os.path.join(log_dir, name), encoding="utf-8") as f:
-            for line in f:
-                if line.startswith("{"):
-                    path = str(json.loads(line)["path"])
-                    seen.add("/".join(path.rsplit("/", 3)[-3:]))
+        for entry in _log_entries(local, log_dir, name):
+            path = str(entry["path"])
+            seen.add("/".join(path.rsplit("/", 3)[-3:]))
     return seen
 
 
-def _check_replay_readable(checkpoint: str, database: str, table: str) -> None:
+def _check_replay_readable(checkpoint: str, database: str, table: str,
+                           local: Storage, storage: Storage) -> None:
     """Refuse a restart Spark could never complete: a batch planned but not committed (Spark
     replays it with the very files it listed) whose files compaction has replaced since —
     every restart would fail with FileNotFoundException. Only a query more than min-age behind,
     or a first batch over old files, can be caught like this."""
     commits = os.path.join(checkpoint, "commits")
-    done = [int(n) for n in os.listdir(commits) if n.isdigit()] if os.path.isdir(commits) else []
+    done = [int(n) for n in local.listdir(commits) if n.isdigit()] \
+        if local.isdir(commits) else []
     committed = max(done, default=-1)
     log_dir = os.path.join(checkpoint, "sources", "0")
     gone: list[tuple[int, str]] = []
-    for name in os.listdir(log_dir) if os.path.isdir(log_dir) else []:
+    for name in local.listdir(log_dir) if local.isdir(log_dir) else []:
         if name.startswith(".") or name.endswith(".tmp"):
             continue
-        with open(os.path.join(log_dir, name), encoding="utf-8") as f:
-            for line in f:
-                if not line.startswith("{"):
-                    continue
-                entry = json.loads(line)
-                path = str(entry["path"])
-                local = unquote(urlparse(path).path) if path.startswith("file:") else path
-                if int(entry.get("batchId", -1)) > committed and not os.path.exists(local):
-                    gone.append((int(entry["batchId"]), local))
+        for entry in _log_entries(local, log_dir, name):
+            path = str(entry["path"])
+            listed = unquote(urlparse(path).path) if path.startswith("file:") else path
+            if int(entry.get("batchId", -1)) > committed and not storage.exists(listed):
+                gone.append((int(entry["batchId"]), listed))
     if gone:
         batch, path = min(gone)
         first = ("nothing of it was delivered and no batch before it, so a new checkpoint "
@@ -237,15 +252,15 @@ def _check_replay_readable(checkpoint: str, database: str, table: str) -> None:
 
 
 def _check_not_behind(lake: str, database: str, table: str, fence: int,
-                      seen: set[str]) -> None:
+                      seen: set[str], storage: Storage) -> None:
     """Refuse a restart that would skip rows: a compaction after the query's fence replaced
     daemon files the query had not delivered yet (it was more than min-age behind)."""
     log_dir = os.path.join(table_path(lake, database, table), L.COMPACTION_LOG)
     missed: list[str] = []
-    for name in sorted(os.listdir(log_dir)) if os.path.isdir(log_dir) else []:
+    for name in sorted(storage.listdir(log_dir)) if storage.isdir(log_dir) else []:
         if not name.endswith(".json") or int(name[1:9]) <= fence:
             continue
-        record = CompactionRecord.read(os.path.join(log_dir, name))
+        record = CompactionRecord.read(os.path.join(log_dir, name), storage)
         where = "/".join(record.partition.split("/")[-2:])
         missed += [f"{where}/{n}" for n in record.inputs if f"{where}/{n}" not in seen]
     if missed:

@@ -8,7 +8,6 @@ integer + decimal → decimal, anything else that disagrees → string).
 
 from __future__ import annotations
 
-import glob
 import json
 import os
 import re
@@ -17,7 +16,9 @@ from typing import Any
 from pyspark.sql import types as S
 
 from ..parquet import layout as L
+from ..parquet.commit import OS
 from ..parquet.state import check_format, read_document
+from ..storage import Storage
 
 _SIMPLE: dict[str, S.DataType] = {
     "tinyint": S.ByteType(), "smallint": S.ShortType(), "int": S.IntegerType(),
@@ -47,18 +48,22 @@ def spark_type(name: str) -> S.DataType:
     raise ValueError(f"unknown Spark type {name!r}")
 
 
-def load_versions(lake: str, database: str, table: str) -> dict[int, dict[str, Any]]:
+def load_versions(lake: str, database: str, table: str,
+                  storage: Storage = OS) -> dict[int, dict[str, Any]]:
     """Every ``_schema/v<N>.json`` of a table, by version number. A lake written by a newer
     binlake, or a schema file of a newer format, is refused
     (:class:`~sinks.errors.LakeFormatTooNew`): its rules are not these."""
-    read_document(lake)
+    read_document(lake, storage)
     directory = os.path.join(lake, L.table_dir(database, table), L.SCHEMA_DIR)
+    try:
+        names = storage.listdir(directory)
+    except (FileNotFoundError, NotADirectoryError):  # no such table
+        names = []
     versions = {}
-    for path in glob.glob(os.path.join(directory, "v*.json")):
-        number = L.schema_version_of(os.path.basename(path))
+    for name in names:
+        number = L.schema_version_of(name)
         if number is not None:
-            with open(path, encoding="utf-8") as f:
-                versions[number] = json.load(f)
+            versions[number] = json.loads(storage.read(os.path.join(directory, name)))
             check_format(versions[number], lake)
     return dict(sorted(versions.items()))
 

@@ -14,16 +14,18 @@ JSON update without a before image (``_json_diff``) is applied to the row's prev
 :func:`read_current_state` also uses the DDL log: changes before a table's last TRUNCATE /
 DROP / CREATE are left out, and a column added with a DEFAULT gets that default in rows last
 changed before the ALTER (the server fills it in without logging row events).
+
+What Python reads and writes of the lake here (the DDL log, states, their ``_covered.json``,
+pins, footers) goes through its :class:`~sinks.storage.Storage` (``storage``, the local file
+system unless told); Spark reads and writes the Parquet files by path.
 """
 
 from __future__ import annotations
 
-import glob
 import json
 import logging
 import os
 import posixpath
-import shutil
 import uuid
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -35,9 +37,11 @@ from pyspark.sql import types as S
 
 from ..parquet import ddl as D
 from ..parquet import layout as L
+from ..parquet.commit import OS
 from ..parquet.compact import max_seq
 from ..parquet.pins import new_pin, pin_partition
 from ..parquet.state import read_document
+from ..storage import Storage
 from .readers import _aligned, read_changes_from
 from .schema import load_versions
 
@@ -203,12 +207,25 @@ _fold_json = F.udf(lambda history, column: _fold_json_history(history, column),
                    S.StructType([S.StructField("v", S.StringType())]))
 
 
-def ddl_entries(lake: str, database: str, table: str) -> list[dict[str, Any]]:
+def _visible(storage: Storage, directory: str) -> list[str]:
+    """The names in ``directory`` not starting with a dot, in name order; none if it is gone."""
+    try:
+        return sorted(n for n in storage.listdir(directory) if not n.startswith("."))
+    except (FileNotFoundError, NotADirectoryError):
+        return []
+
+
+def ddl_entries(lake: str, database: str, table: str,
+                storage: Storage = OS) -> list[dict[str, Any]]:
     """The DDL log entries that name the table, in ``_seq`` order."""
     entries = []
-    for path in glob.glob(os.path.join(lake, L.DDL_DIR, "*", "*.jsonl")):
-        with open(path, encoding="utf-8") as f:
-            for line in f:
+    log_dir = os.path.join(lake, L.DDL_DIR)
+    for directory in _visible(storage, log_dir):
+        for name in _visible(storage, os.path.join(log_dir, directory)):
+            if not name.endswith(".jsonl"):
+                continue
+            text = storage.read(os.path.join(log_dir, directory, name)).decode("utf-8")
+            for line in text.splitlines():
                 entry = json.loads(line)
                 if [database, table] in entry.get("tables", []):
                     entries.append(entry)
@@ -216,10 +233,11 @@ def ddl_entries(lake: str, database: str, table: str) -> list[dict[str, Any]]:
     return entries
 
 
-def last_reset_seq(lake: str, database: str, table: str) -> int:
+def last_reset_seq(lake: str, database: str, table: str, storage: Storage = OS) -> int:
     """The ``_seq`` of the last DDL that emptied or replaced the table (TRUNCATE, DROP, CREATE),
     from the DDL log; 0 if none. Changes at or before it do not describe present rows."""
-    resets = [int(e["seq"]) for e in ddl_entries(lake, database, table) if e.get("resets_table")]
+    resets = [int(e["seq"]) for e in ddl_entries(lake, database, table, storage)
+              if e.get("resets_table")]
     return max(resets, default=0)
 
 
@@ -242,14 +260,14 @@ def fill_added_defaults(changes: DataFrame, entries: list[dict[str, Any]]) -> Da
 
 def read_current_state(spark: SparkSession, lake: str, database: str, table: str,
                        key_columns: Sequence[str] | None = None, *,
-                       use_state: bool = True) -> DataFrame:
+                       use_state: bool = True, storage: Storage = OS) -> DataFrame:
     """The table's present rows, with its current columns (those of its latest schema version).
 
     The key defaults to the primary key recorded in the latest ``_schema/v<N>.json``. With
     ``use_state`` (the default) it starts from the latest materialised state
     (:func:`materialize_state`) and replays only the changes after it.
     """
-    versions = load_versions(lake, database, table)
+    versions = load_versions(lake, database, table, storage)
     if not versions:
         raise FileNotFoundError(f"no landed table {database}.{table} under {lake}")
     latest = list(versions.values())[-1]
@@ -257,26 +275,27 @@ def read_current_state(spark: SparkSession, lake: str, database: str, table: str
     if not keys:
         raise ValueError(f"{database}.{table} has no primary key recorded; pass key_columns")
     changes, _base, _skip = _changes_for_state(spark, lake, database, table,
-                                               use_state=use_state)
+                                               use_state=use_state, storage=storage)
     return current_state(changes, keys, [c["name"] for c in latest["columns"]])
 
 
 def _changes_for_state(spark: SparkSession, lake: str, database: str, table: str, *,
-                       use_state: bool, upto_seq: int | None = None
+                       use_state: bool, storage: Storage, upto_seq: int | None = None
                        ) -> tuple[DataFrame, str, frozenset[str]]:
     """The change rows current state is computed from: the latest materialised state's rows
     (if any, and if no TRUNCATE/DROP/CREATE came after it) plus the changes after it, reset
     and ADD COLUMN defaults applied. The change files the state covers (``_covered.json``) are
     not even listed for Spark: that, not the filter on ``_seq``, is what makes a state pay off
     on a lake of many files. Also returns the table directory read and the files skipped."""
-    entries = ddl_entries(lake, database, table)
+    entries = ddl_entries(lake, database, table, storage)
     reset = max((int(e["seq"]) for e in entries if e.get("resets_table")), default=0)
-    state = pinned_state(lake, database, table) if use_state else None
+    state = pinned_state(lake, database, table, storage) if use_state else None
     if state is not None and not (state[0] >= reset
                                   and (upto_seq is None or state[0] <= upto_seq)):
         state = None
-    skip = covered_files(lake, database, table, state[0]) if state is not None else frozenset()
-    changes, base = read_changes_from(spark, lake, database, table, skip)
+    skip = (covered_files(lake, database, table, state[0], storage) if state is not None
+            else frozenset())
+    changes, base = read_changes_from(spark, lake, database, table, skip, storage)
     if state is not None:
         seq, path = state
         rows = _aligned(spark.read.parquet(path), changes.schema, None)
@@ -291,26 +310,29 @@ def _changes_for_state(spark: SparkSession, lake: str, database: str, table: str
 # --- materialised state ------------------------------------------------------------------------
 
 
-def state_dirs(lake: str, database: str, table: str) -> list[tuple[int, str]]:
+def state_dirs(lake: str, database: str, table: str,
+               storage: Storage = OS) -> list[tuple[int, str]]:
     """The table's complete materialised states ``(seq, directory)``, oldest first."""
     base = os.path.join(lake, L.table_dir(database, table), L.STATE_DIR)
     found = []
-    for name in os.listdir(base) if os.path.isdir(base) else []:
+    for name in storage.listdir(base) if storage.isdir(base) else []:
         seq = L.state_seq_of(name)
         if seq is not None:
             found.append((seq, os.path.join(base, name)))
     return sorted(found)
 
 
-def latest_state(lake: str, database: str, table: str) -> tuple[int, str] | None:
-    states = state_dirs(lake, database, table)
+def latest_state(lake: str, database: str, table: str,
+                 storage: Storage = OS) -> tuple[int, str] | None:
+    states = state_dirs(lake, database, table, storage)
     return states[-1] if states else None
 
 
 _unreadable_covered: set[str] = set()  # ``_covered.json`` files already warned about
 
 
-def covered_files(lake: str, database: str, table: str, seq: int) -> frozenset[str]:
+def covered_files(lake: str, database: str, table: str, seq: int,
+                  storage: Storage = OS) -> frozenset[str]:
     """The change files state ``seq`` covers (``schema_version=N/commit_date=D/name``); empty
     when it does not say (a state from before ``_covered.json``, or one deleted meanwhile).
 
@@ -320,8 +342,7 @@ def covered_files(lake: str, database: str, table: str, seq: int) -> frozenset[s
     should be is a lake problem nobody would find."""
     path = os.path.join(lake, L.state_dir(database, table, seq), L.STATE_COVERED)
     try:
-        with open(path, encoding="utf-8") as f:
-            files = json.load(f)["files"]
+        files = json.loads(storage.read(path))["files"]
         if not isinstance(files, list) or not all(isinstance(n, str) for n in files):
             raise TypeError(f"'files' is not a list of names but {type(files).__name__}")
         return frozenset(files)
@@ -340,14 +361,14 @@ def covered_files(lake: str, database: str, table: str, seq: int) -> frozenset[s
 
 
 def _covered_now(lake: str, database: str, table: str, base: str, skipped: frozenset[str],
-                 upto: int) -> set[str]:
+                 upto: int, storage: Storage) -> set[str]:
     """The change files a state as of ``upto`` covers: those the previous state covered that
     are still live (compaction replaces some), and those just read whose largest ``_seq``
     (footer statistics) is at most ``upto``."""
     live = os.path.join(lake, L.table_dir(database, table))
-    covered = {f for f in skipped if os.path.exists(os.path.join(live, f))}
+    covered = {f for f in skipped if storage.exists(os.path.join(live, f))}
     candidates = []
-    for root, dirs, files in os.walk(base):
+    for root, dirs, files in storage.walk(base):
         dirs[:] = [d for d in dirs if not L.is_hidden(d)]  # _state, _schema…: not changes
         relative = os.path.relpath(root, base)
         for name in files:
@@ -355,27 +376,29 @@ def _covered_now(lake: str, database: str, table: str, base: str, skipped: froze
             if first is not None and first <= upto:  # a later first _seq: surely not covered
                 candidates.append(posixpath.join(*relative.split(os.sep), name))
     with ThreadPoolExecutor(max_workers=8) as pool:  # footers: mostly waiting on the disk
-        highest = list(pool.map(lambda f: max_seq(os.path.join(base, f)), candidates))
+        highest = list(pool.map(lambda f: max_seq(os.path.join(base, f), storage), candidates))
     covered.update(f for f, top in zip(candidates, highest, strict=True) if top <= upto)
     return covered
 
 
-def pinned_state(lake: str, database: str, table: str) -> tuple[int, str] | None:
+def pinned_state(lake: str, database: str, table: str,
+                 storage: Storage = OS) -> tuple[int, str] | None:
     """The latest state, read through a pin (``sinks/parquet/pins``): a newer materialisation
     deleting it before the DataFrame's action does not make that action fail."""
     pin: str | None = None
-    while (state := latest_state(lake, database, table)) is not None:
-        pin = pin or new_pin(lake)
+    while (state := latest_state(lake, database, table, storage)) is not None:
+        pin = pin or new_pin(lake, storage)
         if pin is None:
             return state
         relative = L.state_dir(database, table, state[0])
-        if pin_partition(lake, pin, relative):
+        if pin_partition(lake, pin, relative, storage=storage):
             return state[0], os.path.join(pin, relative)
     return None
 
 
 def materialize_state(spark: SparkSession, lake: str, database: str, table: str,
-                      key_columns: Sequence[str] | None = None, *, keep: int = 2) -> int | None:
+                      key_columns: Sequence[str] | None = None, *, keep: int = 2,
+                      storage: Storage = OS) -> int | None:
     """Write the table's current state as of the lake's checkpoint ``_seq`` S to
     ``<table>/_state/seq=S/`` and return S (``None`` when the state is already that recent).
 
@@ -385,21 +408,21 @@ def materialize_state(spark: SparkSession, lake: str, database: str, table: str,
     one directory rename publishes the state (a reader sees all of it or none). The ``keep``
     latest states stay; older ones are deleted.
     """
-    checkpoint = read_document(lake)  # a newer lake format: refused
+    checkpoint = read_document(lake, storage)  # a newer lake format: refused
     if checkpoint is None:
         raise FileNotFoundError(f"no checkpoint under {lake}")
     upto = int(checkpoint["seq"])
-    previous = latest_state(lake, database, table)
+    previous = latest_state(lake, database, table, storage)
     if previous is not None and previous[0] >= upto:
         return None
-    versions = load_versions(lake, database, table)
+    versions = load_versions(lake, database, table, storage)
     if not versions:
         raise FileNotFoundError(f"no landed table {database}.{table} under {lake}")
     keys = list(key_columns or list(versions.values())[-1]["primary_key"])
     if not keys:
         raise ValueError(f"{database}.{table} has no primary key recorded; pass key_columns")
     changes, base, skipped = _changes_for_state(spark, lake, database, table, use_state=True,
-                                                upto_seq=upto)
+                                                storage=storage, upto_seq=upto)
     state = current_state(changes, keys, keep_metadata=True)
     staging = os.path.join(lake, L.STATE_STAGING, L.table_dir(database, table),
                            f"{L.state_dir_name(upto)}-{uuid.uuid4().hex}")
@@ -409,12 +432,15 @@ def materialize_state(spark: SparkSession, lake: str, database: str, table: str,
         state.write.parquet(staging)
     finally:
         spark.conf.set("spark.sql.parquet.outputTimestampType", saved or "INT96")
-    covered = _covered_now(lake, database, table, base, skipped, upto)
-    with open(os.path.join(staging, L.STATE_COVERED), "w", encoding="utf-8") as f:
-        json.dump({"seq": upto, "files": sorted(covered)}, f)
+    covered = _covered_now(lake, database, table, base, skipped, upto, storage)
+    storage.write(os.path.join(staging, L.STATE_COVERED),
+                  json.dumps({"seq": upto, "files": sorted(covered)}).encode())
     target = os.path.join(lake, L.state_dir(database, table, upto))
-    os.makedirs(os.path.dirname(target), exist_ok=True)
-    os.rename(staging, target)
-    for _seq, old in state_dirs(lake, database, table)[:-keep]:
-        shutil.rmtree(old, ignore_errors=True)
+    storage.makedirs(os.path.dirname(target))
+    storage.replace(staging, target)
+    for _seq, old in state_dirs(lake, database, table, storage)[:-keep]:
+        try:
+            storage.rmtree(old)
+        except OSError:  # a reader's pin keeps its own links; another run may delete it too
+            pass
     return upto

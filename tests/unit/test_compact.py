@@ -131,8 +131,8 @@ def test_a_killed_compaction_leaves_nothing_visible_twice(tmp_path, monkeypatch,
         if crash_at == "exchange":
             real = K.exchange
 
-            def exchange_then_die(a, b):
-                real(a, b)
+            def exchange_then_die(*args):
+                real(*args)
                 raise Killed
             m.setattr(K, "exchange", exchange_then_die)
         else:
