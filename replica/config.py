@@ -318,8 +318,10 @@ class SnapshotConfig:
     signal_table: str | None = field(default=None, metadata=_key(
         "db.table of a signal table (id VARCHAR(64) PRIMARY KEY, type VARCHAR(32), data TEXT): "
         "an INSERT of ('an-id', 'snapshot', '{\"tables\": [\"db.table\"]}') seen in the "
-        "binlog asks the running daemon for a snapshot of those tables. Its own rows land "
-        "only if filter.include takes the table."))
+        "binlog asks the running daemon for a snapshot of those tables (an optional "
+        "\"condition\": \"SQL\" in data limits the rows read). Acknowledged in the log and "
+        "binlake status, never written back. Its own rows land only if filter.include takes "
+        "the table."))
     on_new_tables: bool = field(default=True, metadata=_key(
         "Snapshot tables that filter.include gained since the lake last ran, at start "
         "(false: warn and leave it to binlake snapshot)."))

@@ -137,14 +137,16 @@ async def collect(config: Config, *, ask_server: bool = True) -> Status:
 def snapshots(checkpoint: dict[str, Any] | None) -> list[dict[str, Any]]:
     """Each snapshotted table's progress, by name: ``table``, ``status``, ``rows``, ``chunks``,
     ``last_key`` (SQL literals), ``one_time``, ``message`` (why it failed, or a note),
-    ``reason`` (what asked for it: ``signal <id>`` for a snapshot signal)."""
+    ``reason`` (what asked for it: ``signal <id>`` for a snapshot signal), ``condition`` (the
+    WHERE condition limiting its rows, or None)."""
     state = (checkpoint or {}).get("snapshot") or {}
     out = []
     for name, entry in sorted((state.get("tables") or {}).items()):
         out.append({"table": name, "status": entry.get("status"),
                     "rows": int(entry.get("rows", 0)), "chunks": int(entry.get("chunks", 0)),
                     "last_key": entry.get("last_key"), "one_time": bool(entry.get("one_time")),
-                    "message": entry.get("message"), "reason": entry.get("reason")})
+                    "message": entry.get("message"), "reason": entry.get("reason"),
+                    "condition": entry.get("condition")})
     return out
 
 
@@ -201,6 +203,8 @@ def _render_snapshots(tables: list[dict[str, Any]], write: Any) -> None:
         line = f"    {t['table']:<{width}}  {t['status']:<8} {format_snapshot_entry(t)}"
         if t["one_time"]:
             line += " (one-time copy)"
+        if t.get("condition") is not None:
+            line += f" (where {t['condition']})"
         if (t.get("reason") or "").startswith("signal "):
             line += f" (asked by {t['reason']})"
         if t["message"] and t["status"] == "failed":

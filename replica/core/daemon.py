@@ -71,6 +71,7 @@ from replica.core.snapshot import (
     read_requests,
     remove_request,
     requests_done,
+    table_key,
 )
 from replica.errors import ConnectionLost, NoWritablePrimary, describe, sole_exception
 from replica.observe import logs
@@ -801,12 +802,24 @@ class Daemon:
                for entry in state.get("tables", {}).values()):
             return  # replayed after a restart: planned already
         filters = self.config.filter
+        tables = state.get("tables", {})
+        for database, table in signal.tables:
+            busy = tables.get(table_key(database, table))
+            if busy is not None and busy.get("status") in ("pending", "running") and busy.get(
+                    "condition") != signal.condition:
+                log.warning("snapshot signal %r: %s.%s is being snapshotted already (%s): the "
+                            "signal's request waits for that snapshot, its own condition (%s) "
+                            "is not applied", signal.id, database, table,
+                            f"where {busy['condition']}" if busy.get("condition") is not None
+                            else "every row", signal.condition or "none")
         plan_state(state, signal.tables, reason=f"signal {signal.id}",
-                   one_time=lambda d, t: not filters.accepts(d, t), request=signal.request)
+                   one_time=lambda d, t: not filters.accepts(d, t), request=signal.request,
+                   condition=signal.condition)
         snapshots.set_state(state)
-        log.info("snapshot signal %r (%s): snapshot of %s requested", signal.id,
+        log.info("snapshot signal %r (%s): snapshot of %s requested%s", signal.id,
                  self.config.snapshot.signal_table,
-                 ", ".join(f"{d}.{t}" for d, t in signal.tables))
+                 ", ".join(f"{d}.{t}" for d, t in signal.tables),
+                 f" where {signal.condition}" if signal.condition is not None else "")
 
     def _take_requests(self) -> None:
         """Requests ``binlake snapshot`` left for this daemon (see replica.commands.snapshot)."""

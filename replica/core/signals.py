@@ -5,7 +5,8 @@ Debezium users know: ``INSERT INTO signals VALUES ('any-id', 'snapshot',
 '{"tables": ["shop.orders"]}')``. The row reaches the daemon through the binlog itself, in
 order with the changes around it; the pipeline reads it (whether or not the signal table's rows
 land) and hands each committed signal to the daemon, which plans the snapshot as it plans a
-``binlake snapshot --table`` request. The request id is the signal's id and its transaction's
+``binlake snapshot --table`` request; an optional ``condition`` (a WHERE fragment, checked
+here for shape and by the server before the table is read) limits the rows read. The request id is the signal's id and its transaction's
 GTID (or binlog position), so a signal replayed after a restart is recognised, never taken
 twice, while the same id inserted again later is a new request.
 """
@@ -18,7 +19,7 @@ from typing import Any
 
 from protocol.binlog.model import RowsEvent
 
-__all__ = ["Signal", "signals_in"]
+__all__ = ["MAX_CONDITION", "Signal", "condition_problem", "signals_in"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -28,6 +29,8 @@ class Signal:
     id: str
     tables: tuple[tuple[str, str], ...]
     request: str
+    #: A WHERE condition limiting the rows read of each table (None: every row).
+    condition: str | None = None
 
 
 def _text(value: Any) -> str | None:
@@ -59,15 +62,73 @@ def signals_in(event: RowsEvent, where: str) -> tuple[list[Signal], list[str]]:
         try:
             doc = json.loads(data or "")
             names = doc["tables"]
-            if not isinstance(names, list) or not names or set(doc) - {"tables"}:
+            condition = doc.get("condition")
+            if (not isinstance(names, list) or not names or set(doc) - {"tables", "condition"}
+                    or not isinstance(condition, str | None)):
                 raise ValueError
             tables = tuple(_table(str(name)) for name in names)
-        except (ValueError, KeyError, TypeError):
+        except (ValueError, KeyError, TypeError, AttributeError):
             problems.append(f"signal {signal_id!r}: data must be {{\"tables\": [\"db.table\", "
-                            f"...]}} (no other key), got {data!r}")
+                            f"...]}}, with an optional \"condition\": \"a WHERE condition\" "
+                            f"(no other key), got {data!r}")
             continue
-        signals.append(Signal(signal_id, tables, f"signal {signal_id} at {where}"))
+        if condition is not None:
+            why = condition_problem(condition)
+            if why is not None:
+                problems.append(f"signal {signal_id!r}: its condition {condition!r} {why}")
+                continue
+        signals.append(Signal(signal_id, tables, f"signal {signal_id} at {where}", condition))
     return signals, problems
+
+
+#: The longest condition taken: a WHERE fragment, not a program.
+MAX_CONDITION = 4096
+
+
+def condition_problem(condition: str) -> str | None:
+    """Why ``condition`` cannot be one WHERE condition of a snapshot's query, or None.
+
+    The text is put in a chunk's query as ``… WHERE (key range) AND (condition) ORDER BY …
+    LIMIT n``, so it must stay inside its parentheses: no ``;``, no comment (``--``, ``#``,
+    ``/*``) and no unbalanced parenthesis outside quotes, every quote closed. What it means
+    is the server's to judge: the reader asks it once before reading (an unknown column or a
+    syntax error fails that table's snapshot, with the server's message)."""
+    if not condition.strip():
+        return "is empty"
+    if len(condition) > MAX_CONDITION:
+        return f"is longer than {MAX_CONDITION} characters"
+    depth = 0
+    quote: str | None = None
+    i, end = 0, len(condition)
+    while i < end:
+        char = condition[i]
+        if quote is not None:
+            if char == "\\" and quote != "`":
+                i += 2
+                continue
+            if char == quote:
+                if i + 1 < end and condition[i + 1] == quote:  # a doubled quote
+                    i += 2
+                    continue
+                quote = None
+        elif char in "'\"`":
+            quote = char
+        elif char == ";":
+            return "holds a ';' (one condition, not statements)"
+        elif char == "#" or condition.startswith(("--", "/*"), i):
+            return "holds a comment, which would hide the rest of the query"
+        elif char == "(":
+            depth += 1
+        elif char == ")":
+            depth -= 1
+            if depth < 0:
+                return "closes a parenthesis it did not open"
+        i += 1
+    if quote is not None:
+        return f"leaves a {quote} quote open"
+    if depth:
+        return "leaves a parenthesis open"
+    return None
 
 
 def _table(name: str) -> tuple[str, str]:

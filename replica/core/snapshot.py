@@ -170,9 +170,11 @@ async def list_tables(conn: Connection) -> list[tuple[str, str]]:
 
 def plan_state(state: dict[str, Any], tables: Iterable[tuple[str, str]], *, reason: str,
                one_time: Callable[[str, str], bool] = lambda d, t: False,
-               request: str | None = None) -> list[str]:
+               request: str | None = None, condition: str | None = None) -> list[str]:
     """Add the tables to the snapshot state as pending (restarting a finished one); returns
-    their keys. ``state`` is the checkpoint's ``snapshot`` document, changed in place."""
+    their keys. ``state`` is the checkpoint's ``snapshot`` document, changed in place.
+    ``condition``: a WHERE condition limiting the rows read (a table already pending or
+    running keeps its own plan: the request waits for it)."""
     entries = state.setdefault("tables", {})
     added = []
     for database, table in tables:
@@ -188,6 +190,8 @@ def plan_state(state: dict[str, Any], tables: Iterable[tuple[str, str]], *, reas
         entries[key] = {"database": database, "table": table, "status": "pending",
                         "reason": reason, "one_time": one_time(database, table),
                         "last_key": None, "rows": 0, "chunks": 0, "requests": requests}
+        if condition is not None:
+            entries[key]["condition"] = condition
         added.append(key)
     return added
 
@@ -839,6 +843,14 @@ class SnapshotReader:
                 except DescribeError as exc:
                     self._finish(entry, "failed", f"{database}.{name} cannot be read: {exc}")
                     return
+                condition = entry.get("condition")
+                if condition is not None:
+                    refused = await _refused(conn, table, condition)
+                    if refused is not None:
+                        self._finish(entry, "failed", (
+                            f"the condition {condition!r} cannot limit {database}.{name}: the "
+                            f"server refused it ({refused}); nothing was read"))
+                        return
                 key = await _key_plan(conn, table)
                 if key is None and table.key_columns:
                     table = replace(table, key_columns=())
@@ -965,6 +977,8 @@ class SnapshotReader:
                 terms = [f"({key.where(last)})"] if last else []
                 if top_key:
                     terms.append(f"NOT ({key.where(top_key)})")
+                if entry.get("condition") is not None:
+                    terms.append(f"({entry['condition']})")
                 where = f" WHERE {' AND '.join(terms)}" if terms else ""
                 sql = (f"SELECT {table.select_list}, {', '.join(key.fetch)} FROM "
                        f"{_source(table)}{where} ORDER BY {', '.join(key.compare)} "
@@ -1056,6 +1070,8 @@ class SnapshotReader:
         counted_gtids = coordinator.stream_gtids()  # the same, by GTID (MySQL)
         read_time_us = time.time_ns() // 1000 + self._clock_offset_us
         sql = f"SELECT {table.select_list} FROM {_source(table)}"
+        if entry.get("condition") is not None:
+            sql += f" WHERE ({entry['condition']})"
         try:
             try:
                 _, high, exact = await self._read(conn, table, sql, time.monotonic(), counted,
@@ -1217,6 +1233,19 @@ class SnapshotReader:
 
 async def _nothing() -> None:
     pass
+
+
+async def _refused(conn: Connection, table: SnapshotTable, condition: str) -> str | None:
+    """Why the server refuses ``condition`` as a WHERE of ``table`` (its error), or None.
+
+    Asked once before a conditioned table is read: an unknown column or a syntax error then
+    ends that table's snapshot as failed, where a chunk's own error (1054, unknown column)
+    would read as a definition change and be retried."""
+    try:
+        await conn.query(f"SELECT 1 FROM {_source(table)} WHERE ({condition}) LIMIT 0")
+    except ServerError as exc:
+        return f"error {exc.code}: {exc.message}"
+    return None
 
 
 def _source(table: SnapshotTable) -> str:

@@ -8,7 +8,7 @@ it; the sink keeps it and writes it.
 Its JSON is part of the lake format, so a key that is absent stays absent: ``tables`` before
 any table was planned, ``key``/``high_key`` before a table was first described,
 ``exact_chunks`` before its first chunk landed, ``message`` unless its snapshot ended with
-one. ``None`` marks an absent key here; only ``high_key`` and ``last_key`` are also written as
+one, ``condition`` unless its rows are limited by one. ``None`` marks an absent key here; only ``high_key`` and ``last_key`` are also written as
 ``null`` (no key read yet). The nine keys a plan gives every table are always written (an
 entry without them reads as planned by nobody: no reason, no requests, nothing read).
 """
@@ -48,6 +48,8 @@ class TableProgress:
     has_high_key: bool = False
     exact_chunks: int | None = None  # chunks read at an exact binlog point (None: no chunk yet)
     message: str | None = None  # why it ended as it did, when that needs saying
+    #: A WHERE condition limiting the rows read (a signal's ``condition``); None: every row.
+    condition: str | None = None
 
     @property
     def name(self) -> str:
@@ -68,12 +70,15 @@ class TableProgress:
             doc["exact_chunks"] = self.exact_chunks
         if self.message is not None:
             doc["message"] = self.message
+        if self.condition is not None:
+            doc["condition"] = self.condition
         return doc
 
     @classmethod
     def from_json(cls, doc: Mapping[str, Any]) -> TableProgress:
         exact = doc.get("exact_chunks")
         message = doc.get("message")
+        condition = doc.get("condition")
         return cls(
             database=str(doc["database"]), table=str(doc["table"]), status=str(doc["status"]),
             reason=str(doc.get("reason", "")), one_time=bool(doc.get("one_time", False)),
@@ -83,7 +88,8 @@ class TableProgress:
             key=_strings(doc.get("key")), high_key=_strings(doc.get("high_key")),
             has_high_key="high_key" in doc,
             exact_chunks=None if exact is None else int(exact),
-            message=None if message is None else str(message))
+            message=None if message is None else str(message),
+            condition=None if condition is None else str(condition))
 
 
 @dataclass(frozen=True, slots=True)

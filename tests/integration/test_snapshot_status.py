@@ -63,7 +63,7 @@ def test_status_and_the_log_show_snapshot_progress(mariadb_10_11: ServerHandle,
     assert doc["snapshots"] == [{"table": name, "status": "running", "rows": chunks * CHUNK,
                                  "chunks": chunks, "last_key": [str(chunks * CHUNK)],
                                  "one_time": False, "message": None,
-                                 "reason": "start.from = snapshot"}]
+                                 "reason": "start.from = snapshot", "condition": None}]
 
     daemon.start()
     wait_snapshots_done(lake, {name}, 120, daemon.check_alive)

@@ -211,3 +211,16 @@ def test_the_checkpoint_holds_the_document_byte_for_byte(tmp_path: Path) -> None
     reopened.open()
     assert reopened.snapshot_state == WRITTEN
     reopened.close()
+
+
+def test_a_signal_condition_is_kept_with_its_table() -> None:
+    """A table limited by a signal's condition resumes with it after a restart."""
+    entry = {"database": "shop", "table": "orders", "status": "running", "reason": "signal c1",
+             "one_time": False, "last_key": ["40"], "rows": 12, "chunks": 3, "requests": ["r"],
+             "condition": "created >= '2026-01-01'"}
+    progress = SnapshotProgress.from_json({"tables": {"shop.orders": entry}})
+    assert (progress.tables or ())[0].condition == "created >= '2026-01-01'"
+    assert progress.to_json() == {"tables": {"shop.orders": entry}}
+    del entry["condition"]
+    assert "condition" not in SnapshotProgress.from_json(
+        {"tables": {"shop.orders": entry}}).to_json()["tables"]["shop.orders"]

@@ -183,4 +183,5 @@ def test_snapshot_progress_from_the_checkpoint(tmp_path: Path) -> None:
         "    shop.users  running  20 rows in 2 chunks, last key 20"]
     assert status.as_json(facts)["snapshots"][2] == {
         "table": "shop.users", "status": "running", "rows": 20, "chunks": 2,
-        "last_key": ["20"], "one_time": False, "message": None, "reason": None}
+        "last_key": ["20"], "one_time": False, "message": None, "reason": None,
+        "condition": None}
