@@ -25,6 +25,7 @@ from ..errors import MalformedPacket
 from ..results import TEXT_BYTES, TEXT_DEFAULT, TEXT_STR, check_kept
 from .tablemap import DescribeError, TableNotFound, UnsupportedColumn, snapshot_table_map
 from .values import (
+    SESSION_SETUP,
     ColumnConverter,
     Converter,
     column_converter,
@@ -35,7 +36,7 @@ from .values import (
     wire_kind,
 )
 
-__all__ = ["SnapshotTable", "snapshot_table", "choose_key", "DescribeError", "TableNotFound",
+__all__ = ["SESSION_SETUP", "SnapshotTable", "snapshot_table", "choose_key", "DescribeError", "TableNotFound",
            "UnsupportedColumn", "quote_name"]
 
 
@@ -50,7 +51,8 @@ class SnapshotTable:
         key_columns: the chunking key, column indexes in key order: the primary key, else a
             UNIQUE key whose columns are all NOT NULL, else ``()`` (no key: read in one pass).
         select_list: one SQL expression per column, in table order (see
-            ``protocol.snapshot.values`` for why each is what it is).
+            ``protocol.snapshot.values`` for why each is what it is), to be read on a
+            connection that has run :data:`SESSION_SETUP`.
         data_types: the columns' ``information_schema`` DATA_TYPEs (the converters need them
             where the TABLE_MAP cannot tell, e.g. MariaDB's UUID from a BINARY(16)).
     """

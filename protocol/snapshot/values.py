@@ -12,10 +12,13 @@ column's text is not exact, the expression makes it so:
   through the same cast so ``DOUBLE(M,D)`` is not printed rounded to D digits.
 * TIMESTAMP prints in the session's time zone: ``UNIX_TIMESTAMP(c)`` is the stored number of
   seconds (with the fraction), whatever the time zone; ``0`` is the zero TIMESTAMP.
-* Character and binary strings: ``CAST(c AS BINARY)`` gives the stored bytes in the column's
-  own character set (no conversion to the connection's, which could replace what does not
-  convert), decoded here with the column's collation exactly as the row decoder does — bytes
-  stay bytes where the binlog's would (no codec, binary collation, invalid in the charset).
+* Character and binary strings: the column itself, on a connection that converts no results
+  (:data:`SESSION_SETUP`: ``character_set_results = NULL``), gives the stored bytes in the
+  column's own character set (no conversion to the connection's, which could replace what does
+  not convert), decoded here with the column's collation exactly as the row decoder does —
+  bytes stay bytes where the binlog's would (no codec, binary collation, invalid in the
+  charset). Not ``CAST(c AS BINARY)``: the same bytes, at the cost of a copy of every value in
+  the server.
 * ENUM and SET: ``CAST(c AS UNSIGNED)`` is the stored index / bit mask, mapped to labels
   through the same label lists the TABLE_MAP carries (index 0 is ``''``); BIT: the same cast
   is its number. (``c + 0`` is not exact: a SET with its 64th member comes back negative, or
@@ -46,7 +49,7 @@ from ..valuetypes import binary_json, characters, newdecimal, time2, timestamp2
 from ..valuetypes.characters import text_decoder, text_rule
 from ..valuetypes.temporal import InvalidTemporal
 
-__all__ = ["quote_name", "select_expression", "converter_for", "column_converter",
+__all__ = ["SESSION_SETUP", "quote_name", "select_expression", "converter_for", "column_converter",
            "wire_kind", "text_spec", "PYTHON_SPEC", "Converter", "ColumnConverter"]
 
 Converter = Callable[[Any], Any]
@@ -64,6 +67,14 @@ _F32 = struct.Struct("<f")
 _STRINGS = frozenset({FieldType.VARCHAR, FieldType.VAR_STRING, FieldType.STRING,
                       FieldType.BLOB, FieldType.TINY_BLOB, FieldType.MEDIUM_BLOB,
                       FieldType.LONG_BLOB})
+
+
+#: The statements a connection runs before it reads :func:`select_expression`'s columns: no
+#: conversion of results to the connection's character set (NULL: every string value is sent
+#: as stored, in its column's character set; the column definitions keep their own charset).
+#: Harmless for the other reads a snapshot makes on the connection: ``information_schema``
+#: text is utf8mb3, which needs no conversion to be read as UTF-8.
+SESSION_SETUP: tuple[str, ...] = ("SET SESSION character_set_results = NULL",)
 
 
 def quote_name(name: str) -> str:

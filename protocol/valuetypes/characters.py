@@ -10,8 +10,11 @@ a guess. :func:`text_rule` says which rule a collation takes; :func:`text_decode
 The legacy (non-Unicode) charsets decode through the server-derived tables of
 ``protocol.binlog.charsets``; MySQL's ``latin1`` is :func:`decode_mysql_latin1`.
 
-**Snapshot**: ``CAST(c AS BINARY)`` gives the stored bytes (no conversion to the connection's
-charset, which could replace what does not convert), decoded with the same rule.
+**Snapshot**: the column itself, read on a connection whose ``character_set_results`` is NULL
+(``protocol.snapshot.SESSION_SETUP``), gives the stored bytes (no conversion to the connection's
+charset, which could replace what does not convert), decoded with the same rule. A
+``CAST(c AS BINARY)`` gives the same bytes, but costs the server a copy of every value (a large
+share of its CPU in a snapshot of a table with text columns).
 
 **Text**: the outputs print the ``str`` value itself; where one carries a value's bytes (the
 Open Protocol output's base64 of TEXT and BLOB columns), :func:`output_bytes` gives them: the
@@ -82,8 +85,9 @@ def text_decoder(collation: int | None) -> Callable[[bytes], str | bytes]:
 
 
 def select_expression(quoted_name: str) -> str:
-    """What a snapshot selects for the column: its stored bytes."""
-    return f"CAST({quoted_name} AS BINARY)"
+    """What a snapshot selects for the column: the column, whose text is its stored bytes on a
+    connection that converts no results (``character_set_results = NULL``)."""
+    return quoted_name
 
 
 def output_bytes(value: str | bytes | bytearray | memoryview) -> bytes:

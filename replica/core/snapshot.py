@@ -84,7 +84,13 @@ from protocol.binlog.transactions import (
 from protocol.errors import ServerError
 from protocol.gtid import GtidSet
 from protocol.results import ResultSet, is_binary_column, kept_row
-from protocol.snapshot import DescribeError, SnapshotTable, TableNotFound, quote_name
+from protocol.snapshot import (
+    SESSION_SETUP,
+    DescribeError,
+    SnapshotTable,
+    TableNotFound,
+    quote_name,
+)
 from replica.core.connection import Connection, ConnectOptions
 from replica.core.sink_worker import SinkWorker
 from replica.core.snapshot_describe import describe_table
@@ -788,6 +794,8 @@ class SnapshotReader:
             return
         async with await Connection.open(self.connect) as conn:
             await conn.execute("SET SESSION TRANSACTION READ ONLY")
+            for statement in SESSION_SETUP:  # what reading the tables' select lists needs
+                await conn.execute(statement)
             if conn.is_mariadb:  # WITH CONSISTENT SNAPSHOT is a read view in REPEATABLE READ
                 await conn.execute("SET SESSION TRANSACTION ISOLATION LEVEL REPEATABLE READ")
                 self._exact = True

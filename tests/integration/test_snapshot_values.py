@@ -7,7 +7,7 @@ CHAR(255) utf8mb4, BINARY, BLOBs, ENUM/SET, JSON, GEOMETRY, NULLs) plus a family
 matrix leaves out (spatial subtypes, MariaDB's UUID/INET4/INET6, MySQL's VECTOR, utf16/ucs2/
 cp1251, sjis, the server's default collation, padded CHAR/BINARY, FLOAT(M,D)/DOUBLE(M,D), -0e0) gets
 two identical tables. ``<family>_before`` is filled first and read like a snapshot does —
-``describe_table`` + ``SELECT select_list``, kept unparsed and made Arrow chunks by
+``describe_table`` + ``SELECT select_list`` (after ``SESSION_SETUP``), kept unparsed and made Arrow chunks by
 ``decode_kept`` (the engine's path with the native extension) — and landed as R rows through
 ``ParquetSink.land_chunk``; the same rows parsed and converted by the reference
 (``decode_rows``) land in a lake of their own, which must be equal, row for row; ``<family>_twin`` is filled afterwards with the same statements and landed by
@@ -37,7 +37,7 @@ import trio
 
 from protocol.binlog.model import BinlogPosition, EventHeader, RowsEvent, RowsKind
 from protocol.results import is_binary_column
-from protocol.snapshot import SnapshotTable
+from protocol.snapshot import SESSION_SETUP, SnapshotTable
 from replica.core.connection import Connection, ConnectOptions
 from replica.core.snapshot_describe import describe_table
 from sinks.chunks import SnapshotChunk
@@ -134,6 +134,8 @@ async def _read(server: ServerHandle, snap: SnapshotTable) -> tuple[Any, Any, An
     options = ConnectOptions(unix_socket=server.socket, user=user.name, password=user.password)
     sql = f"SELECT {snap.select_list} FROM `{snap.database}`.`{snap.name}` ORDER BY id"
     async with await Connection.open(options) as conn:
+        for statement in SESSION_SETUP:
+            await conn.execute(statement)
         reference = snap.decode_rows(await conn.query(sql))
         if not snap.reads_kept:
             return reference, reference, None

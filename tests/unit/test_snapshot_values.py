@@ -17,7 +17,13 @@ from protocol.binlog.rows import decode_rows_event
 from protocol.binlog.tablemap import decode_table_map
 from protocol.binlog.values import InvalidTemporal
 from protocol.results import TEXT_DEFAULT, TEXT_FLOAT, TEXT_INT, TEXT_UTF8
-from protocol.snapshot import SnapshotTable, UnsupportedColumn, choose_key, snapshot_table
+from protocol.snapshot import (
+    SESSION_SETUP,
+    SnapshotTable,
+    UnsupportedColumn,
+    choose_key,
+    snapshot_table,
+)
 from protocol.snapshot.tablemap import binlog_column, snapshot_table_map
 from protocol.snapshot.values import converter_for, quote_name, select_expression
 from sinks.parquet.schema import signature
@@ -109,8 +115,10 @@ def test_rows_decode_like_the_binlog() -> None:
 def test_select_list_makes_every_value_exact() -> None:
     snap = snapshot_table(DESCRIPTION, mysql=False, row_metadata="FULL")
     assert snap.select_list == (
-        "`id`, CAST(`v` AS BINARY), CAST(`c` AS BINARY), CAST(`f` AS DOUBLE), "
-        "CAST(`e` AS UNSIGNED), UNIX_TIMESTAMP(`ts`), CAST(`b` AS UNSIGNED), CAST(`raw` AS BINARY)")
+        "`id`, `v`, `c`, CAST(`f` AS DOUBLE), "
+        "CAST(`e` AS UNSIGNED), UNIX_TIMESTAMP(`ts`), CAST(`b` AS UNSIGNED), `raw`")
+    # strings are their stored bytes only on a connection that converts no results
+    assert SESSION_SETUP == ("SET SESSION character_set_results = NULL",)
     assert snap.key_columns == (0,)
     assert quote_name("we`ird") == "`we``ird`"
 
