@@ -1,0 +1,191 @@
+"""``TransactionItems``: each item of the transaction stream, through the sink's roles.
+
+A BEGIN opens a transaction in the buffer, tagged by the stream's progress (or marked as one
+the lake already has: a replayed stream); its rows pass the column rules and land in the
+buffer under the table's schema version (spilled when the memory budget is exceeded); its DDL
+waits for the commit; the COMMIT hands its rows to the part writer, logs its DDL and moves the
+resume point past it. XA PREPARE keeps the rows durable but invisible in the XA store until the
+XA COMMIT lands them or XA ROLLBACK drops them. A commit that passes a size or row threshold
+flushes (``flush_in_handle``) or says the caller should (``FlushPolicy.wanted``).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from typing import Any
+
+from protocol.binlog.model import BinlogPosition, RowsEvent
+from protocol.binlog.transactions import (
+    Statement,
+    TransactionBegin,
+    TransactionCommit,
+    TransactionPrepared,
+    TransactionRollback,
+)
+
+from ..contract import CommitOutcome
+from ..errors import SinkStateError
+from ..transform import Transform
+from .buffer import Transaction, TransactionBuffer
+from .ddllog import DdlLog
+from .flush_policy import FlushPolicy
+from .parts import PartWriter
+from .progress import StreamProgress
+from .registry import SchemaRegistry
+from .workspace import Workspace
+from .xastore import XaStore
+
+__all__ = ["TransactionItems"]
+
+log = logging.getLogger("binlake.sinks.parquet")
+
+
+class TransactionItems:
+    """See the module docstring. ``flush()`` is the sink's flush (a threshold passed)."""
+
+    def __init__(self, workspace: Workspace, progress: StreamProgress, buffer: TransactionBuffer,
+                 registry: SchemaRegistry, parts: PartWriter, xa: XaStore, ddl: DdlLog,
+                 policy: FlushPolicy, transform: Transform | None,
+                 flush: Callable[[], object]) -> None:
+        self._workspace = workspace
+        self._stats = workspace.stats
+        self._progress = progress
+        self._buffer = buffer
+        self._registry = registry
+        self._parts = parts
+        self._xa = xa
+        self._ddl = ddl
+        self._policy = policy
+        self._transform = transform
+        self._flush = flush
+        #: The item classes and what handles them (the sink dispatches by ``type(item)``).
+        self.handlers: dict[type, Callable[[Any], CommitOutcome | None]] = {
+            RowsEvent: self.rows, TransactionBegin: self._begin,
+            TransactionCommit: self._commit, Statement: self._statement,
+            TransactionRollback: self._rollback, TransactionPrepared: self._prepared,
+        }
+
+    def drop_open(self) -> Transaction | None:
+        """Drop the open transaction, if any (it will be streamed again); it."""
+        txn, self._buffer.txn = self._buffer.txn, None
+        if txn is not None:
+            self._buffer.discard(txn)
+        return txn
+
+    def _begin(self, begin: TransactionBegin) -> None:
+        txn = self.drop_open()
+        if txn is not None:
+            log.warning("transaction at %s never ended; dropping its rows", txn.begin.position)
+        progress = self._progress
+        self._buffer.txn = Transaction(progress.tags(begin), begin,
+                                       progress.already_landed(begin))
+
+    def rows(self, event: RowsEvent) -> None:
+        """A rows event of the open transaction (a snapshot chunk's rows too)."""
+        txn = self._buffer.txn
+        if txn is None:
+            raise SinkStateError("rows event outside a transaction")
+        if txn.skip or event.row_count == 0:
+            return
+        if self._transform is not None:
+            event = self._transform.rows(event)
+        version = self._registry.version_for(event.table, txn.tags)
+        if self._buffer.add(txn, version, event):
+            self._buffer.spill_open()
+            self._parts.relieve()
+
+    def _statement(self, statement: Statement) -> None:
+        txn = self._buffer.txn
+        if txn is None:
+            raise SinkStateError("statement outside a transaction")
+        if txn.skip:
+            return
+        if statement.is_ddl:
+            txn.statements.append(statement)
+        elif statement.query.lstrip()[:3].upper() == "XA ":
+            pass  # XA COMMIT/ROLLBACK <xid>: the outcome arrives as the group's commit/rollback
+        else:
+            self._stats.statement_dml += 1
+            if self._workspace.first_time("statement_dml"):
+                log.warning("statement-based DML in the binlog cannot be landed as rows "
+                            "(set binlog_format=ROW); first at %s", statement.position)
+
+    def _rollback(self, rollback: TransactionRollback) -> None:
+        txn = self.drop_open()
+        self._stats.rollbacks += 1
+        if rollback.xa is None or txn is None or txn.skip:
+            return
+        # XA ROLLBACK <xid>: its prepared rows go, and — unlike a plain ROLLBACK, which the
+        # binlog never holds — the group itself is a logged transaction to resume after.
+        self._xa.rollback(rollback.xa)
+        gtid = rollback.gtid if rollback.gtid is not None else txn.begin.gtid
+        self._advance(txn, gtid, rollback.end, txn.begin.timestamp * 1_000_000,
+                      txn.begin.server_id)
+
+    def _prepared(self, prepared: TransactionPrepared) -> None:
+        """XA PREPARE: keep the rows durable but invisible until the outcome (see xa.py)."""
+        txn = self._end("XA PREPARE")
+        if txn is None:
+            return
+        self._xa.prepare(prepared.xid, txn.tags.seq, txn.tags.gtid, txn.tables.values(),
+                         self._buffer.drain_all, txn.begin.position)
+        txn.tables.clear()
+        gtid = prepared.gtid if prepared.gtid is not None else txn.begin.gtid
+        self._advance(txn, gtid, prepared.end, txn.begin.timestamp * 1_000_000,
+                      txn.begin.server_id)
+
+    def _end(self, what: str) -> Transaction | None:
+        """The transaction ``what`` ends; None when it is one the lake already has."""
+        txn, self._buffer.txn = self._buffer.txn, None
+        if txn is None:
+            raise SinkStateError(f"{what} outside a transaction")
+        if txn.skip:
+            self._buffer.discard(txn)
+            self._stats.skipped_transactions += 1
+            return None
+        return txn
+
+    def _commit(self, commit: TransactionCommit) -> CommitOutcome:
+        txn = self._end("commit")
+        if txn is None:
+            return CommitOutcome.ALREADY_LANDED
+        seq = txn.tags.seq
+        commit_us = commit.commit_time_us
+        parts = self._parts
+        date = parts.date_of(commit_us)
+        rows = 0
+        if commit.xa is not None:
+            for version, batch in self._xa.commit(commit.xa, txn.begin.position):
+                rows += parts.append_prepared(version, batch, seq, commit_us, date)
+        rows += parts.add_transaction(txn.tables.values(), self._buffer.drain, seq, commit_us,
+                                      date)
+        for statement in txn.statements:
+            self._ddl.log(statement, seq, txn.tags.gtid, commit_us)
+        gtid = commit.gtid if commit.gtid is not None else txn.begin.gtid
+        self._advance(txn, gtid, commit.end, commit_us, commit.server_id)
+        self.committed(rows)
+        parts.wait_if_filling()
+        self.flush_if_full()
+        return CommitOutcome.ACCEPTED
+
+    def _advance(self, txn: Transaction, gtid: Any, end: BinlogPosition, commit_us: int,
+                 server_id: int) -> None:
+        """Move the resume point past ``txn`` (landed at the next flush)."""
+        self._progress.advance(txn.tags, txn.begin, gtid, end, commit_us, server_id)
+        self._policy.commits += 1
+
+    def committed(self, rows: int) -> None:
+        """A transaction of ``rows`` rows joined the next flush."""
+        self._policy.rows += rows
+        stats = self._stats
+        stats.transactions += 1
+        stats.rows += rows
+
+    def flush_if_full(self) -> None:
+        """A size or row threshold passed: flush now, or have the caller do it."""
+        if self._policy.full(self._parts.flush_wanted):
+            if self._workspace.options.flush_in_handle:
+                self._flush()
+            else:
+                self._policy.wanted = True

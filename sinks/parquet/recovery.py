@@ -1,0 +1,57 @@
+"""Taking a lake to write it, and giving it back.
+
+Before the sink writes anything it holds the lake's writer lock, refuses a lake of a newer
+binlake (its format version), finishes or discards a commit a crash left half-done, checks
+the ``[types]`` choices against the lake's record of them, and tells the file system layer
+which lake it works in (``commit._OsFileSystem.watch``: one ``syncfs`` may then stand for many
+``fsync`` calls). Giving the lake back undoes the last two steps.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from ..errors import LakeError
+from ..transform import TypeOptions
+from . import commit as C
+from . import small_file
+from . import state as S
+from . import trees as T
+from .lock import LakeLock
+from .type_record import check_types
+
+__all__ = ["release", "take"]
+
+log = logging.getLogger("binlake.sinks.parquet")
+
+
+def take(lake: str, lock: LakeLock, types: TypeOptions) -> S.LakeState | None:
+    """Lock and recover ``lake``; its durable state (None: a new lake).
+
+    Raises :class:`~sinks.errors.LakeLocked` (another writer holds the lake; nothing was
+    touched) or :class:`~sinks.errors.LakeError` (the lock is released then).
+    """
+    lock.acquire()
+    try:
+        S.check_lake(lake)  # a lake of a newer binlake: refused before recovery
+        doc = C.recover(lake)
+        check_types(lake, types, new_lake=doc is None)  # before anything lands
+    except OSError as exc:
+        lock.release()
+        raise LakeError.from_os_error(exc, lake, "recovering the lake") from exc
+    except BaseException:
+        lock.release()
+        raise
+    T.warn_once(log.warning)
+    small_file.warn_once(log.warning)
+    try:  # before the sink writes anything: see commit._OsFileSystem
+        C.OS.watch(lake)
+    except OSError:
+        pass  # then every flush fsyncs path by path, as on any other filesystem
+    return None if doc is None else S.LakeState.from_json(doc, lake)
+
+
+def release(lake: str, lock: LakeLock) -> None:
+    """Give back a lake :func:`take` took."""
+    C.OS.unwatch(lake)
+    lock.release()
