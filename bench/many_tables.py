@@ -40,7 +40,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import io
-import json
 import os
 import pstats
 import secrets
@@ -55,11 +54,11 @@ from typing import Any
 
 from devtools.sandbox import MARIADB, SandboxServer, start_server
 
-from . import commands, lake_fs
+from . import commands, lake_fs, report
 from .measure import Measurement
 from .workloads import MIXED_COLUMNS, mixed_rows
 
-__all__ = ["main"]
+__all__ = ["load", "main", "settle"]
 
 USER = "bench"
 SERVER_ARGS = (
@@ -84,7 +83,7 @@ def _log(message: str) -> None:
     print(f"[many_tables {time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
 
 
-def _load(server: SandboxServer, database: str, tables: int, rows: int, per_txn: int,
+def load(server: SandboxServer, database: str, tables: int, rows: int, per_txn: int,
           seed: int) -> tuple[str, float]:
     """Create the tables, then log the backlog; returns its first binlog file and load time."""
     server.sql(f"CREATE DATABASE {database} CHARACTER SET utf8mb4")
@@ -107,7 +106,7 @@ def _load(server: SandboxServer, database: str, tables: int, rows: int, per_txn:
     return first, time.perf_counter() - started
 
 
-def _settle(server: SandboxServer, limit_s: float = 120.0) -> float:
+def settle(server: SandboxServer, limit_s: float = 120.0) -> float:
     """Wait until InnoDB has written the load's dirty pages (at most ``limit_s``); returns the
     seconds waited. Otherwise the server's background flushing after loading 2,000 tables
     competes with the first measured runs for this machine's two cores."""
@@ -172,7 +171,7 @@ def _start_case(tables: int, args: argparse.Namespace, password: str) -> _Case:
         server.sql(f"CREATE USER '{USER}'@'%' IDENTIFIED BY '{password}';"
                    f"GRANT REPLICATION SLAVE, BINLOG MONITOR, SELECT ON *.* TO '{USER}'@'%';")
         database = f"many_{tables}"
-        first, load_seconds = _load(server, database, tables, args.rows, args.rows_per_txn,
+        first, load_seconds = load(server, database, tables, args.rows, args.rows_per_txn,
                                     args.seed)
     except BaseException:
         server.cleanup()
@@ -215,7 +214,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             cases.append(_start_case(tables, args, password))
         results["server"] = cases[0].server.version()
         for case in cases:
-            _log(f"{case.tables} tables: server settled in {_settle(case.server):.1f} s")
+            _log(f"{case.tables} tables: server settled in {settle(case.server):.1f} s")
         for repeat in range(args.repeats):
             for index, case in enumerate(cases):
                 # Every run's lake stays until the end: in TMPDIR (no fresh ext4), deleting the
@@ -274,29 +273,20 @@ def render(results: dict[str, Any]) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m bench.many_tables", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = report.parser("python -m bench.many_tables", __doc__, "case")
     parser.add_argument("--tables", default="20,2000",
                         help="comma-separated table counts (default 20,2000)")
     parser.add_argument("--rows", type=int, default=100_000, help="rows per case (100000)")
     parser.add_argument("--rows-per-txn", type=int, default=5, help="rows per transaction (5)")
-    parser.add_argument("--repeats", type=int, default=3, help="runs per case, median (3)")
-    parser.add_argument("--seed", type=int, default=20241121)
     parser.add_argument("--profile", action="store_true",
                         help="run the last repeat under cProfile and print the top functions")
     parser.add_argument("--lake-fs", choices=("ext4", "tmpdir"), default="ext4",
                         help="where the lakes go: a fresh journaled ext4 on a loop device (root; "
                              "the default, TMPDIR when it cannot be made) or TMPDIR")
-    parser.add_argument("--results-dir", type=Path,
-                        default=Path(__file__).resolve().parent / "results")
     args = parser.parse_args(argv)
     args.tables = [int(t) for t in args.tables.split(",")]
     results = run(args)
-    args.results_dir.mkdir(parents=True, exist_ok=True)
-    path = args.results_dir / f"many_tables-{results['started']}.json"
-    path.write_text(json.dumps(results, indent=2) + "\n")
-    print(render(results))
-    print(f"JSON: {path}")
+    report.save(args.results_dir, "many_tables", results, render(results))
     return 0
 
 

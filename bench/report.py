@@ -18,7 +18,7 @@ from typing import Any
 
 from . import targets
 
-__all__ = ["TITLES", "readme", "render"]
+__all__ = ["TITLES", "parser", "readme", "render", "save"]
 
 _PEER_ORDER = ("pmr", "mariadb-binlog", "binlake-fetch", "binlake-decode", "binlake-run",
                "baseline-run", "binlake-decode-text", "binlake-decode-open-protocol",
@@ -253,6 +253,29 @@ def readme(results: dict[str, Any], many: dict[str, Any] | None = None) -> str:
                       f"{float(many.get('loadavg_at_start', [0.0])[0]):.1f} at the start):", "",
                   render_many(many)]
     return "\n".join(lines)
+
+
+def parser(prog: str, doc: str | None, what: str) -> argparse.ArgumentParser:
+    """A step's command line with the options every step has: ``--repeats`` (runs per
+    ``what``, the median), ``--seed``, ``--results-dir``."""
+    out = argparse.ArgumentParser(prog=prog, description=doc,
+                                  formatter_class=argparse.RawDescriptionHelpFormatter)
+    out.add_argument("--repeats", type=int, default=3, help=f"runs per {what}, median (3)")
+    out.add_argument("--seed", type=int, default=20241121)
+    out.add_argument("--results-dir", type=Path,
+                     default=Path(__file__).resolve().parent / "results")
+    return out
+
+
+def save(results_dir: Path, step: str, results: dict[str, Any], table: str) -> Path:
+    """Write a step's results as ``results_dir/STEP-<started>.json`` and print its table and
+    where the JSON went (``bench.many_tables``, ``bench.side_by_side``)."""
+    results_dir.mkdir(parents=True, exist_ok=True)
+    path = results_dir / f"{step}-{results['started']}.json"
+    path.write_text(json.dumps(results, indent=2) + "\n")
+    print(table)
+    print(f"JSON: {path}")
+    return path
 
 
 def _newest(results_dir: Path, pattern: str = "[0-9]*T[0-9]*.json") -> Path | None:

@@ -58,7 +58,7 @@ from .workloads import DATABASE, MIXED_COLUMNS
 if TYPE_CHECKING:
     from .run import Bench
 
-__all__ = ["measure", "TABLE"]
+__all__ = ["TABLE", "lake_rows", "load_table", "measure", "write_config"]
 
 TABLE = "snap_src"
 #: Commits per second of the concurrent writer.
@@ -66,7 +66,7 @@ WRITER_RATE = 200.0
 _BATCH = 100_000
 
 
-def _load(bench: Bench, rows: int) -> float:
+def load_table(bench: Bench, rows: int) -> float:
     started = time.perf_counter()
     bench.server.sql(f"CREATE TABLE {DATABASE}.{TABLE} ({MIXED_COLUMNS}) ENGINE=InnoDB")
     for low in range(1, rows + 1, _BATCH):
@@ -155,7 +155,7 @@ def _latency_summary(latencies: list[float]) -> dict[str, Any]:
             "p99_ms": round(p99 * 1000, 3), "max_ms": round(ordered[-1] * 1000, 3)}
 
 
-def _config(bench: Bench, lake: Path, path: Path, server_id: int) -> None:
+def write_config(bench: Bench, lake: Path, path: Path, server_id: int) -> None:
     # MySQL over its unix socket, as its dump connects (TCP without TLS would make
     # caching_sha2_password fetch the server's RSA key on every connection).
     where = (f'socket = "{bench.server.socket}"\n' if bench.server.kind == MYSQL else
@@ -171,7 +171,7 @@ def _config(bench: Bench, lake: Path, path: Path, server_id: int) -> None:
         '[metrics]\naddress = ""\n')
 
 
-def _lake_rows(lake: Path) -> tuple[int, int]:
+def lake_rows(lake: Path) -> tuple[int, int]:
     """``(R rows, distinct ids)`` of the table in the lake (visible Parquet files only, as Spark
     reads them). A row the writer changed during the snapshot lands by its change (``U``, full
     image) instead of an ``R``, so the ids, not the R rows, must number the table's rows."""
@@ -194,7 +194,7 @@ def measure(bench: Bench, rows: int, writer_seconds: float, server_id: int,
     medians: the rates compared); the writer alone for ``writer_seconds``; one more
     ``binlake snapshot`` with the writer beside it (its latency, and the lake's rows checked
     with changes landing during the snapshot)."""
-    out: dict[str, Any] = {"rows": rows, "load_seconds": round(_load(bench, rows), 2)}
+    out: dict[str, Any] = {"rows": rows, "load_seconds": round(load_table(bench, rows), 2)}
     bench.log(f"snapshot: {rows} rows loaded in {out['load_seconds']:.1f} s")
 
     tool, dump = _dump_argv(bench)
@@ -218,7 +218,7 @@ def measure(bench: Bench, rows: int, writer_seconds: float, server_id: int,
     def snapshot(attempt: int, writer: _Writer | None) -> dict[str, Any]:
         work = Path(tempfile.mkdtemp(prefix="snapshot-", dir=bench.work_dir))
         lake, config = work / "lake", work / "binlake.toml"
-        _config(bench, lake, config, server_id + attempt)
+        write_config(bench, lake, config, server_id + attempt)
         argv = [sys.executable, "-m", "replica.cli", "snapshot", "--config", os.fspath(config),
                 "--table", f"{DATABASE}.{TABLE}"]
         try:
@@ -227,7 +227,7 @@ def measure(bench: Bench, rows: int, writer_seconds: float, server_id: int,
             else:
                 with writer:
                     m = run_measured(argv, env=env, stdout_to_devnull=True)
-            reads, landed = _lake_rows(lake)
+            reads, landed = lake_rows(lake)
         finally:
             shutil.rmtree(work, ignore_errors=True)
         return {"seconds": m.wall_seconds, "peak_rss_mib": m.peak_rss_kib / 1024,
