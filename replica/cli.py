@@ -44,7 +44,14 @@ import trio
 from protocol import errors
 from replica.config import Config, ConfigError, load_config, peek_key
 from replica.core.backoff import is_permanent
-from sinks.errors import LakeError, LakeFormatTooNew, LakeLocked, TransformRefused
+from sinks.errors import (
+    LakeError,
+    LakeFormatTooNew,
+    LakeLocked,
+    StoreRefused,
+    StoreUnavailable,
+    TransformRefused,
+)
 from sinks.parquet import prefer_jemalloc
 from sinks.parquet.lean_import import import_pyarrow_lean
 
@@ -70,7 +77,9 @@ exit codes:
   3  permanent replication error (authentication, privileges, purged position,
      duplicate server_id, undecodable stream): fix the cause, retrying will not help
   4  lake error: disk full, I/O error, read-only or permission (the line names the
-     path and the errno), or another `binlake run` holds the lake's lock
+     path and the errno), another `binlake run` holds the lake's lock, or the object
+     store refused (403, missing bucket, quota, no conditional writes; the line names
+     the bucket and the operation)
 
 configuration: BINLAKE_DEFAULT_<SECTION>_<KEY> variables (defaults), a TOML file
 (--config, $BINLAKE_CONFIG or /etc/binlake/binlake.toml), then BINLAKE_<SECTION>_<KEY>
@@ -346,8 +355,13 @@ def hint_for(exc: BaseException) -> str | None:
     """The one-line fix for an exception, if there is one."""
     if isinstance(exc, ConfigError):
         return exc.hint
-    if isinstance(exc, LakeError | LakeLocked | LakeFormatTooNew | TransformRefused):
+    if isinstance(exc, LakeError | LakeLocked | LakeFormatTooNew | TransformRefused
+                  | StoreRefused):
         return exc.fix
+    if isinstance(exc, StoreUnavailable):
+        return ("the object store did not answer or asked to slow down, and the retries ran "
+                "out: check lake.s3.endpoint and the network to it, then start binlake again "
+                "(it resumes from the lake's last commit)")
     if isinstance(exc, errors.InsecureTransport) and exc.fix:
         return exc.fix
     for cls in type(exc).__mro__:
@@ -361,7 +375,7 @@ def exit_code_for(exc: BaseException) -> int:
     # the wrong binlake for this lake; a column rule its column refuses
     if isinstance(exc, ConfigError | LakeFormatTooNew | TransformRefused):
         return EXIT_USAGE
-    if isinstance(exc, LakeError | LakeLocked):
+    if isinstance(exc, LakeError | LakeLocked | StoreRefused):
         return EXIT_LAKE
     if isinstance(exc, errors.ProtocolError) and is_permanent(exc):
         return EXIT_PERMANENT

@@ -29,10 +29,13 @@ import re
 import tomllib
 import types
 import typing
+import urllib.parse
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from sinks.objectstore.s3 import ADDRESSING as S3_ADDRESSING
+from sinks.objectstore.s3 import S3Settings, is_store_url, split_url
 from sinks.transform import ACTIONS, ColumnRule, Transform, TypeOptions
 
 __all__ = [
@@ -44,6 +47,7 @@ __all__ = [
     "SemiSyncConfig",
     "FilterConfig",
     "LakeConfig",
+    "S3Config",
     "ReconnectConfig",
     "MetricsConfig",
     "LogConfig",
@@ -328,11 +332,66 @@ class SnapshotConfig:
 
 
 @dataclass(frozen=True, slots=True)
+class S3Config:
+    """A lake on S3 or an S3-compatible store (Ceph, MinIO), used when lake.path is
+    s3://BUCKET/PREFIX. Credentials: the *_file keys, else BINLAKE_LAKE_S3_* variables, else
+    the standard AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY / AWS_SESSION_TOKEN, else the AWS
+    default chain (~/.aws/credentials, an instance role); never logged or shown."""
+
+    endpoint: str | None = field(default=None, metadata=_key(
+        "URL of the store, e.g. \"http://127.0.0.1:7480\" (Ceph RGW) or \"https://minio:9000\"; "
+        "unset means AWS S3."))
+    region: str = field(default="us-east-1", metadata=_key(
+        "Region requests are signed for (AWS: the bucket's region)."))
+    addressing: str = field(default="auto", metadata=_key(
+        "Bucket addressing: auto (virtual-hosted on AWS, path-style with an endpoint), path "
+        "(https://host/BUCKET/key; needs endpoint) or virtual (https://BUCKET.host/key).",
+        choices=S3_ADDRESSING))
+    tls_ca: str | None = field(default=None, metadata=_key(
+        "CA bundle (PEM) that signed the store's certificate; the system store when unset."))
+    connect_timeout: float = field(default=10.0, metadata=_key(
+        "Seconds to connect to the store.", unit="seconds"))
+    request_timeout: float = field(default=60.0, metadata=_key(
+        "Seconds one request may wait for the store's answer.", unit="seconds"))
+    max_attempts: int = field(default=3, metadata=_key(
+        "Attempts of one request inside the S3 client before the failure reaches binlake (which "
+        "retries what can be retried with backoff, its position kept)."))
+    access_key_id: Secret | None = field(default=None, metadata=_key(
+        "Access key id; prefer access_key_id_file or AWS_ACCESS_KEY_ID. Never on the command "
+        "line.", secret=True))
+    access_key_id_file: str | None = field(default=None, metadata=_key(
+        "File holding the access key id (one trailing newline is ignored)."))
+    secret_access_key: Secret | None = field(default=None, metadata=_key(
+        "Secret access key; prefer secret_access_key_file or AWS_SECRET_ACCESS_KEY. Never on "
+        "the command line.", secret=True))
+    secret_access_key_file: str | None = field(default=None, metadata=_key(
+        "File holding the secret access key."))
+    session_token: Secret | None = field(default=None, metadata=_key(
+        "Session token of temporary credentials; or AWS_SESSION_TOKEN.", secret=True))
+    session_token_file: str | None = field(default=None, metadata=_key(
+        "File holding the session token."))
+
+    def settings(self) -> S3Settings:
+        """These settings as the S3 store takes them, credentials revealed (the one place)."""
+        def reveal(secret: Secret | None) -> str | None:
+            return None if secret is None else secret.reveal()
+
+        return S3Settings(
+            endpoint=self.endpoint, region=self.region, addressing=self.addressing,
+            tls_ca=self.tls_ca, connect_timeout=self.connect_timeout,
+            request_timeout=self.request_timeout, max_attempts=self.max_attempts,
+            access_key_id=reveal(self.access_key_id),
+            secret_access_key=reveal(self.secret_access_key),
+            session_token=reveal(self.session_token))
+
+
+@dataclass(frozen=True, slots=True)
 class LakeConfig:
     """Where and how changes land as Parquet."""
 
     path: str = field(default="/var/lib/binlake", metadata=_key(
-        "Directory of the lake (created if missing)."))
+        "Directory of the lake (created if missing), or s3://BUCKET/PREFIX for a lake on S3 "
+        "or a compatible store ([lake.s3]; the bucket must exist)."))
     flush_bytes: int = field(default=64 * 1024 * 1024, metadata=_key(
         "Land a table's buffered rows once they take this many bytes (suffixes KiB, MiB, GiB).",
         unit="bytes"))
@@ -368,6 +427,13 @@ class LakeConfig:
         "nothing. Must be dir_mode without its execute bits."))
     dir_mode: str = field(default="0750", metadata=_key(
         "Mode of every directory binlake creates in the lake, in octal."))
+    #: The ``[lake.s3]`` table (a section of its own, not a key).
+    s3: S3Config = field(default=S3Config(), metadata={"section": "lake.s3"})
+
+    @property
+    def on_object_store(self) -> bool:
+        """Whether :attr:`path` is an ``s3://`` URL (the lake lives in a bucket)."""
+        return is_store_url(self.path)
 
     @property
     def file_mode_bits(self) -> int:
@@ -538,7 +604,10 @@ class Config:
 
     def secrets(self) -> list[str]:
         """The revealed secret values, for the log redaction filter."""
-        found = [secret.reveal() for secret in (self.server.password, self.transform.hash_key)
+        s3 = self.lake.s3
+        found = [secret.reveal() for secret in (self.server.password, self.transform.hash_key,
+                                                s3.access_key_id, s3.secret_access_key,
+                                                s3.session_token)
                  if secret is not None and secret.reveal()]
         return found
 
@@ -563,6 +632,7 @@ _SECTIONS: dict[str, type[Any]] = {
     "filter": FilterConfig,
     "snapshot": SnapshotConfig,
     "lake": LakeConfig,
+    "lake.s3": S3Config,
     "reconnect": ReconnectConfig,
     "metrics": MetricsConfig,
     "log": LogConfig,
@@ -599,8 +669,8 @@ class _KeySpec:
 
 
 def env_name(section: str, key: str) -> str:
-    """The environment variable of a key: ``BINLAKE_SERVER_HOST``."""
-    return f"{ENV_PREFIX}{section}_{key}".upper()
+    """The environment variable of a key: ``BINLAKE_SERVER_HOST``, ``BINLAKE_LAKE_S3_REGION``."""
+    return f"{ENV_PREFIX}{section}_{key}".upper().replace(".", "_")
 
 
 def _kind_of(hint: Any) -> tuple[str, bool]:
@@ -621,6 +691,8 @@ def _catalogue() -> dict[str, _KeySpec]:
     for section, cls in _SECTIONS.items():
         hints = typing.get_type_hints(cls, globalns=globals())
         for f in dataclasses.fields(cls):
+            if "section" in f.metadata:
+                continue  # a nested table ([lake.s3]): a section of its own
             kind, optional = _kind_of(hints[f.name])
             meta = f.metadata
             spec = _KeySpec(
@@ -822,7 +894,18 @@ def load_config(
         origin = f"flag {flag}"
         values[dotted] = (_checked(spec, value, isinstance(value, str), origin), origin)
 
+    for dotted, variable in _AWS_ENV.items():
+        # The standard variables come last: binlake's own key or its *_file wins.
+        if dotted not in values and f"{dotted}_file" not in values and environ.get(variable):
+            values[dotted] = (Secret(environ[variable]), f"env {variable}")
+
     return _build(values, file_path, require_server_id)
+
+
+#: The standard AWS environment variables behind the ``[lake.s3]`` credentials.
+_AWS_ENV = {"lake.s3.access_key_id": "AWS_ACCESS_KEY_ID",
+            "lake.s3.secret_access_key": "AWS_SECRET_ACCESS_KEY",
+            "lake.s3.session_token": "AWS_SESSION_TOKEN"}
 
 
 def peek_key(dotted: str, path: str | os.PathLike[str] | None = None, *,
@@ -878,18 +961,27 @@ def _read_file(file_path: str, values: dict[str, tuple[Any, Origin]]) -> None:
         if section not in _SECTIONS:
             raise ConfigError(f"unknown section [{section}]", origin=origin,
                               hint=f"sections are {', '.join(_SECTIONS)}")
-        if not isinstance(table, dict):
-            raise ConfigError(f"{section} must be a table ([{section}])", origin=origin)
-        for name, raw in table.items():
-            dotted = f"{section}.{name}"
-            if dotted == "transform.column":
-                values[dotted] = (_column_rules(raw, origin), origin)
-                continue
-            spec = KEYS.get(dotted)
-            if spec is None:
-                raise ConfigError(f"unknown setting {dotted!r}", origin=origin,
-                                  hint=_did_you_mean(dotted, KEYS))
-            values[dotted] = (_checked(spec, raw, False, origin), origin)
+        _read_table(section, table, origin, values)
+
+
+def _read_table(section: str, table: Any, origin: Origin,
+                values: dict[str, tuple[Any, Origin]]) -> None:
+    """One ``[section]`` of the file; a nested table that is a section (``[lake.s3]``) too."""
+    if not isinstance(table, dict):
+        raise ConfigError(f"{section} must be a table ([{section}])", origin=origin)
+    for name, raw in table.items():
+        dotted = f"{section}.{name}"
+        if dotted == "transform.column":
+            values[dotted] = (_column_rules(raw, origin), origin)
+            continue
+        if dotted in _SECTIONS:
+            _read_table(dotted, raw, origin, values)
+            continue
+        spec = KEYS.get(dotted)
+        if spec is None:
+            raise ConfigError(f"unknown setting {dotted!r}", origin=origin,
+                              hint=_did_you_mean(dotted, KEYS))
+        values[dotted] = (_checked(spec, raw, False, origin), origin)
 
 
 def _column_rules(raw: Any, origin: Origin) -> tuple[ColumnRule, ...]:
@@ -974,11 +1066,27 @@ def _build(values: Mapping[str, tuple[Any, Origin]], file_path: str | None,
                               origin_of("transform.hash_key_file")),
             origin_of("transform.hash_key_file"))
 
+    for dotted in _AWS_ENV:
+        file_key = f"{dotted}_file"
+        secret_file = values.get(file_key, (None,))[0]
+        if secret_file is None:
+            continue
+        if dotted in values:
+            raise ConfigError(
+                f"both {dotted} and {file_key} are set", key=file_key,
+                origin=origin_of(file_key),
+                hint=f"keep one of them (the other from {origin_of(dotted)})")
+        resolved[dotted] = (_read_secret_file(secret_file, file_key, origin_of(file_key)),
+                            origin_of(file_key))
+
     sections: dict[str, Any] = {}
-    for section, cls in _SECTIONS.items():
+    # Nested sections ([lake.s3]) first: each becomes a field of its parent.
+    for section, cls in sorted(_SECTIONS.items(), key=lambda item: -item[0].count(".")):
         kwargs = {spec.attr: resolved[dotted][0]
                   for dotted, spec in KEYS.items()
                   if spec.section == section and dotted in resolved}
+        for nested in [name for name in sections if name.rpartition(".")[0] == section]:
+            kwargs[nested.rpartition(".")[2]] = sections.pop(nested)
         sections[section] = cls(**kwargs)
     rules = values.get("transform.column", ((),))[0]
     config = Config(**sections, transform_rules=rules, source_file=file_path)
@@ -1109,6 +1217,7 @@ def _validate(config: Config, origin_of: typing.Callable[[str], str],
     lake = config.lake
     if not lake.path:
         fail("lake.path", "must not be empty")
+    _validate_s3(lake, fail)
     if lake.flush_bytes < 1024:
         fail("lake.flush_bytes", f"must be at least 1024, got {lake.flush_bytes}")
     if lake.flush_rows < 1:
@@ -1144,6 +1253,41 @@ def _validate(config: Config, origin_of: typing.Callable[[str], str],
                  hint="e.g. 127.0.0.1:9108, 0.0.0.0:9108 or [::1]:9108; empty disables it")
     if metrics.ready_max_lag <= 0:
         fail("metrics.ready_max_lag", "must be greater than 0")
+
+
+def _validate_s3(lake: LakeConfig,
+                 fail: typing.Callable[[str, str, str | None], typing.NoReturn]) -> None:
+    """``[lake.s3]`` and an ``s3://`` lake.path."""
+    s3 = lake.s3
+    if lake.on_object_store:
+        try:
+            split_url(lake.path)
+        except ValueError as exc:
+            fail("lake.path", str(exc), "write s3://BUCKET or s3://BUCKET/PREFIX")
+    elif "://" in lake.path:
+        fail("lake.path", f"{lake.path!r}: only s3:// URLs (or a directory) are lakes",
+             "write s3://BUCKET/PREFIX for S3 and compatible stores (Ceph, MinIO: set "
+             "lake.s3.endpoint), or a local directory")
+    if s3.endpoint is not None:
+        parts = urllib.parse.urlsplit(s3.endpoint)
+        if parts.scheme not in ("http", "https") or not parts.netloc or parts.path.strip("/"):
+            fail("lake.s3.endpoint", f"must be http(s)://HOST[:PORT], got {s3.endpoint!r}",
+                 "e.g. http://127.0.0.1:7480 or https://s3.example.com")
+    if s3.addressing == "path" and s3.endpoint is None:
+        fail("lake.s3.addressing", "path-style addressing needs lake.s3.endpoint",
+             "set lake.s3.endpoint (on AWS: https://s3.REGION.amazonaws.com) or use auto")
+    if (s3.access_key_id is None) != (s3.secret_access_key is None):
+        missing = "lake.s3.secret_access_key" if s3.secret_access_key is None \
+            else "lake.s3.access_key_id"
+        fail(missing, "the access key id and the secret access key go together",
+             "give both (AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, or the two *_file keys) "
+             "or neither (the AWS default chain)")
+    for dotted, value in (("lake.s3.connect_timeout", s3.connect_timeout),
+                          ("lake.s3.request_timeout", s3.request_timeout)):
+        if not value > 0:
+            fail(dotted, f"must be greater than 0, got {value}", None)
+    if s3.max_attempts < 1:
+        fail("lake.s3.max_attempts", f"must be at least 1, got {s3.max_attempts}", None)
 
 
 # --- documentation -----------------------------------------------------------------------------

@@ -23,6 +23,9 @@ start position      the lake's checkpoint, else the ``start.*`` settings, is sti
                     ``BINLOG_GTID_POS`` of the oldest file and ``@@gtid_binlog_state``; MySQL
                     Gtid_sets against ``@@gtid_purged``)
 semi_sync           available and enabled on the server, when ``semi_sync.mode`` is not off
+object_store        for a lake on S3 (``lake.path = "s3://..."``): the bucket answers with the
+                    configured credentials, and honours ``If-None-Match`` and ``If-Match``
+                    (the start-time probe the daemon runs too)
 ==================  =====================================================================
 
 Exit status 0 when nothing failed (warnings allowed), 1 otherwise. The checks themselves are
@@ -39,10 +42,12 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TextIO
 
+import trio
+
 from protocol.errors import GtidError, ServerError
 from protocol.gtid import GtidPosition, GtidSet
 from replica.config import Config
-from sinks.errors import LakeCorrupted, LakeFormatTooNew
+from sinks.errors import LakeCorrupted, LakeFormatTooNew, StoreError, StoreRefused
 from sinks.parquet.status import checkpoint_path, read_checkpoint
 
 __all__ = [
@@ -552,9 +557,33 @@ def _replica_where(columns: list[str], row: Sequence[str | bytes | None]) -> str
     return f"{host}:{port}"
 
 
+def check_object_store(config: Config) -> CheckResult:
+    """The ``object_store`` check of a lake on S3: the conditional-write probe (blocking)."""
+    from sinks.objectstore.probe import probe_conditional_writes
+    from sinks.objectstore.s3 import open_store
+
+    lake = config.lake
+    store = open_store(lake.path, lake.s3.settings())
+    try:
+        probe_conditional_writes(store)
+    except StoreRefused as exc:
+        return CheckResult("object_store", Status.FAIL, str(exc), exc.fix)
+    except StoreError as exc:
+        return CheckResult("object_store", Status.FAIL, str(exc),
+                           "the store did not answer: check lake.s3.endpoint and the network "
+                           "to it")
+    where = lake.s3.endpoint or "AWS S3"
+    return CheckResult("object_store", Status.OK, f"{store.url()} at {where}: reachable, "
+                       "If-None-Match and If-Match honoured")
+
+
 async def run_checks(config: Config) -> tuple[list[CheckResult], ServerReport | None]:
     """The checklist; a server that cannot be reached gives one failed ``connect`` line."""
-    checkpoint, problem = _read_checkpoint(config.lake.path)
+    store_check: list[CheckResult] = []
+    if config.lake.on_object_store:
+        store_check.append(await trio.to_thread.run_sync(check_object_store, config))
+    checkpoint, problem = (None, None) if config.lake.on_object_store \
+        else _read_checkpoint(config.lake.path)
     try:
         report = await gather(config)
     except Exception as exc:  # reported as the first (and only) check, with its fix
@@ -562,7 +591,7 @@ async def run_checks(config: Config) -> tuple[list[CheckResult], ServerReport | 
 
         text = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
         return [CheckResult("connect", Status.FAIL, f"{type(exc).__name__}: {text}",
-                            hint_for(exc))], None
+                            hint_for(exc)), *store_check], None
     flavor = "MariaDB" if report.mariadb else "MySQL"
     results = [CheckResult("connect", Status.OK,
                            f"{report.user}@{report.where}, {flavor} "
@@ -570,6 +599,7 @@ async def run_checks(config: Config) -> tuple[list[CheckResult], ServerReport | 
     if problem is not None:
         results.append(problem)
     results.extend(evaluate(config, report, checkpoint))
+    results.extend(store_check)
     return results, report
 
 

@@ -147,11 +147,13 @@ def test_no_replica_code_reads_a_sinks_stats_by_key() -> None:
 
 
 #: What the subcommands may import of ``sinks``: its public entry points — the contract and its
-#: errors, the lake's status, compaction, the Spark readers, the Open Protocol encoder and the
-#: column rules (decode prints rows as the lake lands them) — never the sink's insides (layout,
-#: DDL log, staged pieces, the writer).
+#: errors, the lake's status, compaction, the Spark readers, the Open Protocol encoder, the
+#: column rules (decode prints rows as the lake lands them), and opening a lake's object store
+#: and probing it (check) — never the sink's insides (layout, DDL log, staged pieces, the
+#: writer).
 COMMANDS_MAY_USE = {"sinks.contract", "sinks.errors", "sinks.parquet.status",
-                    "sinks.parquet.compact", "sinks.openprotocol", "sinks.transform"}
+                    "sinks.parquet.compact", "sinks.openprotocol", "sinks.transform",
+                    "sinks.objectstore.s3", "sinks.objectstore.probe"}
 COMMANDS_MAY_USE_UNDER = ("sinks.spark",)
 
 
