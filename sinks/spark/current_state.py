@@ -3,6 +3,10 @@
     python -m sinks.spark.current_state --lake LAKE --db DB --table T --out DIR
     spark-submit sinks/spark/current_state.py --lake LAKE --db DB --table T --out DIR
 
+``--lake`` may be ``s3://BUCKET/PREFIX``: the job reads the committed files the lake's log
+names, at ``--spark-root`` (default ``s3a://BUCKET/PREFIX``), the store configured by
+``BINLAKE_LAKE_S3_*`` and the ``AWS_*`` credentials (``sinks/spark/objectlake``).
+
 Imports are absolute so that ``spark-submit`` can run this file directly (with binlake
 installed, or shipped with ``--py-files``).
 """
@@ -18,13 +22,17 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
         prog="python -m sinks.spark.current_state",
         description="Rebuild a table's current state from its binlake change log.")
-    parser.add_argument("--lake", required=True, help="the lake directory (or URI)")
+    parser.add_argument("--lake", required=True,
+                        help="the lake directory, or its s3://BUCKET/PREFIX URL")
     parser.add_argument("--db", required=True, help="source database")
     parser.add_argument("--table", required=True, help="source table")
     parser.add_argument("--out", required=True, help="output directory for the Parquet state")
     parser.add_argument("--keys", help="comma-separated key columns (default: the primary key)")
     parser.add_argument("--mode", default="overwrite",
                         choices=["overwrite", "errorifexists", "ignore"])
+    parser.add_argument("--spark-root",
+                        help="for an s3:// lake: the URL Spark reads its objects at "
+                             "(default: the s3a:// form of --lake)")
     parser.add_argument("--master", help="Spark master when not run by spark-submit")
     return parser.parse_args(argv)
 
@@ -43,7 +51,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     spark.conf.set("spark.sql.parquet.outputTimestampType", "TIMESTAMP_MICROS")
     try:
         keys = args.keys.split(",") if args.keys else None
-        state = read_current_state(spark, args.lake, args.db, args.table, keys)
+        state = read_current_state(spark, args.lake, args.db, args.table, keys,
+                                   spark_root=args.spark_root)
         state.write.mode(args.mode).parquet(args.out)
         rows = spark.read.parquet(args.out).count()  # from the footers: what is there now
     finally:

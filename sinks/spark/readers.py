@@ -32,8 +32,8 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Collection
-from typing import Any, cast
+from collections.abc import Callable, Collection
+from typing import TYPE_CHECKING, Any, cast
 from urllib.parse import unquote, urlparse
 
 from pyspark.sql import Column, DataFrame, SparkSession
@@ -41,12 +41,18 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as S
 
 from ..errors import StreamBehindCompaction
+from ..objectstore.view import LakeView, spark_url
 from ..parquet import layout as L
 from ..parquet.commit import OS
 from ..parquet.compact import CompactionRecord
 from ..parquet.pins import pin_table
 from ..storage import Storage
+from .objectlake import is_object_url, object_view, store_opener
+from .objectstream import stream_object_changes
 from .schema import load_versions, union_schema, version_schema
+
+if TYPE_CHECKING:
+    from ..objectstore.store import ObjectStore
 
 
 def table_path(lake: str, database: str, table: str) -> str:
@@ -84,7 +90,8 @@ def _aligned_struct(df: DataFrame, target: Any) -> Column:
 
 
 def read_changes(spark: SparkSession, lake: str, database: str, table: str,
-                 storage: Storage = OS) -> DataFrame:
+                 storage: Storage = OS, *, spark_root: str | None = None,
+                 store: ObjectStore | None = None) -> DataFrame:
     """The table's whole change log, every schema version, with the union schema.
 
     Columns: the table's columns, ``_op``, ``_seq``, ``_row``, ``_gtid*``, ``_binlog_file``,
@@ -94,30 +101,52 @@ def read_changes(spark: SparkSession, lake: str, database: str, table: str,
     before its action does not make it fail, and it sees the rows as of this call.
     Data columns carry Spark field metadata ``binlake.primary_key`` and ``binlake.current``
     (the column exists in the latest schema version), which :func:`current_state` uses.
+
+    ``lake`` is a directory or an ``s3://BUCKET/PREFIX`` URL. On object storage the files are
+    those the lake's commit log names as of this call (never an object of an unfinished
+    commit), read by Spark at ``spark_root`` + key (default ``s3a://BUCKET/PREFIX``,
+    ``sinks/spark/objectlake``); ``store`` overrides the store the log is read from.
     """
+    if is_object_url(lake):
+        with object_view(lake, spark_root, store) as view:
+            return read_changes_from(spark, view.directory, database, table, view=view)[0]
     return read_changes_from(spark, lake, database, table, storage=storage)[0]
 
 
 def read_changes_from(spark: SparkSession, lake: str, database: str, table: str,
-                      skip: Collection[str] = (), storage: Storage = OS
-                      ) -> tuple[DataFrame, str]:
+                      skip: Collection[str] = (), storage: Storage = OS, *,
+                      view: LakeView | None = None) -> tuple[DataFrame, str]:
     """:func:`read_changes` without the files in ``skip`` (``schema_version=N/commit_date=D/
     name``, those a materialised state covers); also returns the table directory read (the pin,
-    or the live one when the lake cannot be pinned — then ``skip`` is not applied)."""
+    or the live one when the lake cannot be pinned — then ``skip`` is not applied).
+
+    With ``view`` (a lake on object storage), ``lake`` is the view's bookkeeping copy (local)
+    and the data files are the ones the view names, at their Spark URLs; ``skip`` does not
+    apply (no materialised state is kept on object storage)."""
     versions = load_versions(lake, database, table, storage)
     if not versions:
-        raise FileNotFoundError(f"no landed table {database}.{table} under {lake}")
+        raise FileNotFoundError(f"no landed table {database}.{table} under "
+                                f"{view.url if view is not None else lake}")
     target = union_schema(versions)
-    # read through a pin: compaction switching a partition later cannot take a file away
-    base = (pin_table(lake, database, table, skip=skip, storage=storage)
-            or table_path(lake, database, table))
+    if view is not None:
+        base = spark_url(view.spark_root, L.table_dir(database, table))
+    else:  # read through a pin: compaction switching a partition cannot take a file away
+        base = (pin_table(lake, database, table, skip=skip, storage=storage)
+                or table_path(lake, database, table))
     frames = []
     for number, doc in versions.items():
-        directory = os.path.join(base, L.version_dir(number))
-        if not storage.isdir(directory):
-            continue  # a version whose rows have not landed yet
-        df = (spark.read.schema(version_schema(doc)).option("basePath", directory)
-              .parquet(directory))
+        reader = spark.read.schema(version_schema(doc))
+        if view is not None:
+            version = f"{L.table_dir(database, table)}/{L.version_dir(number)}"
+            paths = view.spark_paths(version + "/")
+            if not paths:
+                continue  # a version whose rows have not landed yet
+            df = reader.option("basePath", spark_url(view.spark_root, version)).parquet(*paths)
+        else:
+            directory = os.path.join(base, L.version_dir(number))
+            if not storage.isdir(directory):
+                continue
+            df = reader.option("basePath", directory).parquet(directory)
         frames.append(_aligned(df, target, number))
     if not frames:
         return spark.createDataFrame([], target), base
@@ -128,7 +157,8 @@ def read_changes_from(spark: SparkSession, lake: str, database: str, table: str,
 
 
 def stream_changes(spark: SparkSession, lake: str, database: str, table: str,
-                   checkpoint_location: str | None = None, storage: Storage = OS,
+                   checkpoint_location: str | None = None, storage: Storage = OS, *,
+                   open_store: Callable[[], ObjectStore] | None = None,
                    **options: str) -> DataFrame:
     """A Structured Streaming DataFrame over the table's change log (explicit schema).
 
@@ -136,7 +166,20 @@ def stream_changes(spark: SparkSession, lake: str, database: str, table: str,
     restarted query keeps the compaction fence it started with (``_binlake_fence.json`` in that
     directory); without it the fence is taken afresh at every call, which is right only for a
     query that is never restarted. ``options`` go to the file source (``maxFilesPerTrigger``…).
+
+    On an ``s3://BUCKET/PREFIX`` lake the stream follows the lake's commit log instead
+    (``sinks/spark/objectstream``): each file a commit added is delivered once, compactions
+    never re-deliver a row, and no fence is needed. ``open_store`` (picklable) overrides the
+    store, which is otherwise configured from the environment (``sinks/spark/objectlake``).
     """
+    if is_object_url(lake):
+        opener = open_store or store_opener(lake)
+        with object_view(lake, store=opener()) as view:
+            found = load_versions(view.directory, database, table)
+        if not found:
+            raise FileNotFoundError(f"no landed table {database}.{table} under {lake}")
+        return stream_object_changes(spark, opener, database, table, union_schema(found),
+                                     **options)
     versions = load_versions(lake, database, table, storage)
     if not versions:
         raise FileNotFoundError(f"no landed table {database}.{table} under {lake}")

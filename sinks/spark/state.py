@@ -29,12 +29,13 @@ import posixpath
 import uuid
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pyspark.sql import Column, DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 from pyspark.sql import types as S
 
+from ..objectstore.view import LakeView
 from ..parquet import ddl as D
 from ..parquet import layout as L
 from ..parquet.commit import OS
@@ -42,8 +43,12 @@ from ..parquet.compact import max_seq
 from ..parquet.pins import new_pin, pin_partition
 from ..parquet.state import read_document
 from ..storage import Storage
+from .objectlake import is_object_url, object_view
 from .readers import _aligned, read_changes_from
 from .schema import load_versions
+
+if TYPE_CHECKING:
+    from ..objectstore.store import ObjectStore
 
 log = logging.getLogger("binlake.spark")
 
@@ -260,33 +265,54 @@ def fill_added_defaults(changes: DataFrame, entries: list[dict[str, Any]]) -> Da
 
 def read_current_state(spark: SparkSession, lake: str, database: str, table: str,
                        key_columns: Sequence[str] | None = None, *,
-                       use_state: bool = True, storage: Storage = OS) -> DataFrame:
+                       use_state: bool = True, storage: Storage = OS,
+                       spark_root: str | None = None,
+                       store: ObjectStore | None = None) -> DataFrame:
     """The table's present rows, with its current columns (those of its latest schema version).
 
     The key defaults to the primary key recorded in the latest ``_schema/v<N>.json``. With
     ``use_state`` (the default) it starts from the latest materialised state
     (:func:`materialize_state`) and replays only the changes after it.
+
+    ``lake`` may be an ``s3://BUCKET/PREFIX`` URL: the change files are then those the lake's
+    commit log names now, read by Spark at ``spark_root`` (:func:`~sinks.spark.readers.
+    read_changes`); a lake on object storage keeps no materialised state.
     """
+    if is_object_url(lake):
+        with object_view(lake, spark_root, store) as view:
+            return _current_state(spark, view.directory, database, table, key_columns,
+                                  use_state=False, storage=OS, view=view)
+    return _current_state(spark, lake, database, table, key_columns, use_state=use_state,
+                          storage=storage)
+
+
+def _current_state(spark: SparkSession, lake: str, database: str, table: str,
+                   key_columns: Sequence[str] | None, *, use_state: bool, storage: Storage,
+                   view: LakeView | None = None) -> DataFrame:
     versions = load_versions(lake, database, table, storage)
     if not versions:
-        raise FileNotFoundError(f"no landed table {database}.{table} under {lake}")
+        raise FileNotFoundError(f"no landed table {database}.{table} under "
+                                f"{view.url if view is not None else lake}")
     latest = list(versions.values())[-1]
     keys = list(key_columns or latest["primary_key"])
     if not keys:
         raise ValueError(f"{database}.{table} has no primary key recorded; pass key_columns")
     changes, _base, _skip = _changes_for_state(spark, lake, database, table,
-                                               use_state=use_state, storage=storage)
+                                               use_state=use_state, storage=storage,
+                                               view=view)
     return current_state(changes, keys, [c["name"] for c in latest["columns"]])
 
 
 def _changes_for_state(spark: SparkSession, lake: str, database: str, table: str, *,
-                       use_state: bool, storage: Storage, upto_seq: int | None = None
+                       use_state: bool, storage: Storage, upto_seq: int | None = None,
+                       view: LakeView | None = None,
                        ) -> tuple[DataFrame, str, frozenset[str]]:
     """The change rows current state is computed from: the latest materialised state's rows
     (if any, and if no TRUNCATE/DROP/CREATE came after it) plus the changes after it, reset
     and ADD COLUMN defaults applied. The change files the state covers (``_covered.json``) are
     not even listed for Spark: that, not the filter on ``_seq``, is what makes a state pay off
-    on a lake of many files. Also returns the table directory read and the files skipped."""
+    on a lake of many files. Also returns the table directory read and the files skipped.
+    ``view``: a lake on object storage (``lake`` is its local bookkeeping copy)."""
     entries = ddl_entries(lake, database, table, storage)
     reset = max((int(e["seq"]) for e in entries if e.get("resets_table")), default=0)
     state = pinned_state(lake, database, table, storage) if use_state else None
@@ -295,7 +321,7 @@ def _changes_for_state(spark: SparkSession, lake: str, database: str, table: str
         state = None
     skip = (covered_files(lake, database, table, state[0], storage) if state is not None
             else frozenset())
-    changes, base = read_changes_from(spark, lake, database, table, skip, storage)
+    changes, base = read_changes_from(spark, lake, database, table, skip, storage, view=view)
     if state is not None:
         seq, path = state
         rows = _aligned(spark.read.parquet(path), changes.schema, None)

@@ -1,0 +1,162 @@
+"""Spark's readers on a lake on object storage read exactly what the commit log names.
+
+A lake landed on disk is published into a store commit by commit, through the object-store
+commit protocol (epoch-tagged keys, one record per data file), with an orphan beside it (an
+object no record names: what an interrupted commit leaves). The store here keeps each object
+as a file at its key (``tests/dirstore.py``), so its directory is also where Spark reads the
+objects (``spark_root``) — as a FUSE mount of a bucket is. The readers must return exactly the
+disk lake's rows, the orphan's never; a streaming query started before or after a compaction
+record delivers each row once.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+import tempfile
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from sinks.objectstore.commit import ObjectCommitter
+from sinks.objectstore.lease import Lease
+from sinks.parquet import layout as L
+from sinks.spark.readers import read_changes, stream_changes
+from sinks.spark.state import read_current_state
+from tests.dirstore import DirectoryStore
+from tests.unit.test_compact import build_lake, build_more, data_files
+
+pytestmark = pytest.mark.spark
+
+URL = "s3://bucket/lake"
+DB, TABLE = "shop", "users"
+
+
+class Published:
+    """A disk lake published into a :class:`DirectoryStore` at ``root`` (see the docstring)."""
+
+    def __init__(self, lake: str, root: Path) -> None:
+        self.lake = lake
+        self.root = str(root)
+        root.mkdir(parents=True, exist_ok=True)
+        self.store = DirectoryStore(self.root)
+        self.committer = ObjectCommitter(self.store, URL, Lease(self.store, URL,
+                                                                duration_s=30.0))
+        self.committer.open()
+        self.done: set[str] = set()
+        bookkeeping = [os.path.relpath(os.path.join(d, n), lake)
+                       for d, _, names in os.walk(lake) for n in names]
+        self.commit([n for n in bookkeeping if "/_schema/" in n or n.startswith(L.DDL_DIR)])
+        self.more()
+
+    def more(self) -> None:
+        """Publish the disk lake's data files not published yet, one commit each."""
+        for path in data_files(self.lake):
+            name = os.path.relpath(path, self.lake)
+            if name not in self.done:
+                self.commit([name])
+                self.done.add(name)
+
+    def checkpoint(self) -> dict:
+        with open(os.path.join(self.lake, L.CHECKPOINT), encoding="utf-8") as f:
+            return dict(json.load(f))
+
+    def commit(self, names: list[str]) -> None:
+        keys = []
+        for name in names:
+            key = self.committer.fresh(name)
+            self.store.put(key, Path(self.lake, name).read_bytes())
+            keys.append(key)
+        self.committer.commit(keys, [], self.checkpoint())
+
+    def compact(self, count: int) -> int:
+        """A compaction record: the first ``count`` parts replaced by one file of their rows
+        (kept in the store: a reader of an older record may read them). Its row count."""
+        live = sorted(self.committer_live())[:count]
+        table = pa.concat_tables([pq.read_table(self.store.open_input(k)) for k in live])
+        name = os.path.dirname(live[0]) + "/compacted-g00000001-0000000000000000-000.parquet"
+        sink = pa.BufferOutputStream()
+        pq.write_table(table, sink)
+        self.store.put(name, sink.getvalue().to_pybytes())
+        self.committer.commit([name], live, self.checkpoint(), data_change=False,
+                              delete_removed=False)
+        return table.num_rows
+
+    def committer_live(self) -> list[str]:
+        from sinks.objectstore.view import live_names, read_records
+
+        return [k for n, k in live_names(read_records(self.store)).items()
+                if "/part-" in n and n.endswith(".parquet")]
+
+    def close(self) -> None:
+        self.committer.close()
+
+
+def changes(df) -> list[tuple]:  # noqa: ANN001 - a DataFrame
+    return sorted(tuple(r) for r in df.drop("commit_date").collect())
+
+
+def test_batch_readers_read_exactly_the_committed_files(spark, tmp_path, monkeypatch):
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))  # where the views' copies go
+    lake = str(tmp_path / "disk")
+    build_lake(lake, 12)
+    published = Published(lake, tmp_path / "store")
+    # an orphan: a data object at an epoch-tagged key that no record names
+    first = data_files(lake)[0]
+    orphan = os.path.relpath(first, lake).replace("part-", "part-9").replace(
+        ".parquet", f"-w{published.committer.epoch + 1}.parquet")
+    published.store.put(orphan, Path(first).read_bytes())
+    published.close()
+    store, root = published.store, published.root
+
+    got = read_changes(spark, URL, DB, TABLE, spark_root=root, store=store)
+    assert got.count() == 12 * 2 - 4  # an update is one row: 4 of the 12 transactions
+    assert changes(got) == changes(read_changes(spark, lake, DB, TABLE))
+    state = read_current_state(spark, URL, DB, TABLE, spark_root=root, store=store)
+    expected = read_current_state(spark, lake, DB, TABLE, use_state=False)
+    assert sorted(tuple(r) for r in state.collect()) == sorted(
+        tuple(r) for r in expected.collect())
+    assert not list(tmp_path.glob("binlake-view-*"))  # each view's local copy is removed
+
+
+def start(spark, store: DirectoryStore, tmp_path: Path, name: str):  # noqa: ANN201
+    checkpoint = str(tmp_path / f"{name}_ck")
+    opener = functools.partial(DirectoryStore, store.root)
+    return (stream_changes(spark, URL, DB, TABLE, open_store=opener)
+            .writeStream.format("parquet").option("path", str(tmp_path / name))
+            .option("checkpointLocation", checkpoint).start())
+
+
+def delivered(spark, tmp_path: Path, name: str) -> list[tuple[int, int]]:
+    rows = spark.read.parquet(str(tmp_path / name)).select("_seq", "_row").collect()
+    return sorted((r["_seq"], r["_row"]) for r in rows)
+
+
+def test_a_stream_before_and_after_a_compaction_delivers_each_row_once(spark, tmp_path):
+    lake = str(tmp_path / "disk")
+    build_lake(lake, 10)
+    published = Published(lake, tmp_path / "store")
+    early = start(spark, published.store, tmp_path, "early")
+    early.processAllAvailable()
+    assert len(delivered(spark, tmp_path, "early")) == 10 * 2 - 3
+    assert published.compact(6) == 6 * 2 - 2  # 2 of the 6 transactions were updates
+    build_more(lake, 3)
+    published.more()
+    early.processAllAvailable()
+    late = start(spark, published.store, tmp_path, "late")  # its first batch: the compacted file
+    late.processAllAvailable()
+    build_more(lake, 2)
+    published.more()
+    early.processAllAvailable()
+    late.processAllAvailable()
+    early.stop()
+    late.stop()
+    published.close()
+    everything = sorted((r["_seq"], r["_row"]) for r in read_changes(
+        spark, lake, DB, TABLE).select("_seq", "_row").collect())
+    assert len(everything) == 10 * 2 - 3 + (3 + 2) * 2
+    assert delivered(spark, tmp_path, "early") == everything  # each row exactly once
+    assert delivered(spark, tmp_path, "late") == everything
