@@ -330,3 +330,52 @@ def _rows(lake: str) -> list[tuple[Any, ...]]:
               if "/_" not in d for n in names if L.is_data_file(n)]
     return [tuple(sorted(r.items())) for r in pa.concat_tables(tables).to_pylist()] \
         if tables else []
+
+
+# --- the local storage keeps the promises ----------------------------------------------------
+
+
+def test_the_local_locks_exclude_as_promised(tmp_path: Path) -> None:
+    path = os.fspath(tmp_path / "a.lock")
+    with C.OS.lock(path, exclusive=False):
+        with C.OS.lock(path, exclusive=False, wait=False):  # shared beside shared
+            with pytest.raises(BlockingIOError):
+                with C.OS.lock(path, exclusive=True, wait=False):
+                    pass
+    with C.OS.lock(path, exclusive=True):
+        with pytest.raises(BlockingIOError) as refused:  # even within one process
+            with C.OS.lock(path, exclusive=False, wait=False):
+                pass
+        assert refused.value.filename == path
+    with C.OS.lock(path, exclusive=True, wait=False):  # dropped on exit
+        pass
+    with pytest.raises(FileNotFoundError):  # its directory must exist
+        with C.OS.lock(os.fspath(tmp_path / "no" / "a.lock"), exclusive=True):
+            pass
+
+
+def test_the_local_link_exchange_walk_and_mtime_keep_their_promises(tmp_path: Path) -> None:
+    import time
+
+    a, b = tmp_path / "a", tmp_path / "b"
+    a.mkdir()
+    b.mkdir()
+    (a / "x").write_bytes(b"old")
+    C.OS.link(os.fspath(a / "x"), os.fspath(b / "x"))
+    C.OS.write(os.fspath(tmp_path / "new"), b"new bytes")
+    C.OS.replace(os.fspath(tmp_path / "new"), os.fspath(a / "x"))
+    assert (b / "x").read_bytes() == b"old"  # the link keeps the bytes it named
+    with pytest.raises(FileExistsError):
+        C.OS.link(os.fspath(a / "x"), os.fspath(b / "x"))
+    (b / "y").write_bytes(b"y")
+    C.OS.exchange(os.fspath(a), os.fspath(b))
+    assert sorted(os.listdir(a)) == ["x", "y"] and os.listdir(b) == ["x"]
+    assert (b / "x").read_bytes() == b"new bytes"
+    with pytest.raises(OSError):
+        C.OS.exchange(os.fspath(a), os.fspath(tmp_path / "missing"))
+    walked = [(d[len(os.fspath(tmp_path)):], sorted(ds), sorted(fs))
+              for d, ds, fs in C.OS.walk(os.fspath(tmp_path))]
+    assert walked[0] == ("", ["a", "b"], [])
+    assert sorted(walked[1:]) == [("/a", [], ["x", "y"]), ("/b", [], ["x"])]
+    assert list(C.OS.walk(os.fspath(tmp_path / "missing"))) == []
+    assert abs(C.OS.mtime(os.fspath(a / "y")) - time.time()) < 60
