@@ -492,6 +492,20 @@ class Connection:
         self.reset_sequence()
         await self.send_packet(com_query(sql))
 
+    async def send_query_after(self, sql: str) -> None:
+        """Send a statement right after :meth:`send_query`, before the response to that one
+        is read (pipelined). The server reads its commands in order, so it runs this one once
+        it has sent the whole response before: a small statement after a big result costs no
+        round trip of its own. Read the first response as usual, then this one's with
+        :meth:`read_result_after` — also when the first was an error, before anything else is
+        sent."""
+        await self.send_query(sql)  # the first response's packets come next, from 1
+
+    async def read_result_after(self) -> ResultSet:
+        """The response to :meth:`send_query_after`'s statement, once the one before is read."""
+        self.reset_sequence(1)
+        return await self._read_result(TextResultReader(self.capabilities))
+
     async def read_columns(self, kinds: bytes = b"", *, keep: bool = False) -> ResultSet:
         """The response to :meth:`send_query`, as :meth:`query_columns` returns it; with
         ``keep``, its rows kept unparsed in ``ResultSet.kept`` instead (copied in bulk)."""

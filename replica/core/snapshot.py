@@ -787,12 +787,18 @@ class SnapshotReader:
     _clock_offset_us: int = 0
     _exact: bool = False  # MariaDB: reads at their consistent snapshot's binlog point
     _gtids: bool = False  # MySQL with gtid_mode = ON: reads bracketed by GTID watermarks
+    #: MySQL with GTIDs: ``@@GLOBAL.gtid_executed`` as this connection last read it (see
+    #: :meth:`_read_bracketed`), None before the first read.
+    _executed: GtidSet | None = None
+    #: The statement that gives the server's binlog end (:func:`binlog_status_statement`).
+    _end_sql: str = ""
 
     async def run(self) -> None:
         """Snapshot every pending table of the state; returns when none is left."""
         if not pending_tables(self.coordinator.state):
             return
         async with await Connection.open(self.connect) as conn:
+            self._executed = None  # what another connection (perhaps server) saw counts not
             await conn.execute("SET SESSION TRANSACTION READ ONLY")
             for statement in SESSION_SETUP:  # what reading the tables' select lists needs
                 await conn.execute(statement)
@@ -812,6 +818,7 @@ class SnapshotReader:
                         "until the row changes again); set gtid_mode = ON "
                         "(enforce_gtid_consistency = ON) for exact snapshots",
                         _text(mode[0][0]) if mode else "unknown", self.grace)
+                self._end_sql = await binlog_status_statement(conn)
             rows = await conn.query("SELECT UNIX_TIMESTAMP(NOW(6))")
             self._clock_offset_us = round(float(_text(rows[0][0])) * 1e6) - time.time_ns() // 1000
             while True:
@@ -1181,9 +1188,15 @@ class SnapshotReader:
           stream passed before the key log is then visible to the read, and every later one
           is in the key log. A transaction written to the binlog but not yet committed in the
           engine is not in the set: the read waits for its commit, however long it lags.
+          A set read earlier on this connection serves as well when it already holds what
+          the read needs (the next chunks of a table): a transaction it holds was committed
+          in the engine before that read, so before every later read view too. The server is
+          asked again only for what that set lacks.
         * High: the binlog end read after the SELECT. A transaction the SELECT saw was
           committed in the engine before, so written to the binlog before: it is before that
-          end, which the chunk waits for the stream to pass.
+          end, which the chunk waits for the stream to pass. The statement is sent with the
+          SELECT, pipelined (:meth:`Connection.send_query_after`): the server runs it once it
+          has sent the SELECT's rows, so it costs no round trip of its own.
 
         So each row the chunk holds is the row as of the stream's position where it lands,
         unless the key log holds its key (the stream's newer change wins), as on MariaDB."""
@@ -1196,8 +1209,11 @@ class SnapshotReader:
                 needed = GtidSet()  # the key log started before the stream saw any GTID
             if needed is not None and counted_gtids is not None:
                 needed = needed | counted_gtids
+            executed = self._executed
+            if needed is not None and executed is not None and needed <= executed:
+                break
             rows = await conn.query("SELECT @@GLOBAL.gtid_executed")
-            executed = GtidSet.parse(_text(rows[0][0]) if rows else "")
+            executed = self._executed = GtidSet.parse(_text(rows[0][0]) if rows else "")
             if needed is not None and needed <= executed:
                 break
             if time.monotonic() - waited_from > COMMIT_WAIT:
@@ -1210,9 +1226,14 @@ class SnapshotReader:
                     "is not the one whose binlog is streamed)")
             await trio.sleep(_EXACT_POLL)
         await conn.send_query(sql)
-        await sent()
-        result = await (receive() if receive else conn.read_columns(kinds, keep=keep))
-        return result, await binlog_end(conn), True
+        await conn.send_query_after(self._end_sql)
+        try:
+            await sent()
+            result = await (receive() if receive else conn.read_columns(kinds, keep=keep))
+        except (ServerError, ValueError):
+            await conn.read_result_after()  # the connection stays usable for what follows
+            raise
+        return result, binlog_end_of((await conn.read_result_after()).rows), True
 
     def _finish(self, entry: dict[str, Any], status: str, message: str | None) -> None:
         entry["status"] = status
@@ -1281,6 +1302,24 @@ async def binlog_end(conn: Connection) -> BinlogPosition:
             rows = await conn.query("SHOW BINARY LOG STATUS")
         except ServerError:  # MySQL before 8.2
             rows = await conn.query("SHOW MASTER STATUS")
+    return binlog_end_of(rows)
+
+
+async def binlog_status_statement(conn: Connection) -> str:
+    """The statement that gives the server's binlog end: ``SHOW BINARY LOG STATUS`` on MySQL
+    8.2 and later, ``SHOW MASTER STATUS`` on MariaDB and older MySQL (tried once here, so the
+    reads can send it pipelined, where an error would be too late to try the other)."""
+    if conn.is_mariadb:
+        return "SHOW MASTER STATUS"
+    try:
+        await conn.query("SHOW BINARY LOG STATUS")
+    except ServerError:  # MySQL before 8.2
+        return "SHOW MASTER STATUS"
+    return "SHOW BINARY LOG STATUS"
+
+
+def binlog_end_of(rows: Sequence[Sequence[str | bytes | None]]) -> BinlogPosition:
+    """The binlog end in the rows of :func:`binlog_status_statement`'s statement."""
     if not rows:
         raise SnapshotError("the server reports no binlog position (is log_bin on?)")
     return BinlogPosition(_text(rows[0][0]), int(_text(rows[0][1])))

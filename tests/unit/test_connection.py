@@ -167,6 +167,46 @@ async def test_server_error_during_query_keeps_the_connection(nursery: trio.Nurs
         await conn.ping()
 
 
+def _one_column_result(value: bytes) -> list[bytes]:
+    column = (lenenc_bytes(b"def") + lenenc_bytes(b"") * 3 + lenenc_bytes(b"x")
+              + lenenc_bytes(b"") + b"\x0c\x21\x00\x01\x00\x00\x00\xfd\x00\x00\x00\x00\x00")
+    return [lenenc_int(1), column, lenenc_bytes(value), b"\xfe\x00\x00\x02\x00\x00\x00"]
+
+
+async def test_pipelined_statement_is_read_after_a_result_and_after_an_error(
+        nursery: trio.Nursery) -> None:
+    """The second statement is sent before the first's response is read (the server here
+    reads both before it answers either), and each response is read in order with the
+    sequence ids the server gives it — also when the first is an error."""
+    seen: list[bytes] = []
+
+    async def script(stream: trio.SocketStream, codec: PacketCodec) -> None:
+        await _login(stream, codec)
+        for first in (_one_column_result(b"rows"), [b"\xff\x7a\x04#42S02no such table"]):
+            seen.extend([await _read(stream, codec), await _read(stream, codec)])
+            for response in (first, _one_column_result(b"end")):
+                for i, packet in enumerate(response):
+                    await stream.send_all(codec.send(packet, sequence=1 if i == 0 else None))
+        seen.append(await _read(stream, codec))
+        await stream.send_all(codec.send(OK, sequence=1))
+
+    port = await _with_server(script, nursery)
+    with trio.fail_after(10):
+        async with await Connection.open(ConnectOptions(port=port)) as conn:
+            await conn.send_query("SELECT x")
+            await conn.send_query_after("SHOW y")
+            assert (await conn.read_columns(keep=True)).kept_rows == 1
+            assert (await conn.read_result_after()).rows == [("end",)]
+            await conn.send_query("SELECT * FROM nope")
+            await conn.send_query_after("SHOW y")
+            with pytest.raises(ServerError):
+                await conn.read_columns()
+            assert (await conn.read_result_after()).rows == [("end",)]
+            await conn.ping()
+    assert seen == [b"\x03SELECT x", b"\x03SHOW y", b"\x03SELECT * FROM nope", b"\x03SHOW y",
+                    b"\x0e"]
+
+
 async def test_connect_refused() -> None:
     listeners = await trio.open_tcp_listeners(0, host="127.0.0.1")
     port = listeners[0].socket.getsockname()[1]
