@@ -78,8 +78,8 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def _config(target: DaemonTarget, lake: Path, first: str, server_id: int) -> str:
-    return (
+def _config(target: DaemonTarget, lake: Path, first: str, server_id: int, extra: str = "") -> str:
+    return extra + (
         "[server]\n"
         f'host = "127.0.0.1"\nport = {target.port}\nuser = "{target.user}"\n'
         'tls_mode = "disabled"\n'
@@ -103,11 +103,12 @@ def landed_rows(lake: Path) -> int:
 
 
 def measure_run(tree: Tree, env: dict[str, str], target: DaemonTarget, first: str,
-                lake: Path, server_id: int, expected_rows: int) -> Measurement:
-    """``binlake run`` from ``first``/4 to the end of binlog into the empty ``lake``."""
+                lake: Path, server_id: int, expected_rows: int, extra: str = "") -> Measurement:
+    """``binlake run`` from ``first``/4 to the end of binlog into the empty ``lake``;
+    ``extra``: TOML put before the configuration's tables (column rules, ``[types]``)."""
     lake.mkdir(parents=True, exist_ok=True)
     config = lake.parent / f"{lake.name}.toml"
-    config.write_text(_config(target, lake, first, server_id))
+    config.write_text(_config(target, lake, first, server_id, extra))
     run_env = dict(tree.env(env), BINLAKE_SERVER_PASSWORD=target.password)
     try:
         measurement = run_measured(tree.argv("run", "--config", os.fspath(config)),

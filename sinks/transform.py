@@ -19,8 +19,9 @@ ordinary :class:`TableMapEvent`, so nothing downstream needs to know rules exist
 
 Each ruled column's :attr:`Column.transform` names the rule that applied, so the sink's schema
 signature, ``_schema/v<N>.json`` and the Parquet field metadata record it, and a changed rule
-starts a new schema version. A ruled table's events lose their native Arrow chunks: their
-values pass through Python (tables without rules are returned as they are, untouched).
+starts a new schema version. A ruled table's events keep the native Arrow chunks of the
+columns no rule changes; a ruled column's chunk (its clear value) is dropped, and that column
+lands from the Python values the rule made (tables without rules are returned as they are).
 """
 
 from __future__ import annotations
@@ -34,6 +35,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from decimal import Decimal
 from typing import Any
+
+import pyarrow as pa
 
 from protocol.binlog.coltypes import FieldType
 from protocol.binlog.model import Column, ColumnFlag, RowsEvent, TableMapEvent
@@ -177,6 +180,21 @@ def text_form(column: Column) -> Callable[[Any], bytes] | None:
     return None
 
 
+def _chunk_type(column: Column) -> pa.DataType | None:
+    """The Arrow type a source column's native chunk reads back as, giving exactly the row
+    decoder's Python values (see :data:`_CHUNK_TYPES`); None for any other column."""
+    code = column.type_code
+    if code in _INTEGERS:
+        return {FieldType.TINY: (pa.int8(), pa.uint8()), FieldType.SHORT: (pa.int16(), pa.uint16()),
+                FieldType.INT24: (pa.int32(), pa.uint32()), FieldType.LONG: (pa.int32(), pa.uint32()),
+                FieldType.LONGLONG: (pa.int64(), pa.uint64())}[FieldType(code)][column.unsigned]
+    if code == FieldType.STRING and _is_binary(column):
+        return None  # BINARY(n): the landed value is padded, the binlog's is not
+    if code in _TEXT or code in _BLOBS:
+        return pa.binary() if _is_binary(column) else pa.string()
+    return None
+
+
 def _raw_or_utf8(value: Any) -> bytes:
     if isinstance(value, str):
         return value.encode("utf-8")
@@ -205,11 +223,89 @@ Mapper = Callable[[list[Any]], list[Any]]
 @dataclass(frozen=True, slots=True)
 class _Plan:
     """What the rules make of one table map: the landed table map, and per source column its
-    new index (None: excluded) and the function its values go through (None: unchanged)."""
+    new index (None: excluded), the function its values go through (None: unchanged), and
+    the Arrow type its native chunk is read back as for that function (None: from its Python
+    values)."""
 
     table: TableMapEvent
     new_index: tuple[int | None, ...]
     mappers: tuple[Mapper | None, ...]
+    chunk_types: tuple[pa.DataType | None, ...]
+
+
+#: The chunk layouts (``protocol.binlog.native``) whose values read back through Arrow are the
+#: very Python values the row decoder gives, per source column type: text and binary strings,
+#: integers. Any other ruled column's values come from the decoder's Python values.
+_CHUNK_TYPES = {"str": pa.string(), "bin": pa.binary(), "i1": pa.int8(), "i2": pa.int16(),
+                "i4": pa.int32(), "i8": pa.int64(), "u1": pa.uint8(), "u2": pa.uint16(),
+                "u4": pa.uint32(), "u8": pa.uint64()}
+
+
+def _chunk_values(chunk: Any, rows: int, arrow_type: pa.DataType) -> list[Any]:
+    """A native chunk ``(tag, nulls, validity, data, offsets)``'s values as Python objects."""
+    _, nulls, valid, data, offsets = chunk
+    buffers = [None if valid is None else pa.py_buffer(valid)]
+    if offsets is not None:
+        buffers.append(pa.py_buffer(offsets))
+    buffers.append(pa.py_buffer(data))
+    values: list[Any] = pa.Array.from_buffers(arrow_type, rows, buffers,
+                                              null_count=nulls).to_pylist()
+    return values
+
+
+class _RuledImage:
+    """One image of a ruled event as it lands, read like the tuple of per-column lists it
+    stands for (index, iterate, ``len``, ``==``). A column no rule changes is the source
+    image's own, decoded only if the sink asks for it (it lands from its chunk otherwise); a
+    ruled column is its rule's values, made when first asked, from the column's native chunk
+    where that reads back exactly, else from the source image's values. So a rule on one
+    column does not make the decoder's Python values of every column."""
+
+    __slots__ = ("_cache", "_chunks", "_plan", "_rows", "_source", "_sources")
+
+    def __init__(self, plan: _Plan, source: Any, sources: tuple[int, ...],
+                 positions: tuple[int, ...], chunks: Any, rows: int) -> None:
+        self._plan = plan
+        self._source = source
+        self._sources = tuple(zip(sources, positions, strict=True))  # (source column, k)
+        self._chunks = chunks
+        self._rows = rows
+        self._cache: list[list[Any] | None] = [None] * len(sources)
+
+    def __len__(self) -> int:
+        return len(self._sources)
+
+    def __getitem__(self, index: Any) -> Any:
+        if isinstance(index, slice):
+            return tuple(self[i] for i in range(len(self._sources))[index])
+        found = self._cache[index]
+        if found is None:
+            column, k = self._sources[index]
+            mapper = self._plan.mappers[column]
+            if mapper is None:
+                found = self._source[k]
+            else:
+                chunk = self._chunks[k] if self._chunks is not None else None
+                arrow_type = self._plan.chunk_types[column]
+                found = mapper(_chunk_values(chunk, self._rows, arrow_type)
+                               if chunk is not None and arrow_type is not None
+                               and _CHUNK_TYPES.get(chunk[0]) == arrow_type
+                               else self._source[k])
+            self._cache[index] = found
+        return found
+
+    def __iter__(self) -> Any:
+        return (self[i] for i in range(len(self._sources)))
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, _RuledImage | tuple) or hasattr(other, "__getitem__"):
+            return tuple(self) == tuple(other)  # type: ignore[arg-type]
+        return NotImplemented
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return repr(tuple(self))
 
 
 class Transform:
@@ -336,7 +432,9 @@ class Transform:
         primary_key = tuple(i for i in (new_index[k] for k in table.primary_key) if i is not None)
         landed = replace(table, columns=tuple(columns), primary_key=primary_key,
                          excluded=(*table.excluded, *excluded))
-        return _Plan(landed, tuple(new_index), tuple(mappers))
+        return _Plan(landed, tuple(new_index), tuple(mappers),
+                     tuple(_chunk_type(c) if m is not None else None
+                           for c, m in zip(table.columns, mappers, strict=True)))
 
     def _typed(self, table: TableMapEvent, column: Column, index: int
                ) -> tuple[Column, Mapper] | None:
@@ -420,25 +518,46 @@ class Transform:
         plan = self._plan(event.table)
         if plan is None:
             return event
-        before_columns, before = self._image(plan, event.before_columns, event.before)
-        after_columns, after = self._image(plan, event.after_columns, event.after)
+        arrow = event.arrow
+        source_chunks = arrow if arrow is not None else (None, None)
+        before_columns, before = self._image(plan, event.before_columns, event.before,
+                                             source_chunks[0], event.row_count)
+        after_columns, after = self._image(plan, event.after_columns, event.after,
+                                           source_chunks[1], event.row_count)
+        if arrow is not None:
+            arrow = (self._chunks(plan, event.before_columns, arrow[0]),
+                     self._chunks(plan, event.after_columns, arrow[1]))
         return RowsEvent(header=event.header, kind=event.kind, table=plan.table,
                          flags=event.flags, row_count=event.row_count,
                          before_columns=before_columns, after_columns=after_columns,
-                         before=before, after=after, extra=event.extra, arrow=None)
+                         before=before, after=after, extra=event.extra, arrow=arrow)
 
     @staticmethod
-    def _image(plan: _Plan, present: tuple[int, ...], values: Any
-               ) -> tuple[tuple[int, ...], tuple[list[Any], ...] | None]:
+    def _chunks(plan: _Plan, present: tuple[int, ...], chunks: Any) -> Any:
+        """An image's native Arrow chunks as it lands: those of the columns no rule changes,
+        renumbered; None for a ruled or retyped column, whose values (the ruled ones) must
+        land from Python — its chunk holds the clear value."""
+        if chunks is None:
+            return None
+        mappers, new_index = plan.mappers, plan.new_index
+        return tuple(None if mappers[source] is not None else chunks[k]
+                     for k, source in enumerate(present) if new_index[source] is not None)
+
+    @staticmethod
+    def _image(plan: _Plan, present: tuple[int, ...], values: Any, chunks: Any, rows: int
+               ) -> tuple[tuple[int, ...], Any]:
+        """An image's landed column indexes, and its values (a :class:`_RuledImage`)."""
         columns: list[int] = []
-        lists: list[list[Any]] = []
+        sources: list[int] = []
+        positions: list[int] = []
         for k, source in enumerate(present):
             index = plan.new_index[source]
             if index is None:
                 continue
             columns.append(index)
-            if values is not None:
-                mapper = plan.mappers[source]
-                column_values = values[k]
-                lists.append(column_values if mapper is None else mapper(column_values))
-        return tuple(columns), (None if values is None else tuple(lists))
+            sources.append(source)
+            positions.append(k)
+        if values is None:
+            return tuple(columns), None
+        return tuple(columns), _RuledImage(plan, values, tuple(sources), tuple(positions),
+                                           chunks, rows)

@@ -5,7 +5,8 @@
    way), or of the raw bytes of a binary column, on MariaDB 10.11, 11.8 and MySQL 9.7.
 2. A compliance review's proof, on MariaDB 10.11 and MySQL 9.7: a TEXT column excluded, an email
    that is a unique key hashed, a card number masked, a note truncated, in rows that arrive by a
-   snapshot, streamed INSERT/UPDATE/DELETE (before images) and an XA transaction; no clear value
+   snapshot (a keyless table's by staged pieces too), streamed INSERT/UPDATE/DELETE (before
+   images) and an XA transaction; no clear value
    of a ruled column is in any byte of the lake, the daemon's debug log, or ``binlake decode``'s
    text and Open Protocol output of the server's binlogs; the hashes equal HMAC computed here;
    the lake's state == SELECT with the same rules applied.
@@ -192,15 +193,19 @@ def test_ruled_columns_never_land_in_clear(flavor: str, request: pytest.FixtureR
         f"CREATE TABLE {db}.orders (id INT PRIMARY KEY, email VARCHAR(100), note VARCHAR(100), "
         "amount INT);"
         f"CREATE TABLE {db}.ticks (id INT AUTO_INCREMENT PRIMARY KEY);"
+        # no key: snapshotted by one read, staged in pieces of snapshot.chunk_rows rows
+        f"CREATE TABLE {db}.contacts (email VARCHAR(100), note VARCHAR(100));"
         # rows already there: they reach the lake only by the snapshot
         f"INSERT INTO {db}.customers VALUES {_customer(values, 1)}, {_customer(values, 2)};"
         f"INSERT INTO {db}.orders VALUES (1, '{values.new('omail')}', "
-        f"'NOTE{values.new('onote')}', 10)")
+        f"'NOTE{values.new('onote')}', 10);"
+        f"INSERT INTO {db}.contacts VALUES " + ", ".join(
+            f"('{values.new('cmail')}', 'NOTE{values.new('cnote')}')" for _ in range(5)))
     lake = tmp_path / "lake"
     key_file = tmp_path / "hash.key"
     key_file.write_text(KEY + "\n")
     settings = snapshot_settings(server, lake, db, overrides={
-        "start": {"from": "snapshot"}, "log": {"level": "debug"}})
+        "start": {"from": "snapshot"}, "log": {"level": "debug"}, "snapshot": {"chunk_rows": 2}})
     daemon = DaemonProcess(tmp_path, settings, password=server.users["repl"].password)
     daemon.config_path.write_text(daemon.config_path.read_text()
                                   + _rules(db).replace("{key_file}", str(key_file)))
@@ -213,8 +218,8 @@ def test_ruled_columns_never_land_in_clear(flavor: str, request: pytest.FixtureR
         server.sql(f"INSERT INTO {db}.ticks VALUES ()")
 
     try:
-        wait_snapshots_done(lake, {f"{db}.customers", f"{db}.orders", f"{db}.ticks"}, 120,
-                            alive_and_ticking)
+        wait_snapshots_done(lake, {f"{db}.customers", f"{db}.orders", f"{db}.ticks",
+                                   f"{db}.contacts"}, 120, alive_and_ticking)
         # streamed rows, with before images (UPDATE of every ruled column, DELETE)
         server.sql(
             f"INSERT INTO {db}.customers VALUES {_customer(values, 3)}, {_customer(values, 4)};"
@@ -246,6 +251,14 @@ def test_ruled_columns_never_land_in_clear(flavor: str, request: pytest.FixtureR
         state = replay(table, ("id",), rows)
         landed[table] = {key[0]: tuple(r[c] for c in key_columns) for key, r in state.items()}
     assert landed == expected
+    # the keyless table's snapshot: one commit of its staged pieces (2 + 2 + 1 rows), ruled
+    contacts = _rows(lake, db, "contacts")
+    assert {r["_op"] for r in contacts} == {"R"}
+    assert sorted((r["email"], r["note"]) for r in contacts) == sorted(
+        (_hmac((email or "").encode()), (note or "")[:4])
+        for email, note in server.sql(f"SELECT email, note FROM {db}.contacts"))
+    assert f"snapshot of {db}.contacts: read by one SELECT, its 5 rows landed in one commit of " \
+           "3 pieces" in daemon.stderr()
 
     # the decode of the server's binlogs, text and Open Protocol, under the same config
     files = [f for f in server.binlog_files() if Path(f).name >= first_binlog]
@@ -270,7 +283,7 @@ def test_ruled_columns_never_land_in_clear(flavor: str, request: pytest.FixtureR
                   ("daemon stdout", Path(daemon.stdout_path).read_bytes())]
     haystacks += [("decode text", outputs[0]), ("decode open-protocol", outputs[1])]
     assert any(b" DEBUG " in text for name, text in haystacks if name == "daemon log")
-    assert len(values.clear) == 29  # 5 customers x 4, an UPDATE of 4, 5 in orders
+    assert len(values.clear) == 39  # 5 customers x 4, an UPDATE of 4, 5 in orders, 5 contacts x 2
     for name, data in haystacks:
         for value in values.clear:
             # a truncated note keeps its first 4 characters ("NOTE"), nothing of the secret

@@ -6,6 +6,7 @@ import datetime as dt
 import hashlib
 import hmac
 import json
+import struct
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
@@ -287,3 +288,35 @@ def test_tinyint1_as_boolean_in_every_path(tmp_path: Path) -> None:
     (schema_file,) = (lake / "shop" / "flags" / "_schema").iterdir()
     assert [c.get("transform") for c in json.loads(schema_file.read_text())["columns"]] == [
         None, "type:boolean", None, None, None]
+
+
+class _Untouchable:
+    """An image whose Python values must not be asked for (each column lands from its chunk)."""
+
+    def __getitem__(self, index: Any) -> Any:
+        raise AssertionError(f"column {index}'s Python values were decoded")
+
+    def __len__(self) -> int:
+        return 3
+
+
+def test_a_rule_keeps_the_other_columns_chunks_and_reads_its_own_from_its_chunk() -> None:
+    """A hash rule on one column leaves the native Arrow chunks of the others as they are (no
+    Python value of any column is decoded) and drops the ruled column's chunk (its clear
+    value), whose hash is taken of the chunk's values."""
+    b = StreamBuilder()
+    table = b.table("shop", "customers", [col(0, T.LONG, "id", pk=True),
+                                          col(1, T.VARCHAR, "email", charset=45),
+                                          col(2, T.VARCHAR, "bio", charset=45)])
+    offsets = struct.pack("<3i", 0, 3, 6)
+    chunks = (("i4", 0, None, struct.pack("<2i", 1, 2), None),
+              ("str", 0, None, b"annbob", offsets), ("str", 0, None, b"xxyyyy", offsets))
+    event = RowsEvent(header=EventHeader(0, 0, 0, 0, 0, 0), kind=RowsKind.INSERT, table=table,
+                      flags=0, row_count=2, before_columns=(), after_columns=(0, 1, 2),
+                      before=None, after=_Untouchable(), arrow=(None, chunks))  # type: ignore[arg-type]
+    ruled = Transform((ColumnRule("shop.customers.email", "hash"),), KEY).rows(event)
+    assert ruled.arrow == (None, (chunks[0], None, chunks[2]))
+    assert ruled.after is not None and ruled.after[1] == [_hash("ann"), _hash("bob")]
+    assert len(ruled.after) == 3
+    with pytest.raises(AssertionError, match="column 0's Python values were decoded"):
+        ruled.after[0]  # noqa: B018 - asked for only when its chunk cannot land
