@@ -36,8 +36,6 @@ from dataclasses import dataclass, replace
 from decimal import Decimal
 from typing import Any
 
-import pyarrow as pa
-
 from protocol.binlog.coltypes import FieldType
 from protocol.binlog.model import Column, ColumnFlag, RowsEvent, TableMapEvent
 from protocol.binlog.values import time_text
@@ -180,18 +178,21 @@ def text_form(column: Column) -> Callable[[Any], bytes] | None:
     return None
 
 
-def _chunk_type(column: Column) -> pa.DataType | None:
-    """The Arrow type a source column's native chunk reads back as, giving exactly the row
-    decoder's Python values (see :data:`_CHUNK_TYPES`); None for any other column."""
+_INTEGER_TAGS = {FieldType.TINY: ("i1", "u1"), FieldType.SHORT: ("i2", "u2"),
+                 FieldType.INT24: ("i4", "u4"), FieldType.LONG: ("i4", "u4"),
+                 FieldType.LONGLONG: ("i8", "u8")}
+
+
+def _chunk_tag(column: Column) -> str | None:
+    """The native chunk layout a source column's values are read back from, giving exactly
+    the row decoder's Python values (see :data:`_CHUNK_TYPES`); None for any other column."""
     code = column.type_code
-    if code in _INTEGERS:
-        return {FieldType.TINY: (pa.int8(), pa.uint8()), FieldType.SHORT: (pa.int16(), pa.uint16()),
-                FieldType.INT24: (pa.int32(), pa.uint32()), FieldType.LONG: (pa.int32(), pa.uint32()),
-                FieldType.LONGLONG: (pa.int64(), pa.uint64())}[FieldType(code)][column.unsigned]
+    if code in _INTEGER_TAGS:
+        return _INTEGER_TAGS[FieldType(code)][column.unsigned]
     if code == FieldType.STRING and _is_binary(column):
         return None  # BINARY(n): the landed value is padded, the binlog's is not
     if code in _TEXT or code in _BLOBS:
-        return pa.binary() if _is_binary(column) else pa.string()
+        return "bin" if _is_binary(column) else "str"
     return None
 
 
@@ -224,26 +225,28 @@ Mapper = Callable[[list[Any]], list[Any]]
 class _Plan:
     """What the rules make of one table map: the landed table map, and per source column its
     new index (None: excluded), the function its values go through (None: unchanged), and
-    the Arrow type its native chunk is read back as for that function (None: from its Python
-    values)."""
+    the native chunk layout its values are read back from for that function (None: from its
+    Python values)."""
 
     table: TableMapEvent
     new_index: tuple[int | None, ...]
     mappers: tuple[Mapper | None, ...]
-    chunk_types: tuple[pa.DataType | None, ...]
+    chunk_tags: tuple[str | None, ...]
 
 
 #: The chunk layouts (``protocol.binlog.native``) whose values read back through Arrow are the
-#: very Python values the row decoder gives, per source column type: text and binary strings,
-#: integers. Any other ruled column's values come from the decoder's Python values.
-_CHUNK_TYPES = {"str": pa.string(), "bin": pa.binary(), "i1": pa.int8(), "i2": pa.int16(),
-                "i4": pa.int32(), "i8": pa.int64(), "u1": pa.uint8(), "u2": pa.uint16(),
-                "u4": pa.uint32(), "u8": pa.uint64()}
+#: very Python values the row decoder gives: text and binary strings, integers. Any other
+#: ruled column's values come from the decoder's Python values.
+_CHUNK_TYPES = {"str": "string", "bin": "binary", "i1": "int8", "i2": "int16", "i4": "int32",
+                "i8": "int64", "u1": "uint8", "u2": "uint16", "u4": "uint32", "u8": "uint64"}
 
 
-def _chunk_values(chunk: Any, rows: int, arrow_type: pa.DataType) -> list[Any]:
+def _chunk_values(chunk: Any, rows: int) -> list[Any]:
     """A native chunk ``(tag, nulls, validity, data, offsets)``'s values as Python objects."""
-    _, nulls, valid, data, offsets = chunk
+    import pyarrow as pa  # noqa: PLC0415 - not before the daemon chose Arrow's allocator
+
+    tag, nulls, valid, data, offsets = chunk
+    arrow_type = getattr(pa, _CHUNK_TYPES[tag])()
     buffers = [None if valid is None else pa.py_buffer(valid)]
     if offsets is not None:
         buffers.append(pa.py_buffer(offsets))
@@ -286,10 +289,9 @@ class _RuledImage:
                 found = self._source[k]
             else:
                 chunk = self._chunks[k] if self._chunks is not None else None
-                arrow_type = self._plan.chunk_types[column]
-                found = mapper(_chunk_values(chunk, self._rows, arrow_type)
-                               if chunk is not None and arrow_type is not None
-                               and _CHUNK_TYPES.get(chunk[0]) == arrow_type
+                tag = self._plan.chunk_tags[column]
+                found = mapper(_chunk_values(chunk, self._rows)
+                               if chunk is not None and tag is not None and chunk[0] == tag
                                else self._source[k])
             self._cache[index] = found
         return found
@@ -433,7 +435,7 @@ class Transform:
         landed = replace(table, columns=tuple(columns), primary_key=primary_key,
                          excluded=(*table.excluded, *excluded))
         return _Plan(landed, tuple(new_index), tuple(mappers),
-                     tuple(_chunk_type(c) if m is not None else None
+                     tuple(_chunk_tag(c) if m is not None else None
                            for c, m in zip(table.columns, mappers, strict=True)))
 
     def _typed(self, table: TableMapEvent, column: Column, index: int
