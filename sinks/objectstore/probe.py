@@ -28,9 +28,9 @@ __all__ = ["PROBE_PREFIX", "probe_conditional_writes"]
 #: Where the probe's object lives (a bookkeeping name: readers skip names starting with ``_``).
 PROBE_PREFIX = "_probe/"
 
-_FIX = ("use a store that honours conditional writes (AWS S3; Ceph RADOS Gateway 20 or newer; "
-        "MinIO), and no proxy in between that drops If-None-Match / If-Match headers: without "
-        "them two writers could both commit")
+_FIX = ("use a store that honours conditional writes (AWS S3; Ceph RADOS Gateway 20 or newer), "
+        "and no proxy in between that drops If-None-Match / If-Match headers: without them two "
+        "writers could both commit")
 
 
 def probe_conditional_writes(store: ObjectStore) -> None:

@@ -145,3 +145,16 @@ def test_the_probe_refuses_a_store_that_ignores_conditions() -> None:
         assert "ignored If-" in str(refused.value)
         assert "conditional writes" in refused.value.fix
         assert store.keys() == []  # the probe object is removed either way
+
+
+def test_the_command_line_stops_with_4_on_a_refusal_and_1_when_retries_ran_out() -> None:
+    from replica.cli import EXIT_FAILURE, EXIT_LAKE, exit_code_for, hint_for
+
+    refused = classify_code("NoSuchBucket", 404, "PUT If-None-Match", "s3://shop-lake/p/_log/1",
+                            "shop-lake")
+    assert exit_code_for(refused) == EXIT_LAKE == 4
+    assert hint_for(refused) == refused.fix  # type: ignore[union-attr]
+    assert "the bucket shop-lake does not exist" in (hint_for(refused) or "")
+    unavailable = classify_code("SlowDown", 503, "PUT", "s3://shop-lake/p/x", "shop-lake")
+    assert exit_code_for(unavailable) == EXIT_FAILURE
+    assert "lake.s3.endpoint" in (hint_for(unavailable) or "")
