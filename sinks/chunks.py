@@ -4,7 +4,7 @@ A snapshot reads a table in chunks while the binlog streams on; each chunk is co
 one point of the stream (``position``) and lands there, between two streamed transactions, as
 one transaction of its own: its rows get their own ``_seq``, no GTID, ``position`` as their
 binlog file and position and the time they were read as ``_commit_ts``. The snapshot progress
-(``progress``, JSON data) commits with it, so after a crash the lake says exactly which chunks
+(``progress``, a ``SnapshotProgress``) commits with it, so after a crash the lake says exactly which chunks
 it holds. A chunk without rows and position carries the progress alone (a plan, a table given
 up): it commits with the next flush.
 
@@ -16,12 +16,13 @@ one SELECT, too big to hold — staged in pieces as they were read (``staged``, 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from protocol.binlog.model import BinlogPosition, RowsEvent
 
 if TYPE_CHECKING:
     from .parquet.pieces import StagedChunk
+    from .parquet.snapshot_progress import SnapshotProgress
 
 __all__ = ["SnapshotChunk"]
 
@@ -30,7 +31,7 @@ __all__ = ["SnapshotChunk"]
 class SnapshotChunk:
     """See the module docstring."""
 
-    progress: dict[str, Any]  # the snapshot progress that commits with the chunk
+    progress: SnapshotProgress  # the snapshot progress that commits with the chunk
     position: BinlogPosition | None = None  # the stream point it is consistent with
     read_time_us: int = 0  # when it was read (its rows' _commit_ts)
     rows: RowsEvent | None = None  # its rows, in memory

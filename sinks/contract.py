@@ -6,8 +6,10 @@ the daemon. What crosses it:
 
 * **in** — the transaction items of ``protocol.binlog.transactions`` (begin, rows, commit,
   statements, XA PREPARE/ROLLBACK, rollbacks), snapshot chunks (READ rows events landed between
-  two transactions, or staged in pieces first), the snapshot progress that commits with them,
-  and the caller's clock (a sink reads none of its own);
+  two transactions, or staged in pieces first), the snapshot progress that commits with them
+  (frozen records: :class:`SnapshotProgress` of :class:`TableProgress` and
+  :class:`FilterRecord`, re-exported here), and the caller's clock (a sink reads none of its
+  own);
 * **out** — typed, frozen outcomes (and counters, :class:`SinkStats`, read by attribute): a commit is :attr:`CommitOutcome.ACCEPTED` (it lands with
   the next flush) or :attr:`CommitOutcome.ALREADY_LANDED` (a replayed stream: the lake has it);
   each flush that landed something reports one :class:`Flushed`; the resume position is a
@@ -42,6 +44,7 @@ from protocol.gtid import GtidSet
 from .chunks import SnapshotChunk
 from .errors import LakeError, LakeLocked, SinkError
 from .parquet.commit import Checkpoint
+from .parquet.snapshot_progress import FilterRecord, SnapshotProgress, TableProgress
 from .stats import SinkStats
 
 if TYPE_CHECKING:
@@ -49,8 +52,9 @@ if TYPE_CHECKING:
 else:
     StagedSnapshot = Any  # opaque to the caller: made by stage_piece, handed back
 
-__all__ = ["Checkpoint", "CommitOutcome", "Flushed", "LakeError", "LakeLocked", "Pending",
-           "Sink", "SinkError", "SinkStats", "SnapshotChunk", "StagedSnapshot"]
+__all__ = ["Checkpoint", "CommitOutcome", "FilterRecord", "Flushed", "LakeError", "LakeLocked",
+           "Pending", "Sink", "SinkError", "SinkStats", "SnapshotChunk", "SnapshotProgress",
+           "StagedSnapshot", "TableProgress"]
 
 
 class CommitOutcome(enum.Enum):
@@ -165,8 +169,8 @@ class Sink(Protocol):
     # --- snapshots -------------------------------------------------------------------------------
 
     @property
-    def snapshot_state(self) -> dict[str, Any]:
-        """The snapshot progress as of the last landed chunk (a copy; JSON data)."""
+    def snapshot_state(self) -> SnapshotProgress:
+        """The snapshot progress as of the last chunk handed over (a frozen record)."""
         ...
 
     def land_chunk(self, chunk: SnapshotChunk) -> int:

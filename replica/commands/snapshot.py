@@ -15,12 +15,12 @@ import argparse
 import logging
 import os
 import uuid
-from typing import Any
 
 import trio
 
 from replica.config import Config, ConfigError
 from replica.core.snapshot import remove_request, requests_done, write_request
+from sinks.contract import SnapshotProgress, TableProgress
 from sinks.errors import LakeLocked
 from sinks.parquet.status import lake_in_use, lock_holder, read_checkpoint
 
@@ -49,26 +49,24 @@ def parse_tables(names: list[str]) -> list[tuple[str, str]]:
     return tables
 
 
-def _checkpoint_state(lake: str) -> dict[str, Any]:
+def _checkpoint_state(lake: str) -> SnapshotProgress:
     try:
         doc = read_checkpoint(lake) or {}
     except (OSError, ValueError):  # being replaced (never half-written)
-        return {}
+        return SnapshotProgress()
     state = doc.get("snapshot")
-    return state if isinstance(state, dict) else {}
+    return SnapshotProgress.from_json(state) if isinstance(state, dict) else SnapshotProgress()
 
 
-def _report(entries: list[dict[str, Any]]) -> int:
+def _report(entries: list[TableProgress]) -> int:
     failed = 0
     for entry in entries:
-        name = f"{entry['database']}.{entry['table']}"
-        if entry.get("status") == "failed":
+        if entry.status == "failed":
             failed += 1
-            log.error("%s: snapshot failed: %s", name, entry.get("message", ""))
+            log.error("%s: snapshot failed: %s", entry.name, entry.message or "")
         else:
-            log.info("%s: %d rows landed in %d chunks%s", name, entry.get("rows", 0),
-                     entry.get("chunks", 0),
-                     " (one-time copy: the filters exclude it)" if entry.get("one_time") else "")
+            log.info("%s: %d rows landed in %d chunks%s", entry.name, entry.rows, entry.chunks,
+                     " (one-time copy: the filters exclude it)" if entry.one_time else "")
     return 1 if failed else 0
 
 

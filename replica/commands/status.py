@@ -41,6 +41,7 @@ from typing import Any, TextIO
 from replica.config import Config
 from replica.observe.lag import ServerEnd, lag_of_checkpoint, query_server_end
 from replica.observe.progress import format_snapshot_entry
+from sinks.contract import SnapshotProgress
 from sinks.parquet.status import LakeFacts, TableFacts, lake_facts
 
 __all__ = ["TableFacts", "LakeFacts", "ServerPosition", "Status", "lake_facts",
@@ -139,14 +140,14 @@ def snapshots(checkpoint: dict[str, Any] | None) -> list[dict[str, Any]]:
     ``last_key`` (SQL literals), ``one_time``, ``message`` (why it failed, or a note),
     ``reason`` (what asked for it: ``signal <id>`` for a snapshot signal), ``condition`` (the
     WHERE condition limiting its rows, or None)."""
-    state = (checkpoint or {}).get("snapshot") or {}
+    state = SnapshotProgress.from_json((checkpoint or {}).get("snapshot") or {})
     out = []
-    for name, entry in sorted((state.get("tables") or {}).items()):
-        out.append({"table": name, "status": entry.get("status"),
-                    "rows": int(entry.get("rows", 0)), "chunks": int(entry.get("chunks", 0)),
-                    "last_key": entry.get("last_key"), "one_time": bool(entry.get("one_time")),
-                    "message": entry.get("message"), "reason": entry.get("reason"),
-                    "condition": entry.get("condition")})
+    for entry in sorted(state.tables or (), key=lambda e: e.name):
+        out.append({"table": entry.name, "status": entry.status, "rows": entry.rows,
+                    "chunks": entry.chunks,
+                    "last_key": None if entry.last_key is None else list(entry.last_key),
+                    "one_time": entry.one_time, "message": entry.message,
+                    "reason": entry.reason or None, "condition": entry.condition})
     return out
 
 
@@ -200,7 +201,8 @@ def _render_snapshots(tables: list[dict[str, Any]], write: Any) -> None:
     write(f"  snapshots       {len(tables)} table{'' if len(tables) == 1 else 's'}: {summary}\n")
     width = max(len(t["table"]) for t in tables)
     for t in tables:
-        line = f"    {t['table']:<{width}}  {t['status']:<8} {format_snapshot_entry(t)}"
+        entry = format_snapshot_entry(t["rows"], t["chunks"], t["last_key"])
+        line = f"    {t['table']:<{width}}  {t['status']:<8} {entry}"
         if t["one_time"]:
             line += " (one-time copy)"
         if t.get("condition") is not None:

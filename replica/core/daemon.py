@@ -33,7 +33,6 @@ import signal
 import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, replace
-from typing import Any
 
 import trio
 
@@ -85,7 +84,7 @@ from replica.observe.progress import (
     format_duration,
     format_summary,
 )
-from sinks.contract import Sink
+from sinks.contract import FilterRecord, Sink, TableProgress
 from sinks.factory import (
     COMPACT_LOCK,
     build_sink,
@@ -182,7 +181,7 @@ class Daemon:
         self.snapshot_request = snapshot_request
         self.snapshots: SnapshotCoordinator | None = None  # once the lake is open
         #: The finished entries of snapshot_tables (``binlake snapshot``'s outcome).
-        self.snapshot_results: list[dict[str, Any]] = []
+        self.snapshot_results: list[TableProgress] = []
         self._planned = False
         self._new_lake = False
         self._seen_requests: set[str] = set()
@@ -708,45 +707,51 @@ class Daemon:
         table of a new lake with ``start.from = snapshot``; tables ``filter.include`` gained
         since the lake last ran. Tables pending from an interrupted run go on anyway."""
         assert self.snapshots is not None
-        state = self.snapshots.state
         config = self.config
         filters = config.filter
-        recorded = {"include": list(filters.include), "exclude": list(filters.exclude)}
+        recorded = FilterRecord(tuple(filters.include), tuple(filters.exclude))
+        before = self.snapshots.state.filter
+        # The server is asked first, so that the plan is made from the state as it is then,
+        # with no await between reading and recording it.
         if self.snapshot_tables is not None:
-            plan_state(state, self.snapshot_tables, reason="binlake snapshot",
-                       one_time=lambda d, t: not filters.accepts(d, t),
-                       request=self.snapshot_request)
+            planned: list[tuple[str, str]] | None = None
+        elif self._new_lake and config.start.from_ == "snapshot":
+            planned = [t for t in await list_tables(conn) if filters.accepts(*t)]
+        elif not self._new_lake and before is not None and before != recorded:
+            old = FilterConfig(include=before.include, exclude=before.exclude)
+            planned = [t for t in await list_tables(conn)
+                       if filters.accepts(*t) and not old.accepts(*t)]
+        else:
+            planned = None
+        state = self.snapshots.state
+        if self.snapshot_tables is not None:
+            state = plan_state(state, self.snapshot_tables, reason="binlake snapshot",
+                               one_time=lambda d, t: not filters.accepts(d, t),
+                               request=self.snapshot_request)
             for database, table in self.snapshot_tables:
                 if not filters.accepts(database, table):
                     log.warning("%s.%s is excluded by the filters: it gets a one-time copy, its "
                                 "later changes will not land", database, table)
-        elif self._new_lake and config.start.from_ == "snapshot":
-            tables = [t for t in await list_tables(conn) if filters.accepts(*t)]
-            plan_state(state, tables, reason="start.from = snapshot")
+        elif planned is not None and self._new_lake:
+            state = plan_state(state, planned, reason="start.from = snapshot")
             log.info("start.from = snapshot: %d tables to snapshot while streaming from the "
-                     "server's binlog end", len(tables))
-        elif not self._new_lake and state.get("filter") not in (None, recorded):
-            before = state["filter"]
-            old = FilterConfig(include=tuple(before.get("include", ())),
-                               exclude=tuple(before.get("exclude", ())))
-            gained = [t for t in await list_tables(conn)
-                      if filters.accepts(*t) and not old.accepts(*t)]
-            names = ", ".join(f"{d}.{t}" for d, t in gained)
-            if gained and config.snapshot.on_new_tables:
-                plan_state(state, gained, reason="new in filter.include")
+                     "server's binlog end", len(planned))
+        elif planned is not None:
+            names = ", ".join(f"{d}.{t}" for d, t in planned)
+            if planned and config.snapshot.on_new_tables:
+                state = plan_state(state, planned, reason="new in filter.include")
                 log.info("filter.include gained %d tables since the lake last ran; "
-                         "snapshotting them: %s", len(gained), names)
-            elif gained:
+                         "snapshotting them: %s", len(planned), names)
+            elif planned:
                 log.warning("filter.include gained %d tables since the lake last ran, and "
                             "snapshot.on_new_tables is false: their existing rows are not in "
                             "the lake (run `binlake snapshot --table DB.TABLE`): %s",
-                            len(gained), names)
+                            len(planned), names)
         if self.snapshot_tables is None:
-            state["filter"] = recorded
+            state = replace(state, filter=recorded)
         pending = pending_tables(state)
         if pending and self.snapshot_tables is None:
-            log.info("snapshots pending: %s", ", ".join(
-                f"{e['database']}.{e['table']}" for e in pending))
+            log.info("snapshots pending: %s", ", ".join(e.name for e in pending))
         self.snapshots.set_state(state)
 
     async def _stream_and_snapshot(self, session: ReplicationSession,
@@ -784,8 +789,8 @@ class Daemon:
             if batch and not pending_tables(self.snapshots.state):
                 if self.snapshot_tables is not None:
                     wanted = {f"{d}.{t}" for d, t in self.snapshot_tables}
-                    self.snapshot_results = [e for k, e in self.snapshots.state.get(
-                        "tables", {}).items() if k in wanted]
+                    self.snapshot_results = [e for e in self.snapshots.state.tables or ()
+                                             if e.name in wanted]
                 return
             await trio.sleep(REQUEST_POLL)
 
@@ -798,24 +803,23 @@ class Daemon:
                         "insert it again once `binlake run` does", signal.id)
             return
         state = snapshots.state
-        if any(signal.request in entry.get("requests", ())
-               for entry in state.get("tables", {}).values()):
+        if any(signal.request in entry.requests for entry in state.tables or ()):
             return  # replayed after a restart: planned already
         filters = self.config.filter
-        tables = state.get("tables", {})
+        tables = {entry.name: entry for entry in state.tables or ()}
         for database, table in signal.tables:
             busy = tables.get(table_key(database, table))
-            if busy is not None and busy.get("status") in ("pending", "running") and busy.get(
-                    "condition") != signal.condition:
+            if busy is not None and busy.status in ("pending", "running") and (
+                    busy.condition != signal.condition):
                 log.warning("snapshot signal %r: %s.%s is being snapshotted already (%s): the "
                             "signal's request waits for that snapshot, its own condition (%s) "
                             "is not applied", signal.id, database, table,
-                            f"where {busy['condition']}" if busy.get("condition") is not None
+                            f"where {busy.condition}" if busy.condition is not None
                             else "every row", signal.condition or "none")
-        plan_state(state, signal.tables, reason=f"signal {signal.id}",
-                   one_time=lambda d, t: not filters.accepts(d, t), request=signal.request,
-                   condition=signal.condition)
-        snapshots.set_state(state)
+        snapshots.set_state(plan_state(
+            state, signal.tables, reason=f"signal {signal.id}",
+            one_time=lambda d, t: not filters.accepts(d, t), request=signal.request,
+            condition=signal.condition))
         log.info("snapshot signal %r (%s): snapshot of %s requested%s", signal.id,
                  self.config.snapshot.signal_table,
                  ", ".join(f"{d}.{t}" for d, t in signal.tables),
@@ -836,8 +840,8 @@ class Daemon:
                 if self.pipeline.durable is not None:
                     remove_request(lake, request)  # done and durable: its waiter is gone
                 continue
-            plan_state(state, tables, reason="binlake snapshot",
-                       one_time=lambda d, t: not filters.accepts(d, t), request=request)
+            state = plan_state(state, tables, reason="binlake snapshot",
+                               one_time=lambda d, t: not filters.accepts(d, t), request=request)
             log.info("snapshot requested: %s", ", ".join(f"{d}.{t}" for d, t in tables))
             changed = True
         if changed:

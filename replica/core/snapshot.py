@@ -59,7 +59,6 @@ instead of being dropped.
 
 from __future__ import annotations
 
-import copy
 import functools
 import json
 import logging
@@ -94,7 +93,7 @@ from protocol.snapshot import (
 from replica.core.connection import Connection, ConnectOptions
 from replica.core.sink_worker import SinkWorker
 from replica.core.snapshot_describe import describe_table
-from sinks.contract import Sink, SnapshotChunk, StagedSnapshot
+from sinks.contract import Sink, SnapshotChunk, SnapshotProgress, StagedSnapshot, TableProgress
 from sinks.factory import SNAPSHOT_REQUESTS_DIR
 
 log = logging.getLogger("binlake.snapshot")
@@ -174,59 +173,50 @@ async def list_tables(conn: Connection) -> list[tuple[str, str]]:
     return [t for t in tables if t[0].lower() not in SYSTEM_DATABASES]
 
 
-def plan_state(state: dict[str, Any], tables: Iterable[tuple[str, str]], *, reason: str,
+def plan_state(state: SnapshotProgress, tables: Iterable[tuple[str, str]], *, reason: str,
                one_time: Callable[[str, str], bool] = lambda d, t: False,
-               request: str | None = None, condition: str | None = None) -> list[str]:
-    """Add the tables to the snapshot state as pending (restarting a finished one); returns
-    their keys. ``state`` is the checkpoint's ``snapshot`` document, changed in place.
-    ``condition``: a WHERE condition limiting the rows read (a table already pending or
-    running keeps its own plan: the request waits for it)."""
-    entries = state.setdefault("tables", {})
-    added = []
+               request: str | None = None, condition: str | None = None) -> SnapshotProgress:
+    """``state`` with the tables added as pending (a finished one restarted). ``request``
+    joins each table's waiting requests; ``condition``: a WHERE condition limiting the rows
+    read (a table already pending or running keeps its own plan: the request waits for it)."""
+    entries = {entry.name: entry for entry in state.tables or ()}
     for database, table in tables:
-        key = table_key(database, table)
-        entry = entries.get(key)
-        requests = list(entry.get("requests", [])) if entry else []
+        entry = entries.get(table_key(database, table))
+        requests = entry.requests if entry is not None else ()
         if request is not None:
-            requests.append(request)
-        if entry is not None and entry.get("status") in ("pending", "running"):
-            entry["requests"] = requests
-            added.append(key)
+            requests = (*requests, request)
+        if entry is not None and entry.status in ("pending", "running"):
+            entries[entry.name] = replace(entry, requests=requests)
             continue
-        entries[key] = {"database": database, "table": table, "status": "pending",
-                        "reason": reason, "one_time": one_time(database, table),
-                        "last_key": None, "rows": 0, "chunks": 0, "requests": requests}
-        if condition is not None:
-            entries[key]["condition"] = condition
-        added.append(key)
-    return added
+        planned = TableProgress(database, table, "pending", reason, one_time(database, table),
+                                None, 0, 0, requests, condition=condition)
+        entries[planned.name] = planned
+    return replace(state, tables=tuple(entries.values()))
 
 
-def store_entry(state: dict[str, Any], entry: dict[str, Any]) -> dict[str, Any]:
-    """Put a table's entry into the state, keeping the requests the state knows of (a request
-    may join a table while it is being read)."""
-    tables = state.setdefault("tables", {})
-    key = table_key(entry["database"], entry["table"])
-    current = tables.get(key) or {}
-    stored = {**entry, "requests": list(current.get("requests", entry.get("requests", [])))}
-    tables[key] = stored
-    return stored
+def store_entry(state: SnapshotProgress, entry: TableProgress) -> SnapshotProgress:
+    """``state`` with a table's entry put in, keeping the requests the state knows of (a
+    request may join a table while it is being read)."""
+    entries = {e.name: e for e in state.tables or ()}
+    current = entries.get(entry.name)
+    entries[entry.name] = entry if current is None else replace(entry,
+                                                                requests=current.requests)
+    return replace(state, tables=tuple(entries.values()))
 
 
-def pending_tables(state: dict[str, Any]) -> list[dict[str, Any]]:
-    return [e for e in state.get("tables", {}).values()
-            if e.get("status") in ("pending", "running")]
+def pending_tables(state: SnapshotProgress) -> list[TableProgress]:
+    return [e for e in state.tables or () if e.status in ("pending", "running")]
 
 
-def requests_done(state: dict[str, Any], request: str, tables: Sequence[tuple[str, str]]
-                  ) -> list[dict[str, Any]] | None:
+def requests_done(state: SnapshotProgress, request: str, tables: Sequence[tuple[str, str]]
+                  ) -> list[TableProgress] | None:
     """The entries of a request's tables once all are finished (done or failed), else None."""
-    entries = state.get("tables", {})
+    entries = {entry.name: entry for entry in state.tables or ()}
     found = []
     for database, table in tables:
         entry = entries.get(table_key(database, table))
-        if entry is None or request not in entry.get("requests", ()) or entry.get(
-                "status") not in ("done", "failed"):
+        if entry is None or request not in entry.requests or entry.status not in (
+                "done", "failed"):
             return None
         found.append(entry)
     return found
@@ -335,7 +325,7 @@ class Chunk:
     count: int
     high: BinlogPosition
     read_time_us: int
-    progress: dict[str, Any]  # the table's entry after this chunk
+    progress: TableProgress  # the table's entry after this chunk
     keyless_changes: int = 0  # the key log's change count before the read (keyless tables)
     one_time: bool = False
     staged: StagedSnapshot | None = None  # the rows, staged in pieces (keyless tables; see pieces.py)
@@ -381,7 +371,8 @@ class SnapshotCoordinator:
         #: A key log started mid-transaction sets it, so the transaction's later rows and end
         #: are seen as if its begin had been (begin of an unwatched stream holds nothing).
         self.tracking = False
-        self.state: dict[str, Any] = sink.snapshot_state
+        #: The snapshot progress (frozen: each change makes a new one, recorded in the sink).
+        self.state: SnapshotProgress = sink.snapshot_state
 
     # --- the stream's side -------------------------------------------------------------------
 
@@ -537,7 +528,7 @@ class SnapshotCoordinator:
     def unwatch(self, database: str, table: str) -> None:
         self._logs.pop((database, table), None)
 
-    def set_state(self, state: dict[str, Any]) -> None:
+    def set_state(self, state: SnapshotProgress) -> None:
         """Record plan changes; they reach the checkpoint with the next flush (recorded in the
         sink once the worker is idle: see ``SinkWorker.call_soon``)."""
         self.state = state
@@ -630,10 +621,8 @@ class SnapshotCoordinator:
             reconciled = _reconcile(table, columns, count, key_log, chunk.one_time)
             if reconciled[0] is not columns:  # rows dropped or replaced: land the lists
                 columns, count, arrow = *reconciled, None
-        chunk.progress["rows"] = chunk.progress.get("rows", 0) + count
-        state = self.state
-        store_entry(state, chunk.progress)
-        state = copy.deepcopy(state)  # the worker's own: the loop may change self.state meanwhile
+        chunk.progress = replace(chunk.progress, rows=chunk.progress.rows + count)
+        state = self.state = store_entry(self.state, chunk.progress)
         sink, read_time_us = self.sink, chunk.read_time_us
         if staged is not None:
             return functools.partial(sink.land_chunk, SnapshotChunk(
@@ -702,7 +691,7 @@ class _Read:
     high: BinlogPosition
     read_time_us: int
     keyless_changes: int
-    last_key: list[str] | None  # the chunk's last key as literals (None: no rows)
+    last_key: tuple[str, ...] | None  # the chunk's last key as literals (None: no rows)
     done: bool
     exact: bool  # read at its consistent snapshot's binlog point (see SnapshotReader._read)
 
@@ -772,6 +761,13 @@ async def _key_plan(conn: Connection, table: SnapshotTable) -> _Key | None:
 
 
 @dataclass(slots=True)
+class _Entry:
+    """The entry of the table being read, as its read goes on (each step a new record)."""
+
+    now: TableProgress
+
+
+@dataclass(slots=True)
 class SnapshotReader:
     """Reads the pending tables of the snapshot state, one after the other, and lands them
     through the coordinator. Runs beside the stream; cancelled with it on a reconnect (it then
@@ -783,7 +779,7 @@ class SnapshotReader:
     chunk_pause: float = 0.0  # seconds between chunks
     grace: float = GRACE
     #: Called with a table's finished entry (done or failed).
-    on_table_done: Callable[[dict[str, Any]], None] | None = None
+    on_table_done: Callable[[TableProgress], None] | None = None
     _clock_offset_us: int = 0
     _exact: bool = False  # MariaDB: reads at their consistent snapshot's binlog point
     _gtids: bool = False  # MySQL with gtid_mode = ON: reads bracketed by GTID watermarks
@@ -827,23 +823,21 @@ class SnapshotReader:
                     return
                 if len(pending) > 1:  # its key log starts now: its grace passes meanwhile
                     await self._watch_early(conn, pending[1])
-                await self._snapshot_table(conn, dict(pending[0]))
+                await self._snapshot_table(conn, _Entry(replace(pending[0], status="running")))
 
-    async def _watch_early(self, conn: Connection, entry: dict[str, Any]) -> None:
+    async def _watch_early(self, conn: Connection, entry: TableProgress) -> None:
         """Start the key log of the table read next, so that reading it need not wait."""
         try:
-            table = await describe_table(conn, entry["database"], entry["table"])
+            table = await describe_table(conn, entry.database, entry.table)
             key = await _key_plan(conn, table)
         except (DescribeError, ServerError):
             return  # it is described again (and its errors reported) when its turn comes
-        self.coordinator.watch(entry["database"], entry["table"],
-                               table.key_columns if key is not None else (),
-                               bool(entry.get("one_time")))
+        self.coordinator.watch(entry.database, entry.table,
+                               table.key_columns if key is not None else (), entry.one_time)
 
-    async def _snapshot_table(self, conn: Connection, entry: dict[str, Any]) -> None:
-        database, name = entry["database"], entry["table"]
+    async def _snapshot_table(self, conn: Connection, entry: _Entry) -> None:
+        database, name = entry.now.database, entry.now.table
         coordinator = self.coordinator
-        entry["status"] = "running"
         attempts = 0
         described_at = -1
         try:
@@ -858,7 +852,7 @@ class SnapshotReader:
                 except DescribeError as exc:
                     self._finish(entry, "failed", f"{database}.{name} cannot be read: {exc}")
                     return
-                condition = entry.get("condition")
+                condition = entry.now.condition
                 if condition is not None:
                     refused = await _refused(conn, table, condition)
                     if refused is not None:
@@ -869,12 +863,12 @@ class SnapshotReader:
                 key = await _key_plan(conn, table)
                 if key is None and table.key_columns:
                     table = replace(table, key_columns=())
-                key_names = list(key.names) if key is not None else []
-                if entry.get("key") != key_names:  # a new (or changed) key: from the start
-                    entry["key"] = key_names
-                    entry["last_key"] = entry["high_key"] = None
+                key_names = key.names if key is not None else ()
+                if entry.now.key != key_names:  # a new (or changed) key: from the start
+                    entry.now = replace(entry.now, key=key_names, last_key=None, high_key=None,
+                                        has_high_key=True)
                 since = coordinator.watch(database, name, table.key_columns,
-                                          bool(entry.get("one_time")))
+                                          entry.now.one_time)
                 if described_at < 0:
                     log.info("snapshot of %s.%s: %s", database, name,
                              f"by key ({', '.join(key.names)}), {self.chunk_rows} rows a chunk"
@@ -896,7 +890,7 @@ class SnapshotReader:
             coordinator.unwatch(database, name)
 
     async def _chunks(self, conn: Connection, table: SnapshotTable, key: _Key | None,
-                      entry: dict[str, Any], generation: int, since: float) -> bool:
+                      entry: _Entry, generation: int, since: float) -> bool:
         """Read and land chunks until the table is done (True) or a chunk was discarded.
 
         The next chunk is read while the previous one is decoded and landed (a task of its
@@ -904,17 +898,18 @@ class SnapshotReader:
         overlap on the two cores instead of taking turns."""
         if key is None:
             return await self._keyless(conn, table, entry, generation)
-        if entry.get("high_key") is None:
+        if entry.now.high_key is None:
             # The table's last key now: rows inserted later come from the stream, so a table
             # that grows faster than it is read is done once it is read up to here.
             top = await conn.query(
                 f"SELECT {', '.join(key.fetch)} FROM {_source(table)} ORDER BY "
                 f"{', '.join(c + ' DESC' for c in key.compare)} LIMIT 1")
-            entry["high_key"] = [lit(_text(v)) for lit, v in zip(key.literal, top[0],
-                                                                  strict=True)] if top else []
+            entry.now = replace(entry.now, has_high_key=True, high_key=tuple(
+                lit(_text(v)) for lit, v in zip(key.literal, top[0], strict=True)
+            ) if top else ())
         send, receive = trio.open_memory_channel[_Read | None](0)
         async with trio.open_nursery() as nursery:
-            nursery.start_soon(self._read_chunks, conn, table, key, dict(entry), generation,
+            nursery.start_soon(self._read_chunks, conn, table, key, entry.now, generation,
                                since, send)
             async with receive:
                 async for read in receive:
@@ -925,7 +920,7 @@ class SnapshotReader:
                         return True
         return False
 
-    async def _land_read(self, table: SnapshotTable, entry: dict[str, Any], generation: int,
+    async def _land_read(self, table: SnapshotTable, entry: _Entry, generation: int,
                          read: _Read) -> bool:
         """Decode a chunk, land it and record the table's progress; False if discarded."""
         coordinator = self.coordinator
@@ -944,27 +939,25 @@ class SnapshotReader:
                          table.database, table.name, exc)
                 return False
             raise
-        progress = dict(entry)
-        progress["chunks"] = entry.get("chunks", 0) + 1
-        progress["exact_chunks"] = entry.get("exact_chunks", 0) + read.exact
-        if read.last_key is not None:
-            progress["last_key"] = read.last_key
-        if read.done:
-            progress["status"] = "done"
+        now = entry.now
+        progress = replace(
+            now, chunks=now.chunks + 1, exact_chunks=(now.exact_chunks or 0) + read.exact,
+            last_key=read.last_key if read.last_key is not None else now.last_key,
+            status="done" if read.done else now.status)
         chunk = Chunk(table, generation, columns, read.count, read.high, read.read_time_us,
-                      progress, keyless_changes=read.keyless_changes,
-                      one_time=bool(entry.get("one_time")), arrow=arrow)
+                      progress, keyless_changes=read.keyless_changes, one_time=now.one_time,
+                      arrow=arrow)
         if not await coordinator.land(chunk):
             log.info("snapshot of %s.%s: chunk discarded (%s); reading it again",
                      table.database, table.name, chunk.outcome)
             return False
-        entry.update(progress)
+        entry.now = chunk.progress  # its rows counted at the landing
         if read.done:
             self._finish(entry, "done", None)
         return True
 
     async def _read_chunks(self, conn: Connection, table: SnapshotTable, key: _Key,
-                           entry: dict[str, Any], generation: int, since: float,
+                           entry: TableProgress, generation: int, since: float,
                            send: trio.MemorySendChannel[_Read | None]) -> None:
         """Read the table's chunks in key order into ``send`` (None: a definition change, to
         be described again) until the last one, or until the lander stops taking them.
@@ -974,7 +967,7 @@ class SnapshotReader:
         the chunk before — both cores busy, instead of taking turns."""
         coordinator = self.coordinator
         width = len(table.table_map.columns)
-        last, top_key = entry.get("last_key"), entry.get("high_key")
+        last, top_key = entry.last_key, entry.high_key
         pending: _Read | None = None
         stopped = False
 
@@ -992,8 +985,8 @@ class SnapshotReader:
                 terms = [f"({key.where(last)})"] if last else []
                 if top_key:
                     terms.append(f"NOT ({key.where(top_key)})")
-                if entry.get("condition") is not None:
-                    terms.append(f"({entry['condition']})")
+                if entry.condition is not None:
+                    terms.append(f"({entry.condition})")
                 where = f" WHERE {' AND '.join(terms)}" if terms else ""
                 sql = (f"SELECT {table.select_list}, {', '.join(key.fetch)} FROM "
                        f"{_source(table)}{where} ORDER BY {', '.join(key.compare)} "
@@ -1004,7 +997,7 @@ class SnapshotReader:
                     kept: bytearray | None = None
                     binary: tuple[bool, ...] = ()
                     last_row: tuple[str | bytes | None, ...] | None = None
-                    if top_key == []:  # the table was empty
+                    if top_key == ():  # the table was empty
                         values: tuple[list[Any], ...] = tuple([] for _ in range(width))
                         converted, high, exact = True, await binlog_end(conn), False
                         count = 0
@@ -1032,8 +1025,8 @@ class SnapshotReader:
                 if count:
                     if last_row is None:
                         last_row = tuple(column[-1] for column in values[width:])
-                    last_key = last = [lit(_text(v)) for lit, v in zip(
-                        key.literal, last_row, strict=True)]
+                    last_key = last = tuple(lit(_text(v)) for lit, v in zip(
+                        key.literal, last_row, strict=True))
                 if stopped:
                     return
                 pending = _Read(values, converted, kept, binary, count, high, read_time_us,
@@ -1045,7 +1038,7 @@ class SnapshotReader:
                 if self.chunk_pause:
                     await trio.sleep(self.chunk_pause)
 
-    async def _keyless(self, conn: Connection, table: SnapshotTable, entry: dict[str, Any],
+    async def _keyless(self, conn: Connection, table: SnapshotTable, entry: _Entry,
                        generation: int) -> bool:
         """Read a table without a usable key by one SELECT (one consistent read view) and
         land it as one chunk (True), or discard it (False: it changed meanwhile, or its
@@ -1085,8 +1078,8 @@ class SnapshotReader:
         counted_gtids = coordinator.stream_gtids()  # the same, by GTID (MySQL)
         read_time_us = time.time_ns() // 1000 + self._clock_offset_us
         sql = f"SELECT {table.select_list} FROM {_source(table)}"
-        if entry.get("condition") is not None:
-            sql += f" WHERE ({entry['condition']})"
+        if entry.now.condition is not None:
+            sql += f" WHERE ({entry.now.condition})"
         try:
             try:
                 _, high, exact = await self._read(conn, table, sql, time.monotonic(), counted,
@@ -1099,22 +1092,22 @@ class SnapshotReader:
                     return False
                 raise
             pieces = len(staged.pieces) if staged is not None else 0
-            progress = dict(entry)
-            progress["chunks"] = entry.get("chunks", 0) + max(1, pieces)
-            progress["exact_chunks"] = entry.get("exact_chunks", 0) + max(1, pieces) * exact
-            progress["status"] = "done"
+            now = entry.now
+            progress = replace(now, chunks=now.chunks + max(1, pieces),
+                               exact_chunks=(now.exact_chunks or 0) + max(1, pieces) * exact,
+                               status="done")
             # an empty table stages nothing: an empty chunk carries the progress alone
             empty: tuple[list[Any], ...] = (
                 tuple([] for _ in table.table_map.columns) if staged is None else ())
             chunk = Chunk(table, generation, empty, 0, high, read_time_us, progress,
-                          keyless_changes=before, one_time=bool(entry.get("one_time")),
+                          keyless_changes=before, one_time=now.one_time,
                           staged=staged)
             landed = await coordinator.land(chunk)
             if not landed:
                 log.info("snapshot of %s.%s: chunk discarded (%s); reading it again",
                          database, name, chunk.outcome)
                 return False
-            entry.update(progress)
+            entry.now = chunk.progress  # its rows counted at the landing
             if staged is not None:
                 log.info("snapshot of %s.%s: read by one SELECT, its %d rows landed in one "
                          "commit of %d pieces (at most %d rows a piece, snapshot.chunk_rows; "
@@ -1235,29 +1228,27 @@ class SnapshotReader:
             raise
         return result, binlog_end_of((await conn.read_result_after()).rows), True
 
-    def _finish(self, entry: dict[str, Any], status: str, message: str | None) -> None:
-        entry["status"] = status
-        if message is not None:
-            entry["message"] = message
-        state = self.coordinator.state
-        store_entry(state, entry)
-        self.coordinator.set_state(state)
+    def _finish(self, entry: _Entry, status: str, message: str | None) -> None:
+        done = entry.now = replace(entry.now, status=status,
+                                   message=message if message is not None else entry.now.message)
+        coordinator = self.coordinator
+        coordinator.set_state(store_entry(coordinator.state, done))
         if status == "failed":
-            log.error("snapshot of %s.%s failed: %s", entry["database"], entry["table"], message)
+            log.error("snapshot of %s failed: %s", done.name, message)
         elif message:
             log.warning("%s", message)
         else:
-            exact = (f", {entry.get('exact_chunks', 0)} of them read at their consistent "
+            exact = (f", {done.exact_chunks or 0} of them read at their consistent "
                      "snapshot's exact binlog point" if self._exact else
-                     f", {entry.get('exact_chunks', 0)} of them between GTID watermarks"
+                     f", {done.exact_chunks or 0} of them between GTID watermarks"
                      if self._gtids else "")
-            log.info("snapshot of %s.%s done: %d rows in %d chunks%s", entry["database"],
-                     entry["table"], entry.get("rows", 0), entry.get("chunks", 0), exact)
-            if entry.get("one_time"):
-                log.warning("%s.%s is excluded by the filters: this was a one-time copy, its "
-                            "later changes will not land", entry["database"], entry["table"])
+            log.info("snapshot of %s done: %d rows in %d chunks%s", done.name, done.rows,
+                     done.chunks, exact)
+            if done.one_time:
+                log.warning("%s is excluded by the filters: this was a one-time copy, its "
+                            "later changes will not land", done.name)
         if self.on_table_done is not None:
-            self.on_table_done(dict(entry))
+            self.on_table_done(done)
 
 
 async def _nothing() -> None:

@@ -17,10 +17,11 @@ Pure formatting and a small state object, so the lines are unit-tested without a
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
 
 from replica.observe.lag import Lag
+from sinks.contract import SnapshotProgress as SnapshotState
 
 __all__ = ["Landed", "Progress", "Work", "SnapshotProgress", "format_bytes", "format_duration",
            "format_summary", "format_snapshot_entry"]
@@ -155,12 +156,10 @@ class Progress:
         return line
 
 
-def format_snapshot_entry(entry: dict[str, Any]) -> str:
+def format_snapshot_entry(rows: int, chunks: int, last: Sequence[str] | None) -> str:
     """``30 rows in 3 chunks, last key 30`` from a table's entry of the checkpoint's snapshot
     state (the last key as the SQL literals it is paged by)."""
-    chunks = int(entry.get("chunks", 0))
-    text = f"{int(entry.get('rows', 0))} rows in {chunks} chunk{'' if chunks == 1 else 's'}"
-    last = entry.get("last_key")
+    text = f"{rows} rows in {chunks} chunk{'' if chunks == 1 else 's'}"
     if last:
         text += f", last key {', '.join(str(v) for v in last)}"
     return text
@@ -175,17 +174,19 @@ class SnapshotProgress:
     def __init__(self) -> None:
         self._last: dict[str, tuple[float, int]] = {}
 
-    def sample(self, now: float, state: dict[str, Any],
+    def sample(self, now: float, state: SnapshotState,
                staged: dict[str, int] | None = None) -> list[str]:
         lines = []
         seen = {}
-        for name, entry in sorted(state.get("tables", {}).items()):
+        for entry in sorted(state.tables or (), key=lambda e: e.name):
+            name = entry.name
             waiting = (staged or {}).get(name, 0)
-            if entry.get("status") != "running" and not waiting:  # pending until it lands
+            if entry.status != "running" and not waiting:  # pending until it lands
                 continue
-            rows = int(entry.get("rows", 0)) + waiting
+            rows = entry.rows + waiting
             seen[name] = (now, rows)
-            line = f"snapshot of {name}: {format_snapshot_entry(entry)} landed"
+            line = (f"snapshot of {name}: "
+                    f"{format_snapshot_entry(entry.rows, entry.chunks, entry.last_key)} landed")
             if waiting:
                 line += (f", {waiting} more read and staged (a table without a key lands "
                          "when its one read ends)")

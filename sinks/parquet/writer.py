@@ -250,9 +250,9 @@ class ParquetSink:
     # --- snapshots (see snapshot_landing) --------------------------------------------------------
 
     @property
-    def snapshot_state(self) -> dict[str, Any]:
-        """The snapshot progress as of the last chunk handed over (a copy; JSON data)."""
-        return self._snapshots.state.to_json()
+    def snapshot_state(self) -> SnapshotProgress:
+        """The snapshot progress as of the last chunk handed over (a frozen record)."""
+        return self._snapshots.state
 
     def land_chunk(self, chunk: SnapshotChunk) -> int:
         """A chunk with rows comes between transactions (at ``chunk.position``, which the resume
@@ -263,7 +263,7 @@ class ParquetSink:
         position = chunk.position
         if position is not None and self._buffer.txn is not None:
             raise SinkStateError("land_chunk() inside a transaction")
-        self._snapshots.state = SnapshotProgress.from_json(chunk.progress)
+        self._snapshots.state = chunk.progress
         policy = self._policy
         if position is None:
             if self._checkpoint is not None or policy.commits:

@@ -41,6 +41,7 @@ from protocol.snapshot import SESSION_SETUP, SnapshotTable
 from replica.core.connection import Connection, ConnectOptions
 from replica.core.snapshot_describe import describe_table
 from sinks.chunks import SnapshotChunk
+from sinks.contract import SnapshotProgress
 from sinks.parquet.schema import TableVersion, signature
 from sinks.parquet.types import new_counter
 from sinks.parquet.writer import ParquetSink
@@ -160,7 +161,7 @@ def _land(lake: Path, snaps: list[tuple[SnapshotTable, Any, Any]]) -> None:
             kind=RowsKind.READ, table=snap.table_map, flags=0, row_count=len(columns[0]),
             before_columns=(), after_columns=tuple(range(len(columns))), before=None,
             after=columns, arrow=None if chunks is None else (None, chunks))
-        sink.land_chunk(SnapshotChunk({}, position, 1_767_225_600_000_000, event))
+        sink.land_chunk(SnapshotChunk(SnapshotProgress(), position, 1_767_225_600_000_000, event))
     sink.flush()
     sink.close()
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 from protocol.binlog.model import BinlogPosition
 from replica.observe.lag import BinlogFile, Lag, LagTracker, ServerEnd, distance
 from replica.observe.progress import Landed, Progress, format_bytes, format_duration
+from sinks.contract import SnapshotProgress as SnapshotState
 
 FILES = (BinlogFile("b.000001", 1000), BinlogFile("b.000002", 5000), BinlogFile("b.000003", 300))
 
@@ -176,6 +177,13 @@ def test_progress_lines_while_behind_then_caught_up_once() -> None:
     assert progress.sample(50, Landed(400, 1200), Lag(True, 0.0, 0)) is None
 
 
+def _typed(state: dict) -> SnapshotState:
+    """The checkpoint's snapshot progress of ``state``'s entries (filed by name)."""
+    return SnapshotState.from_json({"tables": {
+        name: {"database": name.split(".")[0], "table": name.split(".")[1], **entry}
+        for name, entry in state["tables"].items()}})
+
+
 def test_a_line_per_table_being_snapshotted_with_its_rate() -> None:
     from replica.observe.progress import SnapshotProgress
 
@@ -184,16 +192,16 @@ def test_a_line_per_table_being_snapshotted_with_its_rate() -> None:
         "shop.b": {"status": "running", "rows": 20, "chunks": 2, "last_key": ["20"]},
         "shop.a": {"status": "done", "rows": 7, "chunks": 1, "last_key": ["7"]},
         "shop.c": {"status": "pending", "rows": 0, "chunks": 0, "last_key": None}}}
-    assert progress.sample(100.0, state) == [
+    assert progress.sample(100.0, _typed(state)) == [
         "snapshot of shop.b: 20 rows in 2 chunks, last key 20 landed"]
     state["tables"]["shop.b"].update(rows=50, chunks=5, last_key=["50"])
     state["tables"]["shop.c"].update(status="running", rows=1, chunks=1, last_key=["'x'", "3"])
-    assert progress.sample(110.0, state) == [
+    assert progress.sample(110.0, _typed(state)) == [
         "snapshot of shop.b: 50 rows in 5 chunks, last key 50 landed (3 rows/s)",
         "snapshot of shop.c: 1 rows in 1 chunk, last key 'x', 3 landed"]
     state["tables"]["shop.b"]["status"] = "done"
     state["tables"]["shop.c"]["status"] = "done"
-    assert progress.sample(120.0, state) == []
+    assert progress.sample(120.0, _typed(state)) == []
 
 
 def test_a_keyless_table_being_read_shows_its_staged_rows() -> None:
@@ -204,11 +212,11 @@ def test_a_keyless_table_being_read_shows_its_staged_rows() -> None:
     progress = SnapshotProgress()
     state = {"tables": {"shop.log": {"status": "pending", "rows": 0, "chunks": 0,
                                      "last_key": None}}}
-    assert progress.sample(90.0, state, {}) == []
-    assert progress.sample(100.0, state, {"shop.log": 3000}) == [
+    assert progress.sample(90.0, _typed(state), {}) == []
+    assert progress.sample(100.0, _typed(state), {"shop.log": 3000}) == [
         "snapshot of shop.log: 0 rows in 0 chunks landed, 3000 more read and staged (a table "
         "without a key lands when its one read ends)"]
-    assert progress.sample(110.0, state, {"shop.log": 8000}) == [
+    assert progress.sample(110.0, _typed(state), {"shop.log": 8000}) == [
         "snapshot of shop.log: 0 rows in 0 chunks landed, 8000 more read and staged (a table "
         "without a key lands when its one read ends) (500 rows/s)"]
 

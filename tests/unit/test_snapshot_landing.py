@@ -23,18 +23,23 @@ from replica.core.snapshot import (
     Chunk,
     SnapshotCoordinator,
     SnapshotReader,
+    _Entry,
     pending_tables,
     plan_state,
     requests_done,
     store_entry,
 )
 from sinks.chunks import SnapshotChunk
+from sinks.contract import SnapshotProgress, TableProgress
 from sinks.parquet import ParquetSink
 from sinks.parquet.testing import StreamBuilder
 
 from .test_sink_parquet import feed, read_table, users_columns
 
 READ_US = 1_767_300_000_000_000
+
+#: A table's entry as the reader hands it to a chunk (done once the chunk lands).
+USERS_DONE = TableProgress("shop", "users", "done", "", False, None, 0, 0, ())
 
 
 def _read(table_map, rows):  # type: ignore[no-untyped-def]
@@ -58,7 +63,8 @@ def test_a_chunk_lands_as_r_rows_with_its_own_seq_and_the_stream_position(tmp_pa
                                         "last_key": ["2"], "rows": 2, "chunks": 1,
                                         "requests": []}}}
     assert sink.land_chunk(SnapshotChunk(
-        state, at, READ_US, _read(users, [(1, "ann", 10), (2, "bob", None)]))) == 2
+        SnapshotProgress.from_json(state), at, READ_US,
+        _read(users, [(1, "ann", 10), (2, "bob", None)]))) == 2
     feed(sink, [b.begin(), b.update(users, [((1, "ann", 10), (1, "ann", 11))]), b.commit()])
     checkpoint = sink.flush()
     sink.close()
@@ -76,7 +82,7 @@ def test_a_chunk_lands_as_r_rows_with_its_own_seq_and_the_stream_position(tmp_pa
         assert json.load(f)["snapshot"] == state
     reopened = ParquetSink(lake)
     reopened.open()
-    assert reopened.snapshot_state == state
+    assert reopened.snapshot_state.to_json() == state
     reopened.close()
 
 
@@ -86,13 +92,13 @@ def test_a_new_lake_resumes_from_the_point_its_chunks_are_consistent_with(tmp_pa
     users = b.table("shop", "users", users_columns())
     sink = ParquetSink(lake)
     assert sink.open() is None
-    sink.land_chunk(SnapshotChunk({"tables": {}}))  # a plan alone writes no checkpoint
+    sink.land_chunk(SnapshotChunk(SnapshotProgress(tables=())))  # a plan alone: no checkpoint
     assert sink.flush() is None
     at = BinlogPosition("binlog.000003", 1234)
-    sink.land_chunk(SnapshotChunk({"tables": {"shop.x": {  # an empty table
+    sink.land_chunk(SnapshotChunk(SnapshotProgress.from_json({"tables": {"shop.x": {
         "database": "shop", "table": "x", "status": "done", "reason": "binlake snapshot",
-        "one_time": False, "last_key": None, "rows": 0, "chunks": 1, "requests": []}}},
-        at, READ_US, _read(users, [])))
+        "one_time": False, "last_key": None, "rows": 0, "chunks": 1, "requests": []}}}),
+        at, READ_US, _read(users, [])))  # an empty table
     checkpoint = sink.flush()
     sink.close()
     assert checkpoint is not None and (checkpoint.seq, checkpoint.position) == (0, at)
@@ -122,7 +128,7 @@ def test_rows_the_stream_touched_are_left_out_and_the_chunk_waits_for_the_bounda
     coordinator.watch("shop", "users", (0,), keep_images=False)
     high = BinlogPosition("binlog.000001", 10_000)
     chunk = Chunk(table, 0, ([1, 2, 3], ["a", "b", "c"], [1, 2, 3]), 3, high, READ_US,
-                  {"database": "shop", "table": "users", "status": "done", "rows": 0})
+                  USERS_DONE)
     results: list[bool] = []
 
     async def main() -> None:
@@ -143,7 +149,8 @@ def test_rows_the_stream_touched_are_left_out_and_the_chunk_waits_for_the_bounda
     rows = read_table(str(tmp_path / "lake"), "shop", "users").to_pylist()
     assert [(r["_op"], r["id"], r["_binlog_pos"]) for r in rows] == [("R", 1, 10_500),
                                                                     ("R", 3, 10_500)]
-    assert coordinator.state["tables"]["shop.users"]["rows"] == 2
+    assert coordinator.state.tables is not None
+    assert [(e.name, e.rows) for e in coordinator.state.tables] == [("shop.users", 2)]
     sink.close()
 
 
@@ -151,7 +158,7 @@ def test_ddl_on_the_table_discards_the_waiting_chunk(tmp_path):
     b, users, sink, table, coordinator = _coordinated(tmp_path)
     coordinator.watch("shop", "users", (0,), keep_images=False)
     chunk = Chunk(table, 0, ([1], ["a"], [1]), 1, BinlogPosition("binlog.000001", 50), READ_US,
-                  {"database": "shop", "table": "users", "status": "done", "rows": 0})
+                  USERS_DONE)
     results: list[bool] = []
 
     async def main() -> None:
@@ -176,8 +183,7 @@ def test_a_one_time_copy_takes_the_latest_image_of_a_touched_row(tmp_path):
     coordinator.at_boundary(BinlogPosition("binlog.000001", 99_999))
     chunk = Chunk(table, 0, ([1, 2], ["a", "b"], [1, 2]), 2,
                   BinlogPosition("binlog.000001", 10), READ_US,
-                  {"database": "shop", "table": "users", "status": "done", "rows": 0},
-                  one_time=True)
+                  USERS_DONE, one_time=True)
 
     async def main() -> None:
         assert await coordinator.land(chunk)
@@ -190,18 +196,19 @@ def test_a_one_time_copy_takes_the_latest_image_of_a_touched_row(tmp_path):
 
 
 def test_the_plan_keeps_requests_and_restarts_finished_tables():
-    state: dict = {}
-    plan_state(state, [("shop", "users")], reason="start")
-    assert [e["table"] for e in pending_tables(state)] == ["users"]
-    entry = dict(state["tables"]["shop.users"], status="done", rows=5)
-    store_entry(state, entry)
+    state = plan_state(SnapshotProgress(), [("shop", "users")], reason="start")
+    assert [e.table for e in pending_tables(state)] == ["users"]
+    assert state.tables is not None
+    state = store_entry(state, replace(state.tables[0], status="done", rows=5))
     assert requests_done(state, "r1", [("shop", "users")]) is None
-    plan_state(state, [("shop", "users")], reason="request",
+    state = plan_state(state, [("shop", "users")], reason="request",
                one_time=lambda d, t: True, request="r1")
-    assert state["tables"]["shop.users"]["status"] == "pending"
-    assert state["tables"]["shop.users"]["one_time"] is True
-    store_entry(state, {**state["tables"]["shop.users"], "status": "done", "requests": []})
-    assert requests_done(state, "r1", [("shop", "users")]) == [state["tables"]["shop.users"]]
+    assert state.tables is not None and len(state.tables) == 1
+    assert state.tables[0].status == "pending" and state.tables[0].one_time is True
+    state = store_entry(state, replace(state.tables[0], status="done", requests=()))
+    assert state.tables is not None
+    assert requests_done(state, "r1", [("shop", "users")]) == [state.tables[0]]
+    assert state.tables[0].requests == ("r1",)  # the state's requests were kept
 
 
 def test_without_tracking_the_per_transaction_calls_are_skipped_yet_no_change_is_missed(tmp_path):
@@ -275,7 +282,7 @@ def test_an_xa_commit_of_rows_prepared_before_the_key_log_discards_the_waiting_c
     assert sink.prepared_tables("'other'") is None
     coordinator.watch("shop", "users", (0,), keep_images=False)
     chunk = Chunk(table, 0, ([1, 2], ["a", "b"], [1, 2]), 2, BinlogPosition("binlog.000001", 50),
-                  READ_US, {"database": "shop", "table": "users", "status": "done", "rows": 0})
+                  READ_US, USERS_DONE)
     results: list[bool] = []
 
     async def main() -> None:
@@ -381,7 +388,8 @@ def test_a_chunk_staged_in_pieces_lands_as_one_transaction_one_file_per_piece(tm
                                         "reason": "binlake snapshot", "one_time": False,
                                         "last_key": None, "rows": 8, "chunks": 3,
                                         "requests": []}}}
-    assert sink.land_chunk(SnapshotChunk(state, at, READ_US, staged=staged)) == 4
+    assert sink.land_chunk(SnapshotChunk(SnapshotProgress.from_json(state), at, READ_US,
+                                         staged=staged)) == 4
     assert _staged_names(lake) == []
     with open(os.path.join(lake, "_checkpoint.json"), encoding="utf-8") as f:
         checkpoint = json.load(f)
@@ -457,10 +465,10 @@ def test_a_keyless_read_whose_piece_does_not_decode_is_read_to_its_end(tmp_path)
     coordinator.watch("shop", "users", (), keep_images=False)
     reader = SnapshotReader(coordinator, ConnectOptions(), chunk_rows=2, grace=0.0)
     good = ([1, 2], ["a", "b"], ["1", "2"])
-    entry = {"database": "shop", "table": "users", "status": "running", "rows": 0}
+    entry = replace(USERS_DONE, status="running")
 
     async def run(conn: _PiecesConnection, generation: int) -> bool:
-        return await reader._keyless(conn, table, dict(entry), generation)  # type: ignore[arg-type]
+        return await reader._keyless(conn, table, _Entry(entry), generation)  # type: ignore[arg-type]
 
     conn = _PiecesConnection([good, ([3],), good])
     coordinator._changed_unseen(("shop", "users"), "the table's definition changed (DDL)")

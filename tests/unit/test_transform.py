@@ -19,6 +19,7 @@ from protocol.binlog.model import BinlogPosition, EventHeader, RowsEvent, RowsKi
 from replica.cli import exit_code_for, hint_for
 from replica.config import ConfigError, load_config
 from sinks.chunks import SnapshotChunk
+from sinks.contract import SnapshotProgress
 from sinks.errors import TransformRefused
 from sinks.parquet import ParquetSink
 from sinks.parquet.testing import StreamBuilder, col
@@ -81,7 +82,7 @@ def test_rules_apply_to_streamed_rows_before_images_snapshots_and_xa(tmp_path: P
                      flags=0, row_count=1, before_columns=(), after_columns=tuple(range(6)),
                      before=None, after=tuple([v] for v in (2, "bob@example.com", None, None,
                                                              "hello world", Decimal("0.00"))))
-    sink.land_chunk(SnapshotChunk({}, BinlogPosition("binlog.000001", b.pos), 1_767_300_000_000_000,
+    sink.land_chunk(SnapshotChunk(SnapshotProgress(), BinlogPosition("binlog.000001", b.pos), 1_767_300_000_000_000,
                                   read))
     _feed(sink, [b.begin(), b.delete(customers, [ann2]), b.commit()])
     sink.close()
@@ -270,7 +271,7 @@ def test_tinyint1_as_boolean_in_every_path(tmp_path: Path) -> None:
     read = RowsEvent(header=EventHeader(0, 0, 0, 0, 0, 0), kind=RowsKind.READ, table=flags,
                      flags=0, row_count=2, before_columns=(), after_columns=tuple(range(5)),
                      before=None, after=([4, 5], [0, 7], [0, 1], [0, 7], [127, None]))
-    sink.land_chunk(SnapshotChunk({}, BinlogPosition("binlog.000001", b.pos), 1_767_300_000_000_000,
+    sink.land_chunk(SnapshotChunk(SnapshotProgress(), BinlogPosition("binlog.000001", b.pos), 1_767_300_000_000_000,
                                   read))
     sink.close()
     rows = _rows(lake)
