@@ -24,7 +24,6 @@ from protocol.binlog.model import RowsEvent, RowsKind
 from protocol.binlog.transactions import Statement, TransactionBegin
 from protocol.binlog.values import JsonDiff
 
-from . import commit as C
 from . import layout as L
 from . import native_batch as _native_batch
 from .rows import PendingRows, TransactionTags, key_changed_rows, rows_batch
@@ -201,7 +200,7 @@ class TransactionBuffer:
         if table.spill_writer is None:
             table.spill_path = workspace.path(workspace.staged_name(L.staged_spill))
             workspace.io_path = table.spill_path
-            table.spill_file = C.OS.open_output(table.spill_path)
+            table.spill_file = self._workspace.storage.open_output(table.spill_path)
             ipc_options = pa.ipc.IpcWriteOptions(compression=workspace.options.spill_compression)
             table.spill_writer = pa.ipc.new_stream(table.spill_file,
                                                    table.version.staging_schema,
@@ -221,10 +220,10 @@ class TransactionBuffer:
             table.spill_file.close()
             table.spill_writer = table.spill_file = None
             assert table.spill_path is not None
-            with C.OS.open_input(table.spill_path) as source:
+            with self._workspace.storage.open_input(table.spill_path) as source:
                 reader = pa.ipc.open_stream(source)
                 yield from reader
-            C.OS.remove(table.spill_path)
+            self._workspace.storage.remove(table.spill_path)
             table.spill_path = None
         batches, table.batches = table.batches, []
         for batch in batches:
@@ -244,8 +243,9 @@ class TransactionBuffer:
             if table.spill_writer is not None:
                 table.spill_writer.close()
                 table.spill_file.close()
-            if table.spill_path is not None and C.OS.exists(table.spill_path):
-                C.OS.remove(table.spill_path)
+            storage = self._workspace.storage
+            if table.spill_path is not None and storage.exists(table.spill_path):
+                storage.remove(table.spill_path)
             self._workspace.buffered -= table.nbytes
         txn.tables.clear()
 

@@ -46,18 +46,19 @@ class Committer:
         documents, renames = parts.version_documents(self._registry.new_versions)
         ddl_documents, ddl_renames = self._ddl.documents()
         documents += ddl_documents
-        F.run_all(parts.file_jobs(), documents)
+        storage = workspace.storage
+        F.run_all(parts.file_jobs(), documents, storage)
         parts.close_all()
         renames = parts.renames() + xa.renames() + renames + ddl_renames + parts.trees.renames()
-        C.OS.fsync_many(parts.durable() + [path for path, _ in documents]
-                        + parts.trees.directories())
+        storage.fsync_many(parts.durable() + [path for path, _ in documents]
+                           + parts.trees.directories())
         checkpoint = self._progress.checkpoint()
         doc = S.LakeState(checkpoint, self._ddl.pending(), snapshot, xa.records()).to_json()
         workspace.io_path = lake
         if renames or xa.deletes:
-            C.commit(lake, renames, doc, parts.trees.known, xa.deletes)
+            C.commit(lake, renames, doc, parts.trees.known, xa.deletes, storage)
         else:
-            C.write_checkpoint(lake, doc)
+            C.write_checkpoint(lake, doc, storage)
         # Only now, with the commit durable, do the buffers that fed it go.
         xa.committed()
         workspace.stats.files += parts.committed()

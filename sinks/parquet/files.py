@@ -41,6 +41,7 @@ from typing import Any, cast
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from ..storage import Storage
 from . import commit as C
 from . import small_file
 from .rows import Exported
@@ -127,13 +128,15 @@ class ParquetJob:
 
     __slots__ = ("batches", "codec", "compression", "compression_level",
                  "dictionary_pagesize_limit", "fields", "path", "schema", "small",
-                 "small_compression")
+                 "small_compression", "storage")
 
     def __init__(self, path: str, batches: Sequence[pa.RecordBatch | Exported],
                  schema: pa.Schema,
                  compression: str, compression_level: int | None, small_compression: str | None,
-                 dictionary_pagesize_limit: int, fields: pa.Schema | None = None) -> None:
+                 dictionary_pagesize_limit: int, fields: pa.Schema | None = None,
+                 storage: Storage = C.OS) -> None:
         self.path = path
+        self.storage = storage
         self.batches = batches
         self.schema = schema
         self.fields = fields  # shared by the tables of the same fields (small_file.constants)
@@ -199,9 +202,9 @@ class ParquetJob:
                              self.dictionary_pagesize_limit, small=True) as writer:
                 writer.write_table(table, row_group_size=max(1, table.num_rows))
             del table
-            C.OS.write(self.path, sink.getvalue())
+            self.storage.write(self.path, sink.getvalue())
             return
-        with C.OS.open_output(self.path) as out, \
+        with self.storage.open_output(self.path) as out, \
                 open_writer(out, table.schema, compression, self.compression_level,
                             self.dictionary_pagesize_limit) as writer:
             writer.write_table(table, row_group_size=max(1, table.num_rows))
@@ -213,8 +216,8 @@ class NativeFiles:
     thread converts the next table's rows. Holds each job until it is reaped (its rows, for
     pyarrow if the native writer does not cover them, and its path, for an error).
 
-    Only over the real file system (``commit.OS`` as it is): a file system that is a model or
-    a wrapper (the tests' faults) gets every file through its own ``write``."""
+    Only over the real file system (``commit.OS`` as it is): a storage that is a model or a
+    wrapper (the tests' faults), or not local, gets every file through its own ``write``."""
 
     def __init__(self, pool: Any) -> None:
         self._pool = pool
@@ -223,10 +226,10 @@ class NativeFiles:
         self._error: OSError | None = None
 
     @classmethod
-    def start(cls) -> NativeFiles | None:
+    def start(cls, storage: Storage) -> NativeFiles | None:
         """The flush's native files, or None when pyarrow writes every file (BINLAKE_NATIVE=0,
-        the extension not built, a file system that is not the real one)."""
-        if C.OS is not _REAL_FS or type(C.OS).write is not _REAL_WRITE:
+        the extension not built, a storage that is not the real file system)."""
+        if storage is not _REAL_FS or type(storage).write is not _REAL_WRITE:
             return None
         pool = small_file.new_pool(THREADS, NATIVE_WINDOW)
         return None if pool is None else cls(pool)
@@ -287,20 +290,21 @@ class NativeFiles:
         return self._left
 
 
-def _write_jobs(documents: list[tuple[str, bytes]]) -> list[Callable[[], None]]:
+def _write_jobs(documents: list[tuple[str, bytes]],
+                storage: Storage) -> list[Callable[[], None]]:
     """Jobs writing ``documents`` (path, bytes), a share of them each: one job per document
     would cost more to hand over than the write itself."""
     shares = min(THREADS, len(documents))
-    return [functools.partial(_write_all, documents[k::shares]) for k in range(shares)]
+    return [functools.partial(_write_all, documents[k::shares], storage) for k in range(shares)]
 
 
-def _write_all(documents: list[tuple[str, bytes]]) -> None:
+def _write_all(documents: list[tuple[str, bytes]], storage: Storage) -> None:
     for path, data in documents:
-        C.OS.write(path, data)
+        storage.write(path, data)
 
 
 def run_all(jobs: Iterable[Callable[[], None]],
-            documents: list[tuple[str, bytes]] | None = None) -> None:
+            documents: list[tuple[str, bytes]] | None = None, storage: Storage = C.OS) -> None:
     """Run ``jobs``, then write ``documents`` (path, bytes: the flush's schema files and DDL
     logs, whose directories the last job waited for): the small files and the documents the
     native writer writes in its own threads (:class:`NativeFiles`), the rest in the writer
@@ -315,12 +319,12 @@ def run_all(jobs: Iterable[Callable[[], None]],
     global _pool
     if _pool is None:
         _pool = ThreadPoolExecutor(THREADS, thread_name_prefix="binlake-files")
-    natives = NativeFiles.start()
+    natives = NativeFiles.start(storage)
     in_flight: collections.deque[Future[None]] = collections.deque()
     error: BaseException | None = None
     try:
         if natives is None and documents:
-            jobs = itertools.chain(jobs, _write_jobs(documents))
+            jobs = itertools.chain(jobs, _write_jobs(documents, storage))
         for job in jobs:
             if natives is not None and isinstance(job, ParquetJob) and natives.take(job):
                 if natives.failed:  # seen as take reaped: the flush fails, so no further

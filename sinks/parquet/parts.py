@@ -23,7 +23,6 @@ from dataclasses import dataclass
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from . import commit as C
 from . import files as F
 from . import layout as L
 from . import trees as T
@@ -94,7 +93,7 @@ class PartWriter:
         #: Parquet bytes per Arrow byte of each table version's last row group (_may_fill).
         self._parquet_ratio: dict[tuple[str, str, int], float] = {}
         #: New directories staged whole, created ahead on a thread (see trees.py).
-        self.trees = T.StagedTrees(workspace.lake, known_dirs)
+        self.trees = T.StagedTrees(workspace.lake, known_dirs, workspace.storage)
         self._version_staged: dict[int, str] = {}  # id(new version) -> its schema file, staged
         #: A file filled up, or too many are open: the sink flushes after this commit.
         self.flush_wanted = False
@@ -228,10 +227,11 @@ class PartWriter:
         part.batches.clear()
         nbytes, part.nbytes = part.nbytes, 0  # in the buffered bytes until written
         writer = part.writer
+        storage = self._workspace.storage
 
         def write() -> int:
             writer.write_table(table, row_group_size=max(1, table.num_rows))
-            return C.OS.size(path)
+            return storage.size(path)
 
         if self._workspace.options.background_encoding:
             self.encoder.start(write, part, path, nbytes)
@@ -346,7 +346,7 @@ class PartWriter:
         """Remove a file made ahead under a name its part did not take (another file of the
         partition took it first): in a staged tree it would become visible, empty."""
         self.trees.wait()
-        C.OS.remove(self._workspace.path(staged))
+        self._workspace.storage.remove(self._workspace.path(staged))
 
     # --- files ------------------------------------------------------------------------------
 
@@ -371,14 +371,14 @@ class PartWriter:
         return F.ParquetJob(self._workspace.path(part.staged), batches, version.schema,
                             options.compression, options.compression_level,
                             options.small_file_compression, DICTIONARY_PAGE_LIMIT,
-                            version.fields_schema)
+                            version.fields_schema, self._workspace.storage)
 
     def _open_file(self, part: Part) -> pq.ParquetWriter:
         """A new staged Parquet file for ``part``, named for its final place."""
         self._name(part)
         self.trees.wait()  # its directory, if new, may still be in the making
         options = self._workspace.options
-        part.sink = C.OS.open_output(self._workspace.path(part.staged))
+        part.sink = self._workspace.storage.open_output(self._workspace.path(part.staged))
         return F.open_writer(part.sink, part.version.schema, options.compression,
                              options.compression_level, DICTIONARY_PAGE_LIMIT)
 

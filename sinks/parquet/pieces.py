@@ -21,15 +21,17 @@ import pyarrow as pa
 
 from protocol.binlog.model import BinlogPosition
 
-from . import commit as C
+from ..storage import Storage
 from .schema import COMMIT_TS_FIELD, TableVersion
 
 
 @dataclass(slots=True)
 class StagedChunk:
-    """The pieces of one snapshot chunk staged so far (paths absolute, in staging order)."""
+    """The pieces of one snapshot chunk staged so far (paths absolute, in staging order, on
+    ``storage``)."""
 
     version: TableVersion
+    storage: Storage
     pieces: list[str] = field(default_factory=list)
     rows: int = 0
     peak_rows: int = 0  # the most rows one piece held
@@ -40,20 +42,20 @@ class StagedChunk:
 
 
 def write_piece(path: str, version: TableVersion, batch: pa.RecordBatch,
-                compression: str | None) -> None:
+                compression: str | None, storage: Storage) -> None:
     """Stage one piece (``version.staging_schema``). Not ``fsync``-ed: until its landing rewrites
     it as Parquet (made durable by that commit), a crash discards it anyway."""
     options = pa.ipc.IpcWriteOptions(compression=compression)
-    with C.OS.open_output(path) as sink, pa.ipc.new_stream(
+    with storage.open_output(path) as sink, pa.ipc.new_stream(
             sink, version.staging_schema, options=options) as out:
         out.write_batch(batch)
 
 
 def landed_piece(path: str, version: TableVersion, seq: int, position: BinlogPosition,
-                 commit_us: int) -> pa.Table:
+                 commit_us: int, storage: Storage) -> pa.Table:
     """A staged piece read back, in ``version.schema``, with the landing's ``_seq``, position
     and ``_commit_ts``."""
-    with C.OS.open_input(path) as source:
+    with storage.open_input(path) as source:
         batches = list(pa.ipc.open_stream(source))
     table = pa.Table.from_batches(batches, schema=version.staging_schema)
     n = table.num_rows
@@ -71,7 +73,7 @@ def remove_pieces(chunk: StagedChunk) -> None:
     """Drop a chunk's staged pieces (discarded: the table is read again)."""
     for path in chunk.pieces:
         try:
-            C.OS.remove(path)
+            chunk.storage.remove(path)
         except FileNotFoundError:
             pass
     chunk.pieces.clear()

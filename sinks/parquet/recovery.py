@@ -12,6 +12,7 @@ from __future__ import annotations
 import logging
 
 from ..errors import LakeError
+from ..storage import Storage
 from ..transform import TypeOptions
 from . import commit as C
 from . import small_file
@@ -25,7 +26,8 @@ __all__ = ["release", "take"]
 log = logging.getLogger("binlake.sinks.parquet")
 
 
-def take(lake: str, lock: LakeLock, types: TypeOptions) -> S.LakeState | None:
+def take(lake: str, lock: LakeLock, types: TypeOptions,
+         storage: Storage) -> S.LakeState | None:
     """Lock and recover ``lake``; its durable state (None: a new lake).
 
     Raises :class:`~sinks.errors.LakeLocked` (another writer holds the lake; nothing was
@@ -33,9 +35,9 @@ def take(lake: str, lock: LakeLock, types: TypeOptions) -> S.LakeState | None:
     """
     lock.acquire()
     try:
-        S.check_lake(lake)  # a lake of a newer binlake: refused before recovery
-        doc = C.recover(lake)
-        check_types(lake, types, new_lake=doc is None)  # before anything lands
+        S.check_lake(lake, storage)  # a lake of a newer binlake: refused before recovery
+        doc = C.recover(lake, storage)
+        check_types(lake, types, new_lake=doc is None, storage=storage)  # before anything lands
     except OSError as exc:
         lock.release()
         raise LakeError.from_os_error(exc, lake, "recovering the lake") from exc
@@ -45,13 +47,13 @@ def take(lake: str, lock: LakeLock, types: TypeOptions) -> S.LakeState | None:
     T.warn_once(log.warning)
     small_file.warn_once(log.warning)
     try:  # before the sink writes anything: see commit._OsFileSystem
-        C.OS.watch(lake)
+        storage.watch(lake)
     except OSError:
         pass  # then every flush fsyncs path by path, as on any other filesystem
     return None if doc is None else S.LakeState.from_json(doc, lake)
 
 
-def release(lake: str, lock: LakeLock) -> None:
+def release(lake: str, lock: LakeLock, storage: Storage) -> None:
     """Give back a lake :func:`take` took."""
-    C.OS.unwatch(lake)
+    storage.unwatch(lake)
     lock.release()

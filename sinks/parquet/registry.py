@@ -22,7 +22,6 @@ from typing import Any
 
 from protocol.binlog.model import Column, TableMapEvent
 
-from . import commit as C
 from . import layout as L
 from .rows import TransactionTags
 from .schema import TableVersion, VersionOrigin, signature
@@ -123,7 +122,8 @@ class SchemaRegistry:
     def stored(self, database: str, table: str, number: int) -> TableVersion:
         """Version ``number`` of a table, as the lake holds it."""
         path = self._workspace.path(L.schema_file(database, table, number))
-        return TableVersion.from_json(json.loads(C.OS.read(path)), self.counter)
+        return TableVersion.from_json(json.loads(self._workspace.storage.read(path)),
+                                      self.counter)
 
     def _load_latest(self, database: str, table: str) -> TableVersion | None:
         database_dir = L.dir_name(database)
@@ -135,7 +135,8 @@ class SchemaRegistry:
             # so it is never looked up here again; no other process adds tables to a lake
             # whose writer lock this sink holds.
             try:
-                tables = frozenset(C.OS.listdir(self._workspace.path(database_dir)))
+                tables = frozenset(self._workspace.storage.listdir(
+                    self._workspace.path(database_dir)))
             except FileNotFoundError:
                 tables = frozenset()
             self._lake_tables[database_dir] = tables
@@ -144,12 +145,12 @@ class SchemaRegistry:
             return None
         directory = os.path.join(self._workspace.lake, database_dir, table_dir, L.SCHEMA_DIR)
         try:
-            names = C.OS.listdir(directory)
+            names = self._workspace.storage.listdir(directory)
         except FileNotFoundError:
             return None
         numbers = [int(n[1:-5]) for n in names
                    if n.startswith("v") and n.endswith(".json") and n[1:-5].isdigit()]
         if not numbers:
             return None
-        latest = C.OS.read(os.path.join(directory, f"v{max(numbers)}.json"))
+        latest = self._workspace.storage.read(os.path.join(directory, f"v{max(numbers)}.json"))
         return TableVersion.from_json(json.loads(latest), self.counter)

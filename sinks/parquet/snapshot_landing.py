@@ -25,7 +25,6 @@ from protocol.binlog.transactions import TransactionBegin
 
 from ..chunks import SnapshotChunk
 from ..transform import Transform
-from . import commit as C
 from . import layout as L
 from . import pieces as P
 from .buffer import Transaction, TransactionBuffer
@@ -106,10 +105,10 @@ class SnapshotLanding:
         version = staged.version
         date = commit_date(read_time_us)
         for path in staged.pieces:
-            table = P.landed_piece(path, version, seq, position, read_time_us)
+            table = P.landed_piece(path, version, seq, position, read_time_us, staged.storage)
             self._parts.land_file(version, date, seq, table)
             del table
-            C.OS.remove(path)
+            staged.storage.remove(path)
         staged.pieces.clear()
         self._progress.seq = seq
         return Landed(seq, staged.rows)
@@ -123,13 +122,15 @@ class SnapshotLanding:
             event = self._transform.rows(event)
         if staged is None:
             tags = StreamProgress.untagged(self._progress.seq + 1, None)
-            staged = P.StagedChunk(self._registry.version_for(event.table, tags))
+            staged = P.StagedChunk(self._registry.version_for(event.table, tags),
+                                   workspace.storage)
         version = staged.version
         # _seq and the position are placeholders until the landing (pieces.landed_piece).
         batch = rows_batch(version, [PendingRows(event, StreamProgress.untagged(0, None),
                                                  staged.rows, ())], with_commit_time=False)
         path = workspace.io_path = workspace.path(workspace.staged_name(L.staged_piece))
-        P.write_piece(path, version, batch, workspace.options.spill_compression)
+        P.write_piece(path, version, batch, workspace.options.spill_compression,
+                      workspace.storage)
         staged.pieces.append(path)
         staged.rows += event.row_count
         staged.peak_rows = max(staged.peak_rows, event.row_count)

@@ -39,6 +39,7 @@ from typing import Any
 
 from protocol import native_switch
 
+from ..storage import Storage
 from . import commit as C
 from .layout import STAGED_TREE_PREFIX, staged_tree
 
@@ -72,10 +73,9 @@ class StagedTrees:
 
     ``known`` is the sink's set of lake directories known to exist (absolute paths, shared
     with ``commit.commit``); a
-    committed tree's directories join it (:meth:`committed`). ``fs`` None: ``commit.OS`` at the
-    time of each call (tests patch its class)."""
+    committed tree's directories join it (:meth:`committed`). ``fs``: the lake's storage."""
 
-    def __init__(self, lake: str, known: set[str], fs: C.FileSystem | None = None) -> None:
+    def __init__(self, lake: str, known: set[str], fs: Storage = C.OS) -> None:
         self.lake = lake
         # ``prefix + path`` is ``posixpath.join(lake, path)`` for the relative paths used here,
         # without its checks: thousands of new tables join a dozen paths each.
@@ -95,8 +95,8 @@ class StagedTrees:
         self._error: BaseException | None = None
 
     @property
-    def fs(self) -> C.FileSystem:
-        return self._fs if self._fs is not None else C.OS
+    def fs(self) -> Storage:
+        return self._fs
 
     # --- placing files ------------------------------------------------------------------------
 
@@ -245,7 +245,7 @@ class StagedTrees:
             if len(work) < len(items):
                 return
 
-    def _make(self, fs: C.FileSystem, dirs: list[str], files: list[str]) -> None:
+    def _make(self, fs: Storage, dirs: list[str], files: list[str]) -> None:
         if self._error is not None:  # after a failure, nothing more: the flush raises it
             return
         try:
@@ -254,5 +254,5 @@ class StagedTrees:
             self._error = exc
 
 
-def _prepare(fs: C.FileSystem, dirs: list[str], files: list[str]) -> None:
+def _prepare(fs: Storage, dirs: list[str], files: list[str]) -> None:
     fs.make_many(dirs, files)

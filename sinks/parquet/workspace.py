@@ -2,7 +2,8 @@
 
 The sink is split by role (buffering, schema registry, XA store, part writer, committer, …);
 each role keeps its own state, and this is the little they have in common: the lake's root and
-the options, the Arrow bytes buffered against the one memory budget, the counters
+the options, the storage it lives on (every part's I/O goes through it), the Arrow bytes
+buffered against the one memory budget, the counters
 (``sinks.stats.SinkStats``, copied out as ``ParquetSink.stats``), the staging names handed out
 (each used once per sink), warnings said once, and the path being worked on — the one a :class:`~sinks.errors.LakeError` names when an
 operation fails without naming a file itself (pyarrow's writers do not).
@@ -15,6 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from ..stats import SinkStats
+from ..storage import Storage
 from .options import SinkOptions
 
 __all__ = ["Workspace"]
@@ -22,10 +24,12 @@ __all__ = ["Workspace"]
 
 @dataclass(slots=True, eq=False)
 class Workspace:
-    """See the module docstring. ``lake`` is absolute."""
+    """See the module docstring. ``lake`` is absolute; ``storage`` is where it lives, the one
+    every part reads and writes it through."""
 
     lake: str
     options: SinkOptions
+    storage: Storage
     stats: SinkStats = field(default_factory=SinkStats)
     buffered: int = 0  # Arrow bytes held in transaction and part buffers, and being written
     io_path: str = ""  # what the sink was writing (named by a LakeError)

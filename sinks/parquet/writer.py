@@ -38,6 +38,7 @@ from ..chunks import SnapshotChunk
 from ..contract import CommitOutcome, Flushed, Pending
 from ..errors import LakeError, SinkStateError
 from ..stats import SinkStats
+from ..storage import Storage
 from ..transform import TypeOptions
 from . import commit as C
 from . import pieces as P
@@ -68,13 +69,14 @@ class ParquetSink:
     """Lands a transaction item stream under ``lake_dir`` (``sinks.contract.Sink``, whose
     docstrings say what each method promises); see the module docstring."""
 
-    def __init__(self, lake_dir: str, options: SinkOptions | None = None) -> None:
+    def __init__(self, lake_dir: str, options: SinkOptions | None = None,
+                 storage: Storage = C.OS) -> None:
         self.lake = os.path.abspath(lake_dir)
         self.options = options or SinkOptions()
         rules = self.options.transform
         self._types = rules.types if rules is not None else TypeOptions()
         transform = rules if rules is not None and rules.active else None
-        workspace = self._workspace = Workspace(self.lake, self.options)
+        workspace = self._workspace = Workspace(self.lake, self.options, storage)
         self._counter = new_counter()
         self._progress = StreamProgress()
         self._ddl = DdlLog(workspace)
@@ -91,7 +93,7 @@ class ParquetSink:
                                           self._registry, transform, self._items.rows)
         self._committer = Committer(workspace, self._parts, self._registry, self._ddl,
                                     self._xa, self._progress)
-        self._lock = LakeLock(self.lake)
+        self._lock = LakeLock(self.lake, storage)
         self._opened = False
         self._checkpoint: C.Checkpoint | None = None
         #: Set by a LakeError: buffers and disk may disagree, so nothing more is landed.
@@ -109,7 +111,7 @@ class ParquetSink:
 
     def open(self) -> C.Checkpoint | None:
         """Take and recover the lake (``recovery.take``); where to resume (None: a new lake)."""
-        state = recovery.take(self.lake, self._lock, self._types)
+        state = recovery.take(self.lake, self._lock, self._types, self._workspace.storage)
         self._opened = True
         if state is None:
             return None
@@ -148,7 +150,7 @@ class ParquetSink:
                 self._buffer.abandon()
             self._parts.close()
             self._opened = False
-            recovery.release(self.lake, self._lock)
+            recovery.release(self.lake, self._lock, self._workspace.storage)
 
     def _failed(self, exc: OSError, operation: str) -> LakeError:
         """Turn an ``OSError`` of the lake into a :class:`LakeError` and break the sink: a write

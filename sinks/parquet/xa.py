@@ -25,7 +25,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from . import commit as C
+from ..storage import Storage
 
 __all__ = ["PreparedFile", "Prepared", "XaFileRecord", "XaRecord", "write_batches",
            "read_batches"]
@@ -99,25 +99,26 @@ class Prepared:
 
 
 def write_batches(path: str, schema: pa.Schema, batches: Iterable[pa.RecordBatch],
-                  compression: str | None) -> int:
+                  compression: str | None, storage: Storage) -> int:
     """Write ``batches`` as an Arrow IPC stream file and ``fsync`` it; returns the row count."""
     rows = 0
     options = pa.ipc.IpcWriteOptions(compression=compression)
-    with C.OS.open_output(path) as sink, pa.ipc.new_stream(sink, schema, options=options) as out:
+    with storage.open_output(path) as sink, \
+            pa.ipc.new_stream(sink, schema, options=options) as out:
         for batch in batches:
             out.write_batch(batch)
             rows += batch.num_rows
-    C.fsync_path(path)
+    storage.fsync(path)
     return rows
 
 
-def read_batches(path: str) -> Iterator[pa.RecordBatch]:
+def read_batches(path: str, storage: Storage) -> Iterator[pa.RecordBatch]:
     """The batches :func:`write_batches` wrote, one at a time (the file is closed after)."""
-    with C.OS.open_input(path) as source:
+    with storage.open_input(path) as source:
         yield from pa.ipc.open_stream(source)
 
 
-def remove(path: str) -> None:
+def remove(path: str, storage: Storage) -> None:
     """Remove a staged prepared file (never committed: no manifest names it)."""
-    if C.OS.exists(path):
-        C.OS.remove(path)
+    if storage.exists(path):
+        storage.remove(path)

@@ -54,7 +54,7 @@ class XaStore:
             staged = workspace.staged_name(L.staged_xa)
             workspace.io_path = workspace.path(staged)
             X.write_batches(workspace.io_path, version.staging_schema, drain(table),
-                            workspace.options.spill_compression)
+                            workspace.options.spill_compression, workspace.storage)
             entry.files.append(X.PreparedFile(L.xa_file(seq, index), version.database,
                                               version.table, version.version, staged))
             self._versions[(version.database, version.table, version.version)] = version
@@ -85,7 +85,7 @@ class XaStore:
         for f in prepared.files:
             version = self._version(f)
             workspace.io_path = workspace.path(f.path)
-            for batch in X.read_batches(workspace.io_path):
+            for batch in X.read_batches(workspace.io_path, workspace.storage):
                 yield version, batch
         self._forget(prepared)
         workspace.stats.xa_committed += 1
@@ -95,7 +95,7 @@ class XaStore:
         a committed one goes with the next commit (its checkpoint no longer lists it)."""
         for f in prepared.files:
             if f.staged is not None:
-                X.remove(self._workspace.path(f.staged))
+                X.remove(self._workspace.path(f.staged), self._workspace.storage)
             else:
                 self._deletes.append(f.final)
 

@@ -13,18 +13,21 @@ from protocol.binlog.coltypes import FieldType as T
 from sinks.parquet import ParquetSink, SinkOptions
 from sinks.parquet import compact as K
 from sinks.parquet import layout as L
+from sinks.parquet.commit import OS
 from sinks.parquet.testing import StreamBuilder, col
+from sinks.storage import Storage
 
 OPTIONS = K.CompactOptions(min_age=0, grace=0)
 
 
-def build_lake(lake: str, transactions: int, *, start_seq_rows: int = 0) -> ParquetSink:
+def build_lake(lake: str, transactions: int, *, start_seq_rows: int = 0,
+               storage: Storage = OS) -> ParquetSink:
     """A lake with one file per transaction (flush_rows=1) for shop.users: inserts, updates,
-    deletes, so that _before is set too."""
+    deletes, so that _before is set too; landed through ``storage``."""
     b = StreamBuilder()
     users = b.table("shop", "users", [col(0, T.LONGLONG, "id", pk=True),
                                       col(1, T.VARCHAR, "name", charset=45)])
-    sink = ParquetSink(lake, SinkOptions(flush_rows=1))
+    sink = ParquetSink(lake, SinkOptions(flush_rows=1), storage)
     sink.open()
     for i in range(transactions):
         sink.handle(b.begin())

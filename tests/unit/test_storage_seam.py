@@ -128,6 +128,57 @@ def test_no_module_of_sinks_touches_the_file_system_but_the_storage() -> None:
     assert found == []
 
 
+#: Where the local storage is named other than as a parameter's default, and why.
+LOCAL_BY_NAME: dict[str, set[str]] = {
+    # the native writer pool writes by path in C: only when the storage is the real one
+    "sinks/parquet/files.py": {"_REAL_FS", "_REAL_WRITE"},
+    # a streaming query's checkpoint location is a local directory, not the lake
+    "sinks/spark/readers.py": {"stream_fence"},
+    # an object lake is read from a local directory its view materialised
+    "sinks/spark/state.py": {"read_current_state"},
+    # a script's function that imports lazily: ``storage or OS`` is its default
+    "sinks/spark/materialize.py": {"tables"},
+}
+
+
+def _local_storage_uses(path: Path, root: Path = ROOT) -> list[str]:
+    """Each use of ``commit.OS`` in ``path`` that is not a parameter's default: everything else
+    is handed its storage by its caller (the sink by its ``Workspace``)."""
+    relative = os.fspath(path.relative_to(root))
+    tree = ast.parse(path.read_text(encoding="utf-8"), relative)
+    defaults = {id(node) for func in ast.walk(tree)
+                if isinstance(func, ast.FunctionDef | ast.AsyncFunctionDef)
+                for node in [*func.args.defaults, *func.args.kw_defaults] if node is not None}
+    found: list[str] = []
+
+    def visit(node: ast.AST, scope: str) -> None:
+        if id(node) in defaults:
+            return
+        if isinstance(node, ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef) and not scope:
+            scope = node.name
+        elif isinstance(node, ast.Assign) and not scope and isinstance(node.targets[0], ast.Name):
+            scope = node.targets[0].id
+        if (isinstance(node, ast.Name) and node.id == "OS") or \
+                (isinstance(node, ast.Attribute) and node.attr == "OS"):
+            if scope not in LOCAL_BY_NAME.get(relative, set()):
+                found.append(f"{relative}:{node.lineno} in {scope or 'the module'}")
+        for child in ast.iter_child_nodes(node):
+            visit(child, scope)
+
+    visit(tree, "")
+    return found
+
+
+def test_the_storage_is_passed_not_reached_for() -> None:
+    """``commit.OS`` (the local storage) is a default of entry points' ``storage`` parameters;
+    nothing in ``sinks/`` reaches for it otherwise, so a caller's storage is the one used."""
+    modules = sorted((ROOT / "sinks").rglob("*.py"))
+    found = [hit for path in modules
+             if not os.fspath(path.relative_to(ROOT)).startswith(ALLOWED_PACKAGES)
+             and path.name != "commit.py" for hit in _local_storage_uses(path)]
+    assert found == []
+
+
 def test_the_scan_sees_a_bypass(tmp_path: Path) -> None:
     """The scan is not vacuous: each kind of bypass is reported."""
     module = tmp_path / "sinks" / "x.py"
@@ -140,6 +191,10 @@ def test_the_scan_sees_a_bypass(tmp_path: Path) -> None:
     assert [hit.split(" ", 1)[1] for hit in _bypasses(module, tmp_path)] == [
         "import shutil", "import fcntl", "open()", "os.rename()", "os.path.exists()",
         "shutil.rmtree()", "fcntl.flock()", "pq.read_metadata()"]
+    module.write_text("from .commit import OS\n"
+                      "def f(storage=OS):\n    return storage\n"
+                      "def g():\n    return OS.read('x')\n")
+    assert _local_storage_uses(module, tmp_path) == ["sinks/x.py:5 in g"]
 
 
 # --- the behaviour ---------------------------------------------------------------------------
@@ -227,10 +282,23 @@ class Rooted(C.FileSystem):
 
 @pytest.fixture
 def rooted(tmp_path: Path) -> Rooted:
+    """A lake landed by the sink through the storage: _seq 1..12, a file each, 20 rows."""
     storage = Rooted(os.fspath(tmp_path))
-    build_lake(storage.root + VIRTUAL, 12)  # _seq 1..12, a file each, 20 rows
+    os.makedirs(os.path.dirname(storage.root + VIRTUAL))
+    build_lake(VIRTUAL, 12, storage=storage)
     assert not os.path.exists(VIRTUAL)
     return storage
+
+
+def test_the_sink_lands_through_the_storage(rooted: Rooted) -> None:
+    """Every file of the lake the sink made is where the storage put it, and the storage was
+    asked for each kind of operation a flush and a commit make."""
+    real = rooted.root + VIRTUAL
+    facts = S.lake_facts(real)
+    assert facts.checkpoint is not None and facts.checkpoint["seq"] == 12
+    assert (facts.files, facts.rows, facts.unreadable) == (12, 20, [])
+    assert {"makedirs", "lock", "write", "read", "fsync", "replace", "remove", "mkdir",
+            "listdir", "isdir", "exists"} <= set(rooted.calls)
 
 
 def test_status_reads_the_lake_through_the_storage(rooted: Rooted) -> None:
