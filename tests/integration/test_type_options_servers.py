@@ -19,7 +19,7 @@ from replica.core.daemon import Daemon
 from tests.servers.handle import ServerHandle
 
 from .daemon_process import DaemonProcess, catch_up, catch_up_config, daemon_settings, unique_db
-from .test_decode_edges_servers import binlake_decode
+from .test_decode_edges_servers import binlake_decode, open_protocol_rows
 
 pytestmark = pytest.mark.server
 
@@ -175,6 +175,13 @@ async def test_tinyint1_as_boolean_in_every_path(flavor: str, request: pytest.Fi
                           "--database", db,
                           env={"BINLAKE_SERVER_PASSWORD": server.users["repl"].password})
     inserts = [ln for ln in proc.stdout.splitlines() if ln.startswith("### INSERT")]
+    proc = binlake_decode(server, "--schema-from-server", "--config", str(decode_config),
+                          "--database", db, "--format", "open-protocol",
+                          env={"BINLAKE_SERVER_PASSWORD": server.users["repl"].password})
+    # the Open Protocol's TINYINT/BOOLEAN (t 1): a boolean as 1 or 0
+    assert [value["u"]["f"] for value in open_protocol_rows(proc.stdout, db)[:3]] == [
+        {"t": 1, "f": 64, "v": 1}, {"t": 1, "f": 64, "v": 1},
+        {"t": 1, "f": 64, "v": None}]
     assert inserts[:3] == [f"### INSERT INTO {db}.t SET id=1, b=0, f=1, u=0, n=5",
                            f"### INSERT INTO {db}.t SET id=2, b=2, f=1, u=255, n=0",
                            f"### INSERT INTO {db}.t SET id=3, b=NULL, f=NULL, u=NULL, n=NULL"]
