@@ -13,17 +13,18 @@ Steps, on the benchmark's server:
 
 1. ``bench.snap_src``: ``2M × scale`` rows of the mixed table (the columns of workload (a)),
    loaded by ``INSERT … SELECT`` from the sequence engine in 100k-row transactions;
-2. ``mariadb-dump --single-transaction --quick bench snap_src > /dev/null`` — the reference
-   rate (``repeats`` runs, the median);
+2. ``repeats`` rounds, each ``mariadb-dump --single-transaction --quick bench snap_src >
+   /dev/null`` (the reference) and then ``binlake snapshot --config FILE --table
+   bench.snap_src`` into a fresh lake as a subprocess (the product's own command, so its rate,
+   RSS and chunking are what a user gets), with the server otherwise idle: interleaved, so a
+   load that comes and goes on a shared machine weighs on both alike; the medians are the
+   rates compared, and each round's ratio is kept (``vs_mariadb_dump_rounds``);
 3. a writer alone for a few seconds: autocommit UPDATEs of random rows of the table at
    :data:`WRITER_RATE` commits/s (an OLTP load that leaves the server room), each commit's
    latency as the client sees it;
-4. ``binlake snapshot --config FILE --table bench.snap_src`` into a fresh lake as a subprocess
-   (the product's own command, so its rate, RSS and chunking are what a user gets),
-   ``repeats`` runs with the server otherwise idle, as the dump ran: the rate compared;
-5. once more with the same writer beside it — its commit latency during a snapshot — and then
-   every row of the table must be in the lake: as an ``R`` row, or, if the writer changed it
-   during the snapshot, as that change.
+4. ``binlake snapshot`` once more with the same writer beside it — its commit latency during a
+   snapshot — and then every row of the table must be in the lake: as an ``R`` row, or, if the
+   writer changed it during the snapshot, as that change.
 
 ``rows/s`` = table rows / process wall time (``binlake snapshot`` includes its interpreter start,
 connecting, the stream beside the snapshot and the final commit; the dump includes its own
@@ -190,29 +191,16 @@ def lake_rows(lake: Path) -> tuple[int, int]:
 
 def measure(bench: Bench, rows: int, writer_seconds: float, server_id: int,
             repeats: int = 1, writer_rate: float = WRITER_RATE) -> dict[str, Any]:
-    """Load the table; ``repeats`` runs each of mariadb-dump and of ``binlake snapshot`` (their
-    medians: the rates compared); the writer alone for ``writer_seconds``; one more
-    ``binlake snapshot`` with the writer beside it (its latency, and the lake's rows checked
-    with changes landing during the snapshot)."""
+    """Load the table; ``repeats`` rounds of a mariadb-dump run then a ``binlake snapshot``
+    run (interleaved, so a load that comes and goes on the machine weighs on both alike; the
+    medians of each are the rates compared, and each round's ratio is kept too); the writer
+    alone for ``writer_seconds``; one more ``binlake snapshot`` with the writer beside it (its
+    latency, and the lake's rows checked with changes landing during the snapshot)."""
     out: dict[str, Any] = {"rows": rows, "load_seconds": round(load_table(bench, rows), 2)}
     bench.log(f"snapshot: {rows} rows loaded in {out['load_seconds']:.1f} s")
 
     tool, dump = _dump_argv(bench)
     out["dump_tool"] = tool
-    try:
-        dumps = [run_measured(dump, stdout_to_devnull=True) for _ in range(repeats)]
-        seconds = statistics.median(m.wall_seconds for m in dumps)
-        out["mariadb-dump"] = {"seconds": round(seconds, 3), "rows_per_s": round(rows / seconds),
-                               "peak_rss_mib": round(max(m.peak_rss_kib for m in dumps) / 1024,
-                                                     1),
-                               "runs_seconds": [round(m.wall_seconds, 3) for m in dumps]}
-    except MeasureError as exc:
-        out["mariadb-dump"] = {"error": str(exc)}
-
-    with _Writer(bench, rows, writer_rate) as alone:
-        time.sleep(writer_seconds)
-    out["writer_alone"] = alone.summary()
-
     env = dict(bench.env, BINLAKE_SERVER_PASSWORD=bench.password)
 
     def snapshot(attempt: int, writer: _Writer | None) -> dict[str, Any]:
@@ -233,8 +221,36 @@ def measure(bench: Bench, rows: int, writer_seconds: float, server_id: int,
         return {"seconds": m.wall_seconds, "peak_rss_mib": m.peak_rss_kib / 1024,
                 "cpu_seconds": m.cpu_seconds, "r_rows": reads, "rows_in_lake": landed}
 
+    dumps: list[Any] = []
+    runs: list[dict[str, Any]] = []
+    dump_error = snapshot_error = None
+    for attempt in range(repeats):
+        if dump_error is None:
+            try:
+                dumps.append(run_measured(dump, stdout_to_devnull=True))
+            except MeasureError as exc:
+                dump_error = str(exc)
+        if snapshot_error is None:
+            try:
+                runs.append(snapshot(attempt, None))
+            except MeasureError as exc:
+                snapshot_error = str(exc)
+    if dump_error is None:
+        seconds = statistics.median(m.wall_seconds for m in dumps)
+        out["mariadb-dump"] = {"seconds": round(seconds, 3), "rows_per_s": round(rows / seconds),
+                               "peak_rss_mib": round(max(m.peak_rss_kib for m in dumps) / 1024,
+                                                     1),
+                               "runs_seconds": [round(m.wall_seconds, 3) for m in dumps]}
+    else:
+        out["mariadb-dump"] = {"error": dump_error}
+
+    with _Writer(bench, rows, writer_rate) as alone:
+        time.sleep(writer_seconds)
+    out["writer_alone"] = alone.summary()
+
     try:
-        runs = [snapshot(attempt, None) for attempt in range(repeats)]
+        if snapshot_error is not None:
+            raise MeasureError(snapshot_error)
         seconds = statistics.median(r["seconds"] for r in runs)
         out["binlake-snapshot"] = {
             "seconds": round(seconds, 3), "rows_per_s": round(rows / seconds),
@@ -259,6 +275,8 @@ def measure(bench: Bench, rows: int, writer_seconds: float, server_id: int,
     snap_rate = out["binlake-snapshot"].get("rows_per_s")
     if dump_rate and snap_rate:
         out["vs_mariadb_dump"] = round(snap_rate / dump_rate, 2)
+        out["vs_mariadb_dump_rounds"] = [round(d.wall_seconds / r["seconds"], 2)
+                                         for d, r in zip(dumps, runs, strict=True)]
     bench.log(f"snapshot: binlake {snap_rate} rows/s, {tool} {dump_rate} rows/s, "
               f"peak RSS {out['binlake-snapshot'].get('peak_rss_mib')} MiB")
     return out
