@@ -18,11 +18,13 @@ the daemon. What crosses it:
   ``commit_time_us``).
 
 Threads: a sink is not thread-safe and never awaits. Its caller makes one call at a time; the
-daemon runs the calls that write to the lake (flushes, snapshot landings, close) on its sink
-worker thread and the cheap in-memory ones (handing over items) on its event loop, never two at
-once. Handing over items does no lake I/O other than spilling a transaction too big for memory
-when the sink was built with ``flush_in_handle=False``: a commit past a size or row threshold
-then only sets :attr:`Sink.flush_wanted`, and the caller flushes.
+daemon runs the calls that write to the lake (flushes, snapshot landings, close, the lake work
+items leave) on its sink worker thread and the cheap in-memory ones (handing over items) on
+its event loop, never two at once. A sink built with ``flush_in_handle=False`` does no lake
+I/O while it takes an item: a commit past a size or row threshold only sets
+:attr:`Sink.flush_wanted` (the caller flushes), and an item that needs the disk (a
+transaction spilled past the memory budget, an XA PREPARE's staged rows) sets
+:attr:`Sink.io_wanted` (the caller runs :meth:`Sink.run_io` before the next item).
 
 Errors: every failure of the lake is a :class:`~sinks.errors.SinkError` (re-exported here):
 :class:`LakeError` (the lake refused a write; the sink is broken and lands nothing more),
@@ -139,6 +141,16 @@ class Sink(Protocol):
     def handle(self, item: TransactionItem) -> CommitOutcome | None:
         """One item of the transaction stream: a commit (or, ``commit.xa`` set, a prepared XA
         part's commit) returns its outcome, every other item None."""
+        ...
+
+    @property
+    def io_wanted(self) -> bool:
+        """The last item left lake work (``flush_in_handle=False``): :meth:`run_io` it before
+        handing over the next (which would otherwise do it first, in the caller's thread)."""
+        ...
+
+    def run_io(self) -> None:
+        """Do the lake work handed-over items left (spills, XA files, their transactions)."""
         ...
 
     # --- durability ------------------------------------------------------------------------------

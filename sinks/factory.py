@@ -35,9 +35,10 @@ def build_sink(lake_dir: str, *, file_size_bytes: int, flush_rows: int,
     """A closed sink on ``lake_dir`` (``open()`` takes and recovers the lake), from the
     configuration's lake keys.
 
-    ``flush_in_handle=False``: a commit past ``file_size_bytes`` or ``flush_rows`` does not
-    flush inside ``handle`` but sets ``flush_wanted``, so that a caller with an event
-    loop runs the flush elsewhere (the daemon: on its sink worker). ``transform``: the column
+    ``flush_in_handle=False``: ``handle`` does no lake I/O — a commit past ``file_size_bytes``
+    or ``flush_rows`` sets ``flush_wanted``, an item that needs the disk sets ``io_wanted`` —
+    so that a caller with an event loop runs the flush and ``run_io`` elsewhere (the daemon: on
+    its sink worker). ``transform``: the column
     rules every rows event passes through before it lands (``sinks.transform``).
     """
     from .parquet.writer import ParquetSink, SinkOptions

@@ -576,7 +576,7 @@ class Daemon:
                     if not resume.from_lake_gtids:
                         raise
                     await self.pipeline.worker.idle()
-                    self._after_refused_gtids(exc, resume)
+                    await self._after_refused_gtids(exc, resume)
                     return False  # the next attempt starts where both histories agree
                 if finished:
                     log.info("snapshots done; stopping")
@@ -667,7 +667,7 @@ class Daemon:
         raise NoWritablePrimary("none of server.host's candidates is a writable primary: "
                                 + "; ".join(passed))
 
-    def _after_refused_gtids(self, exc: ProtocolError, resume: Resume) -> None:
+    async def _after_refused_gtids(self, exc: ProtocolError, resume: Resume) -> None:
         """The dump refused the lake's GTID state (MariaDB: a GTID the server's binlog lacks,
         while it has higher sequence numbers from another writer): the histories diverged.
         Stop with GtidDiverged; or, by choice, record it and let the next attempt go on from
@@ -688,9 +688,10 @@ class Daemon:
         log.warning("the server %s lacks a transaction the lake holds (%s); "
                     "start.on_divergence = continue: going on from %s (where both histories "
                     "agree), recorded in the lake's checkpoint", resume.server, exc, fork)
-        self.sink.diverge(str(fork), {"server": resume.server.to_json(), "lost": str(exc),
-                                      "lake_gtid_state": lake_state,
-                                      "resumed_from": str(fork)})
+        # committed at once: a flush, so on the sink worker
+        await self.pipeline.worker.run(self.sink.diverge, str(fork), {
+            "server": resume.server.to_json(), "lost": str(exc), "lake_gtid_state": lake_state,
+            "resumed_from": str(fork)})
 
     # --- snapshots -------------------------------------------------------------------------------
 

@@ -206,6 +206,16 @@ class Pipeline:
         """Make every complete transaction durable (on the worker), and count what landed."""
         await self.worker.run(self.sink.flush)
 
+    async def run_io(self) -> None:
+        """The lake work the last item left (a spill, an XA PREPARE's files, a transaction
+        that spilled: ``Sink.io_wanted``), on the worker, before the next item is handed over.
+        Mid-transaction or mid-batch: the snapshot coordinator must not take the position it
+        knows for a boundary meanwhile (the caller notes the next boundary)."""
+        if self.snapshots is not None:
+            self.snapshots.between_transactions = False
+        await self.worker.run(self.sink.run_io)
+        await self.worker.idle()  # a call another task queued meanwhile: the sink is its first
+
     @property
     def durable(self) -> Checkpoint | None:
         """The lake's resume position, as of the last flush."""
@@ -338,6 +348,8 @@ class Pipeline:
                         continue
                     for item in assembler.feed(event):
                         self._handle(item)
+                        if sink.io_wanted:
+                            await self.run_io()
                 snapshots = self.snapshots
                 if snapshots is not None:
                     if assembler.in_transaction:
@@ -397,6 +409,8 @@ class Pipeline:
             items = assembler.feed_many(events)
         for item in items:
             handle(item)
+            if sink.io_wanted:  # lake work: on the worker, before the next item
+                await self.run_io()
             if sink.flush_wanted:  # a commit passed a threshold: land it before the next one
                 if self.snapshots is not None:
                     # The coordinator may run during the flush: the position it knows is the

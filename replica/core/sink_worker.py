@@ -1,4 +1,4 @@
-"""The sink worker: the daemon's lake work (flushes, fsyncs, snapshot landings) off the event loop.
+"""The sink worker: the daemon's lake work (flushes, spills, XA files, chunks) off the event loop.
 
 A flush writes and fsyncs files and renames them into the lake; on a slow disk (or a remote
 store) it takes seconds. Run on the trio loop, it would stall everything else the loop does:
@@ -7,7 +7,8 @@ daemon runs such calls in a thread, one at a time, through :meth:`SinkWorker.run
 (``trio.to_thread.run_sync`` with a limiter of one: a thread of trio's cache, never two at once).
 
 The sink is not thread-safe, and the cheap calls that hand it items stay on the loop (a thread
-hop per item would cost more than the item). So the rule is: **nothing touches the sink while a
+hop per item would cost more than the item); they do no lake I/O themselves — what an item
+would write or read (a spill, an XA PREPARE's files) waits for ``Sink.run_io``, run here. So the rule is: **nothing touches the sink while a
 worker call is queued or running**. Every task that calls the sink on the loop first awaits
 :meth:`SinkWorker.idle` (free when nothing is queued), then makes its calls without awaiting in
 between; trio runs one task at a time, so no worker call can start meanwhile. A quick in-memory

@@ -543,12 +543,12 @@ class SnapshotCoordinator:
             return self.sink.stage_piece(staged, event)
         return await self.worker.run(self.sink.stage_piece, staged, event)
 
-    def discard(self, staged: StagedSnapshot) -> None:
-        """Drop a staged chunk's pieces (once the worker is idle)."""
+    async def discard(self, staged: StagedSnapshot) -> None:
+        """Drop a staged chunk's pieces (files: on the worker when there is one)."""
         if self.worker is None:
             staged.discard()
         else:
-            self.worker.call_soon(staged.discard)
+            await self.worker.run(staged.discard)
 
     async def land(self, chunk: Chunk) -> bool:
         """Hand a chunk to the stream and wait until it landed (True) or was discarded."""
@@ -1119,7 +1119,8 @@ class SnapshotReader:
         finally:
             coordinator.staged_rows.pop(progress_key, None)
             if staged is not None and not landed:
-                coordinator.discard(staged)
+                with trio.CancelScope(shield=True):  # (a reconnect cancels the reader)
+                    await coordinator.discard(staged)
 
     async def _read(self, conn: Connection, table: SnapshotTable, sql: str, since: float,
                     counted: BinlogPosition | None, sent: Callable[[], Awaitable[None]],

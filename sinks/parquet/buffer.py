@@ -134,6 +134,11 @@ class Transaction:
     tables: dict[int, TxnTable] = field(default_factory=dict)  # by id(version)
     statements: list[Statement] = field(default_factory=list)
 
+    @property
+    def spilled(self) -> bool:
+        """Whether some of its rows are in spill files."""
+        return any(table.spill_path is not None for table in self.tables.values())
+
 
 class TransactionBuffer:
     """The open transaction (:attr:`txn`) and its rows; see the module docstring."""

@@ -7,10 +7,20 @@ waits for the commit; the COMMIT hands its rows to the part writer, logs its DDL
 resume point past it. XA PREPARE keeps the rows durable but invisible in the XA store until the
 XA COMMIT lands them or XA ROLLBACK drops them. A commit that passes a size or row threshold
 flushes (``flush_in_handle``) or says the caller should (``FlushPolicy.wanted``).
+
+Without ``flush_in_handle`` (the daemon: it runs the sink's lake work on a worker thread, and
+hands items over on its event loop), an item never touches the disk itself: what would —
+spilling the open transaction past the memory budget, staging an XA PREPARE's rows, reading
+an XA COMMIT's prepared rows back, landing or dropping a transaction that spilled, deleting an
+XA ROLLBACK's staged files — waits in :attr:`TransactionItems.io_wanted` for
+:meth:`TransactionItems.run_io`, which the caller runs on its worker before it hands over the
+next item. The bookkeeping (transaction numbers, GTID state, resume position, the DDL log)
+is done at once, so what the sink reports between the two is already true.
 """
 
 from __future__ import annotations
 
+import functools
 import logging
 from collections.abc import Callable
 from typing import Any
@@ -59,6 +69,9 @@ class TransactionItems:
         self._policy = policy
         self._transform = transform
         self._flush = flush
+        self._defer = not workspace.options.flush_in_handle
+        #: Lake work left for :meth:`run_io`, in order (shared with the sink, which reads it).
+        self.io: list[Callable[[], None]] = []
         #: The item classes and what handles them (the sink dispatches by ``type(item)``).
         self.handlers: dict[type, Callable[[Any], CommitOutcome | None]] = {
             RowsEvent: self.rows, TransactionBegin: self._begin,
@@ -66,11 +79,31 @@ class TransactionItems:
             TransactionRollback: self._rollback, TransactionPrepared: self._prepared,
         }
 
+    @property
+    def io_wanted(self) -> bool:
+        """Lake work an item left for :meth:`run_io` (only without ``flush_in_handle``)."""
+        return bool(self.io)
+
+    def run_io(self) -> None:
+        """Do the lake work items left, in the order they left it."""
+        while self.io:
+            self.io.pop(0)()
+
+    def _lake(self, work: Callable[[], None]) -> None:
+        """Lake work: left for :meth:`run_io`, or done now (``flush_in_handle``)."""
+        if self._defer:
+            self.io.append(work)
+        else:
+            work()
+
     def drop_open(self) -> Transaction | None:
         """Drop the open transaction, if any (it will be streamed again); it."""
         txn, self._buffer.txn = self._buffer.txn, None
         if txn is not None:
-            self._buffer.discard(txn)
+            if self._defer and txn.spilled:
+                self.io.append(functools.partial(self._buffer.discard, txn))
+            else:
+                self._buffer.discard(txn)
         return txn
 
     def _begin(self, begin: TransactionBegin) -> None:
@@ -92,8 +125,12 @@ class TransactionItems:
             event = self._transform.rows(event)
         version = self._registry.version_for(event.table, txn.tags)
         if self._buffer.add(txn, version, event):
-            self._buffer.spill_open()
-            self._parts.relieve()
+            self._lake(self._relieve)
+
+    def _relieve(self) -> None:
+        """The memory budget is exceeded: spill the open transaction, write row groups."""
+        self._buffer.spill_open()
+        self._parts.relieve()
 
     def _statement(self, statement: Statement) -> None:
         txn = self._buffer.txn
@@ -118,7 +155,7 @@ class TransactionItems:
             return
         # XA ROLLBACK <xid>: its prepared rows go, and — unlike a plain ROLLBACK, which the
         # binlog never holds — the group itself is a logged transaction to resume after.
-        self._xa.rollback(rollback.xa)
+        self._lake(functools.partial(self._xa.rollback, rollback.xa))
         gtid = rollback.gtid if rollback.gtid is not None else txn.begin.gtid
         self._advance(txn, gtid, rollback.end, txn.begin.timestamp * 1_000_000,
                       txn.begin.server_id)
@@ -128,12 +165,15 @@ class TransactionItems:
         txn = self._end("XA PREPARE")
         if txn is None:
             return
-        self._xa.prepare(prepared.xid, txn.tags.seq, txn.tags.gtid, txn.tables.values(),
-                         self._buffer.drain_all, txn.begin.position)
-        txn.tables.clear()
+        self._lake(functools.partial(self._prepare, prepared.xid, txn))
         gtid = prepared.gtid if prepared.gtid is not None else txn.begin.gtid
         self._advance(txn, gtid, prepared.end, txn.begin.timestamp * 1_000_000,
                       txn.begin.server_id)
+
+    def _prepare(self, xid: str, txn: Transaction) -> None:
+        self._xa.prepare(xid, txn.tags.seq, txn.tags.gtid, txn.tables.values(),
+                         self._buffer.drain_all, txn.begin.position)
+        txn.tables.clear()
 
     def _end(self, what: str) -> Transaction | None:
         """The transaction ``what`` ends; None when it is one the lake already has."""
@@ -152,22 +192,41 @@ class TransactionItems:
             return CommitOutcome.ALREADY_LANDED
         seq = txn.tags.seq
         commit_us = commit.commit_time_us
-        parts = self._parts
-        date = parts.date_of(commit_us)
-        rows = 0
-        if commit.xa is not None:
-            for version, batch in self._xa.commit(commit.xa, txn.begin.position):
-                rows += parts.append_prepared(version, batch, seq, commit_us, date)
-        rows += parts.add_transaction(txn.tables.values(), self._buffer.drain, seq, commit_us,
-                                      date)
+        date = self._parts.date_of(commit_us)
+        deferred = self._defer and (commit.xa is not None or txn.spilled)
+        rows = 0 if deferred else self._land(txn, commit.xa, seq, commit_us, date)
         for statement in txn.statements:
             self._ddl.log(statement, seq, txn.tags.gtid, commit_us)
         gtid = commit.gtid if commit.gtid is not None else txn.begin.gtid
         self._advance(txn, gtid, commit.end, commit_us, commit.server_id)
-        self.committed(rows)
-        parts.wait_if_filling()
-        self.flush_if_full()
+        if deferred:
+            self.io.append(functools.partial(self._land_deferred, txn, commit.xa, seq,
+                                              commit_us, date))
+        else:
+            self._landed(rows)
         return CommitOutcome.ACCEPTED
+
+    def _land(self, txn: Transaction, xa: str | None, seq: int, commit_us: int,
+              date: str) -> int:
+        """A committed transaction's rows (an XA COMMIT's prepared ones first) into the
+        parts; its rows."""
+        parts = self._parts
+        rows = 0
+        if xa is not None:
+            for version, batch in self._xa.commit(xa, txn.begin.position):
+                rows += parts.append_prepared(version, batch, seq, commit_us, date)
+        return rows + parts.add_transaction(txn.tables.values(), self._buffer.drain, seq,
+                                            commit_us, date)
+
+    def _land_deferred(self, txn: Transaction, xa: str | None, seq: int, commit_us: int,
+                       date: str) -> None:
+        self._landed(self._land(txn, xa, seq, commit_us, date))
+
+    def _landed(self, rows: int) -> None:
+        """A commit's rows are in the parts: count them, and see whether a flush is due."""
+        self.committed(rows)
+        self._parts.wait_if_filling()
+        self.flush_if_full()
 
     def _advance(self, txn: Transaction, gtid: Any, end: BinlogPosition, commit_us: int,
                  server_id: int) -> None:

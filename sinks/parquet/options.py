@@ -35,8 +35,9 @@ class SinkOptions:
     #: False writes them in the caller's thread (the same files).
     background_encoding: bool = True
     #: A commit (or snapshot chunk) past ``file_size_bytes`` or ``flush_rows`` flushes inside
-    #: the call that handed it over; False only sets ``flush_wanted`` and the caller flushes
-    #: (the daemon, on its sink worker thread rather than its event loop).
+    #: the call that handed it over, and an item's lake work (spills, XA files) is done there;
+    #: False only sets ``flush_wanted`` / ``io_wanted`` and the caller flushes or runs
+    #: ``run_io`` (the daemon, on its sink worker thread rather than its event loop).
     flush_in_handle: bool = True
     #: Column rules (``sinks.transform``), applied to every rows event before it is landed:
     #: streamed rows, before images, XA parts and snapshot chunks alike. None: no rules.

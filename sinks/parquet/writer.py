@@ -99,6 +99,7 @@ class ParquetSink:
         #: Set by a LakeError: buffers and disk may disagree, so nothing more is landed.
         self._broken: LakeError | None = None
         self._handlers = self._items.handlers  # by item class; a subclass finds its base's
+        self._io = self._items.io  # lake work items left (flush_in_handle=False): run_io
         self.on_flush: Callable[[Flushed], None] | None = None  # (in the flush's thread)
         self.clock: Callable[[], float] | None = None  # lent by the caller: Flushed.seconds
 
@@ -128,7 +129,7 @@ class ParquetSink:
 
     @property
     def unlanded(self) -> bool:
-        return self._buffer.txn is not None or self._policy.commits > 0
+        return self._buffer.txn is not None or self._policy.commits > 0 or bool(self._io)
 
     @property
     def invalid_temporal_count(self) -> int:
@@ -143,6 +144,7 @@ class ParquetSink:
         try:
             if self._broken is None:
                 self._items.drop_open()
+                self._items.run_io()
                 self.flush()
         finally:
             if self._broken is not None:
@@ -172,14 +174,30 @@ class ParquetSink:
     # --- the item stream -----------------------------------------------------------------------
 
     def handle(self, item: TransactionItem) -> CommitOutcome | None:
-        """One item of the transaction stream: a commit's outcome, else None."""
+        """One item of the transaction stream: a commit's outcome, else None. Lake work the
+        previous item left and the caller did not run (:meth:`run_io`) is done first."""
         if not self._opened or self._broken is not None:
             self._check_usable("handle()")
         handler = self._handlers.get(type(item))
         if handler is None:
             handler = self._handler_for(type(item))
         try:  # free in CPython 3.11+ while nothing is raised
+            if self._io:
+                self._items.run_io()
             return handler(item)
+        except OSError as exc:
+            raise self._failed(exc, "landing a transaction") from exc
+
+    @property
+    def io_wanted(self) -> bool:
+        """An item left lake work (``flush_in_handle=False``): :meth:`run_io` it next."""
+        return bool(self._io)
+
+    def run_io(self) -> None:
+        """The lake work items left: spills, XA files, transactions that spilled."""
+        self._check_usable("run_io()")
+        try:
+            self._items.run_io()
         except OSError as exc:
             raise self._failed(exc, "landing a transaction") from exc
 
@@ -265,6 +283,8 @@ class ParquetSink:
         position = chunk.position
         if position is not None and self._buffer.txn is not None:
             raise SinkStateError("land_chunk() inside a transaction")
+        if position is not None and self._io:
+            self.run_io()  # the transactions before the chunk's _seq land first
         self._snapshots.state = chunk.progress
         policy = self._policy
         if position is None:
@@ -324,6 +344,7 @@ class ParquetSink:
         clock = self.clock
         started = clock() if clock is not None else 0.0
         try:
+            self._items.run_io()
             checkpoint = self._committer.flush(self._snapshots.state)
         except OSError as exc:
             raise self._failed(exc, "committing to the lake") from exc
