@@ -15,6 +15,7 @@ import functools
 import json
 import os
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 
 import pyarrow as pa
@@ -23,6 +24,7 @@ import pytest
 
 from sinks.objectstore.commit import ObjectCommitter
 from sinks.objectstore.lease import Lease
+from sinks.objectstore.store import ObjectStore
 from sinks.parquet import layout as L
 from sinks.spark.readers import read_changes, stream_changes
 from sinks.spark.state import read_current_state
@@ -36,17 +38,19 @@ DB, TABLE = "shop", "users"
 
 
 class Published:
-    """A disk lake published into a :class:`DirectoryStore` at ``root`` (see the docstring)."""
+    """A disk lake published into ``store`` (see the module docstring)."""
 
-    def __init__(self, lake: str, root: Path) -> None:
+    def __init__(self, lake: str, store: ObjectStore) -> None:
         self.lake = lake
-        self.root = str(root)
-        root.mkdir(parents=True, exist_ok=True)
-        self.store = DirectoryStore(self.root)
+        self.store = store
         self.committer = ObjectCommitter(self.store, URL, Lease(self.store, URL,
                                                                 duration_s=30.0))
         self.committer.open()
         self.done: set[str] = set()
+        self.bookkeeping()
+
+    def bookkeeping(self) -> None:
+        lake = self.lake
         bookkeeping = [os.path.relpath(os.path.join(d, n), lake)
                        for d, _, names in os.walk(lake) for n in names]
         self.commit([n for n in bookkeeping if "/_schema/" in n or n.startswith(L.DDL_DIR)])
@@ -103,14 +107,14 @@ def test_batch_readers_read_exactly_the_committed_files(spark, tmp_path, monkeyp
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))  # where the views' copies go
     lake = str(tmp_path / "disk")
     build_lake(lake, 12)
-    published = Published(lake, tmp_path / "store")
+    published = Published(lake, directory_store(tmp_path / "store"))
     # an orphan: a data object at an epoch-tagged key that no record names
     first = data_files(lake)[0]
     orphan = os.path.relpath(first, lake).replace("part-", "part-9").replace(
         ".parquet", f"-w{published.committer.epoch + 1}.parquet")
     published.store.put(orphan, Path(first).read_bytes())
     published.close()
-    store, root = published.store, published.root
+    store, root = published.store, str(tmp_path / "store")
 
     got = read_changes(spark, URL, DB, TABLE, spark_root=root, store=store)
     assert got.count() == 12 * 2 - 4  # an update is one row: 4 of the 12 transactions
@@ -122,10 +126,15 @@ def test_batch_readers_read_exactly_the_committed_files(spark, tmp_path, monkeyp
     assert not list(tmp_path.glob("binlake-view-*"))  # each view's local copy is removed
 
 
-def start(spark, store: DirectoryStore, tmp_path: Path, name: str):  # noqa: ANN201
+def directory_store(root: Path) -> DirectoryStore:
+    root.mkdir(parents=True, exist_ok=True)
+    return DirectoryStore(str(root))
+
+
+def start(spark, tmp_path: Path, name: str, url: str = URL,  # noqa: ANN201 - a query
+          open_store: Callable[[], ObjectStore] | None = None):
     checkpoint = str(tmp_path / f"{name}_ck")
-    opener = functools.partial(DirectoryStore, store.root)
-    return (stream_changes(spark, URL, DB, TABLE, open_store=opener)
+    return (stream_changes(spark, url, DB, TABLE, open_store=open_store)
             .writeStream.format("parquet").option("path", str(tmp_path / name))
             .option("checkpointLocation", checkpoint).start())
 
@@ -138,15 +147,17 @@ def delivered(spark, tmp_path: Path, name: str) -> list[tuple[int, int]]:
 def test_a_stream_before_and_after_a_compaction_delivers_each_row_once(spark, tmp_path):
     lake = str(tmp_path / "disk")
     build_lake(lake, 10)
-    published = Published(lake, tmp_path / "store")
-    early = start(spark, published.store, tmp_path, "early")
+    store = directory_store(tmp_path / "store")
+    published = Published(lake, store)
+    opener = functools.partial(DirectoryStore, store.root)
+    early = start(spark, tmp_path, "early", open_store=opener)
     early.processAllAvailable()
     assert len(delivered(spark, tmp_path, "early")) == 10 * 2 - 3
     assert published.compact(6) == 6 * 2 - 2  # 2 of the 6 transactions were updates
     build_more(lake, 3)
     published.more()
     early.processAllAvailable()
-    late = start(spark, published.store, tmp_path, "late")  # its first batch: the compacted file
+    late = start(spark, tmp_path, "late", open_store=opener)  # first batch: the compacted file
     late.processAllAvailable()
     build_more(lake, 2)
     published.more()
