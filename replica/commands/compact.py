@@ -1,7 +1,8 @@
 """``binlake compact``: rewrite the lake's small files into large ones, beside a running daemon.
 
-The work is :func:`sinks.parquet.compact.compact_lake` (atomic per partition, crash-safe, under
-``<lake>/_compact.lock``, never the daemon's writer lock); this module only turns the
+The work is :func:`sinks.parquet.compact.compact_lake` on disk: atomic per partition, crash-safe, under
+``<lake>/_compact.lock``, never the daemon's writer lock; on object storage one commit record
+that changes no data, taken beside the writer without its lease. This module only turns the
 configuration and ``--min-age`` into its options and prints what it did, one line per table.
 """
 
@@ -14,7 +15,9 @@ import time
 
 from replica.config import Config
 from sinks.errors import LakeError
-from sinks.parquet.compact import CompactOptions, compact_lake
+from sinks.objectstore.compact import compact_store
+from sinks.objectstore.s3 import open_store
+from sinks.parquet.compact import CompactOptions, CompactStats, compact_lake
 
 __all__ = ["add_arguments", "options_from", "run"]
 
@@ -35,6 +38,13 @@ def options_from(config: Config, min_age: float | None = None) -> CompactOptions
                           compression=lake.compression)
 
 
+def _compact(config: Config, options: CompactOptions) -> CompactStats:
+    lake = config.lake
+    if lake.on_object_store:  # one commit record of its own, beside the writer
+        return compact_store(open_store(lake.path, lake.s3.settings()), lake.path, options)
+    return compact_lake(lake.path, options)
+
+
 def run(config: Config, args: argparse.Namespace | None = None) -> int:
     """Entry point of ``binlake compact``: 0 when done (also when nothing was old enough);
     4 when the lake's filesystem refuses (disk full, read-only…): what was swapped stays
@@ -42,7 +52,7 @@ def run(config: Config, args: argparse.Namespace | None = None) -> int:
     options = options_from(config, getattr(args, "min_age", None))
     started = time.monotonic()
     try:
-        stats = compact_lake(config.lake.path, options)
+        stats = _compact(config, options)
     except OSError as exc:
         raise LakeError.from_os_error(exc, config.lake.path, "compaction") from exc
     for table, saved in sorted(stats.tables.items()):

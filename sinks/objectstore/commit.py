@@ -24,9 +24,10 @@ A commit, step by step:
    the same key, and a writer that lost the lake can never overwrite an object a record names;
 2. the record ``_log/<n>.json``, ``n`` one past the writer's last record, is created with
    ``If-None-Match: *``, naming what it adds and removes and carrying the checkpoint.
-   **The commit happened iff this record exists.** If the create finds the number taken,
-   another writer has taken the lake: this one stops (:class:`~sinks.errors.LakeFenced`)
-   without committing, and never tries a later number;
+   **The commit happened iff this record exists.** If the create finds the number taken by
+   a compaction's record, the writer tries the next number (compactions change no data);
+   taken by any other record, another writer has taken the lake: this one stops
+   (:class:`~sinks.errors.LakeFenced`) without committing, and tries no later number;
 3. the objects it removes are deleted — XA parts whose outcome came, which no reader reads
    (a commit that replaces data a reader of an older record may still read keeps them:
    ``delete_removed=False``) — and ``_log/_hint.json`` is set to ``n``; both best effort: a
@@ -53,13 +54,16 @@ Invariants, and why they hold:
   the record also carries the checkpoint past it, so a restart resumes right after the last
   record's transactions: none twice, none lost.
 * **One writer commits.** Records are created only with ``If-None-Match: *`` at one past the
-  writer's own last number, so two writers can never both extend the same log state; the
+  writer's own last number — or past the compaction records found there (a compaction,
+  ``compact.py``, takes the next free number without the lease; it changes no data and
+  carries the checkpoint on) — so two writers can never both extend the same log state; the
   takeover record fences every earlier writer before anything is deleted. **Safety never
   depends on the lease's timing**: a writer paused past its lease, whose clock is wrong, or
   whose renewals were lost, still cannot create a record. The lease decides only who *tries*
   (liveness).
 * **Orphans are never live.** The sweep deletes only epoch-tagged objects of older epochs that
-  no record names, after the takeover record fenced their writers: no later record can name
+  no record names (objects a compaction replaced count as named: its retention deletes them),
+  after the takeover record fenced their writers: no later record can name
   them. A newer writer's objects (a later epoch) are never touched.
 * **Layout promise.** Once a daemon has started and stopped cleanly, the objects whose key has
   no component starting with ``_`` or ``.`` are exactly the committed data files: the start
@@ -110,7 +114,10 @@ def epoch_of(key: str) -> int | None:
 class Record:
     """One commit: the objects it adds and removes, and the checkpoint it makes current.
     ``data_change`` is False for a commit that changes no rows (a compaction's, or a takeover
-    record), so a streaming reader skips its additions."""
+    record), so a streaming reader skips its additions. ``compaction``: made by a compaction,
+    which takes a number without the lease (a writer finding its number taken by one retries
+    at the next); ``time`` (a compaction's, seconds since the epoch) dates its replaced
+    objects for their retention."""
 
     number: int
     writer: str
@@ -119,20 +126,28 @@ class Record:
     checkpoint: dict[str, Any] | None = None
     data_change: bool = True
     takeover: bool = False
+    compaction: bool = False
+    time: float | None = None
 
     def to_bytes(self) -> bytes:
-        return (json.dumps({
+        doc = {
             "format": 1, "number": self.number, "writer": self.writer, "adds": list(self.adds),
             "removes": list(self.removes), "checkpoint": self.checkpoint,
             "data_change": self.data_change, "takeover": self.takeover,
-        }, sort_keys=True, ensure_ascii=False, separators=(",", ":")) + "\n").encode()
+        }
+        if self.compaction:
+            doc |= {"compaction": True, "time": self.time}
+        return (json.dumps(doc, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+                + "\n").encode()
 
     @classmethod
     def from_bytes(cls, data: bytes) -> Record:
         doc: dict[str, Any] = json.loads(data)
         return cls(int(doc["number"]), str(doc["writer"]), tuple(doc.get("adds") or ()),
                    tuple(doc.get("removes") or ()), doc.get("checkpoint"),
-                   bool(doc.get("data_change", True)), bool(doc.get("takeover", False)))
+                   bool(doc.get("data_change", True)), bool(doc.get("takeover", False)),
+                   bool(doc.get("compaction", False)),
+                   None if doc.get("time") is None else float(doc["time"]))
 
 
 @dataclass(slots=True)
@@ -226,11 +241,15 @@ class CommitLog:
 
 
 def live_objects(records: Iterable[Record]) -> set[str]:
-    """The objects the records, in order, leave in the lake."""
+    """The objects the records, in order, leave in the lake — and those a compaction record
+    replaced, which stay for readers until the compaction's retention deletes them
+    (``compact.py``), so a start's sweep must not take them."""
     live: set[str] = set()
     for record in records:
         live.difference_update(record.removes)
         live.update(record.adds)
+        if record.compaction:
+            live.update(record.removes)
     return live
 
 
@@ -299,10 +318,13 @@ class ObjectCommitter:
         """Steps 2-3 for objects already PUT at their final keys (step 1)."""
         if self._lease.lost is not None:
             raise LakeFenced(self._lake, self._store.url(LEASE))
-        record = Record(self._last + 1, self._lease.token, tuple(adds), tuple(removes),
-                        checkpoint, data_change)
-        if not self.log.create(record):
-            raise LakeFenced(self._lake, self._store.url(record_key(record.number)))
+        adds, removes = tuple(adds), tuple(removes)
+        number = self._last + 1
+        while True:
+            record = Record(number, self._lease.token, adds, removes, checkpoint, data_change)
+            if self.log.create(record):
+                break
+            number = self._after_compactions(number)
         self._last = record.number
         self.checkpoint = checkpoint
         if record.removes and delete_removed:
@@ -313,6 +335,17 @@ class ObjectCommitter:
                             "(%s)", exc)
         self.log.set_hint(record.number)
         return record
+
+    def _after_compactions(self, number: int) -> int:
+        """The first free number at or after ``number``, taken: if only compaction records
+        (``compact.py``, which take numbers without the lease) sit there, this writer still
+        holds the lake and commits after them; any other record — a takeover, another
+        writer's — means this writer was fenced (:class:`~sinks.errors.LakeFenced`)."""
+        while (found := self.log.read(number)) is not None:
+            if not found.compaction:
+                raise LakeFenced(self._lake, self._store.url(record_key(number)))
+            number += 1
+        return number
 
     def close(self) -> None:
         """Release the lease (a clean stop: the next writer takes the lake at once)."""

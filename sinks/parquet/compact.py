@@ -126,6 +126,15 @@ class CompactStats:
     skipped_busy: int = 0
     tables: dict[str, int] = field(default_factory=dict)
 
+    def count(self, partition: str, files_in: int, files_out: int, rows: int) -> None:
+        """Count one rewritten partition (``<db>/<table>/…``) in the run's figures."""
+        self.partitions += 1
+        self.files_in += files_in
+        self.files_out += files_out
+        self.rows += rows
+        table = "/".join(partition.split("/")[:2])
+        self.tables[table] = self.tables.get(table, 0) + files_in - files_out
+
 
 # --- locks and the directory swap ----------------------------------------------------------------
 
@@ -360,12 +369,7 @@ def compact_partition(lake: str, partition: str, generation: int, options: Compa
     if swapped:
         fsync_path(os.path.dirname(live), storage)
         _to_trash(lake, generation, partition, staged, storage)
-        stats.partitions += 1
-        stats.files_in += len(inputs)
-        stats.files_out += len(outputs)
-        stats.rows += rows
-        table = "/".join(partition.split("/")[:2])
-        stats.tables[table] = stats.tables.get(table, 0) + len(inputs) - len(outputs)
+        stats.count(partition, len(inputs), len(outputs), rows)
     else:  # the daemon landed a file here meanwhile: the next run takes it too
         storage.rmtree(staged)
         _drop_record(lake, partition, generation, storage)

@@ -24,23 +24,32 @@ from sinks.spark.state import read_current_state
 from tests.integration.test_objectstore_readers import (
     DB,
     TABLE,
-    Published,
     changes,
     delivered,
+    keys,
     start,
 )
-from tests.servers.ceph import S3fsMount
+from tests.objectlake import Published
+from tests.servers.ceph import CephGateway, S3fsMount
 from tests.unit.test_compact import build_lake, build_more, data_files
 
 pytestmark = [pytest.mark.s3, pytest.mark.spark]
 
 
+def gateway_env(gateway: CephGateway, monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
+    """This process's environment pointed at the gateway (as an operator's would be), without
+    any other BINLAKE_/AWS_ setting; also returned, for a command run as a subprocess."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("BINLAKE_", "AWS_"))}
+    env |= {**gateway.s3_env(), "BINLAKE_LAKE_S3_ENDPOINT": gateway.endpoint,
+            "BINLAKE_LAKE_S3_REGION": gateway.region}
+    for key, value in env.items():
+        monkeypatch.setenv(key, value)
+    return env
+
+
 def test_spark_reads_an_s3_lake_through_its_log(spark, ceph_gateway, s3_bucket, tmp_path,
                                                 monkeypatch):
-    for key, value in ceph_gateway.s3_env().items():
-        monkeypatch.setenv(key, value)
-    monkeypatch.setenv("BINLAKE_LAKE_S3_ENDPOINT", ceph_gateway.endpoint)
-    monkeypatch.setenv("BINLAKE_LAKE_S3_REGION", ceph_gateway.region)
+    gateway_env(ceph_gateway, monkeypatch)
     url = f"s3://{s3_bucket}/lake"
     lake = str(tmp_path / "disk")
     build_lake(lake, 10)
@@ -81,8 +90,67 @@ def test_spark_reads_an_s3_lake_through_its_log(spark, ceph_gateway, s3_bucket, 
     early.stop()
     late.stop()
     published.close()
-    everything = sorted((r["_seq"], r["_row"]) for r in read_changes(
-        spark, lake, DB, TABLE).select("_seq", "_row").collect())
+    everything = keys(read_changes(spark, lake, DB, TABLE))
     assert len(everything) == 10 * 2 - 3 + 3 * 2
     assert delivered(spark, tmp_path, "early") == everything
     assert delivered(spark, tmp_path, "late") == everything
+
+
+def test_binlake_compact_beside_a_writer_and_streams(spark, ceph_gateway, s3_bucket, tmp_path,
+                                                     monkeypatch):
+    """``binlake compact`` on the gateway's lake while a writer commits: streams started before,
+    during and after see each row once, a batch read after sees every row once, the file count
+    falls, and the writer commits after the compaction's record."""
+    import threading
+
+    from sinks.objectstore.view import is_data_name, live_names, read_records
+
+    env = gateway_env(ceph_gateway, monkeypatch)
+    url = f"s3://{s3_bucket}/lake"
+    lake = str(tmp_path / "disk")
+    build_lake(lake, 12)
+    published = Published(lake, store_from_environment(url))
+
+    def files() -> list[str]:
+        live = live_names(read_records(published.store))
+        return [k for n, k in live.items() if is_data_name(n)]
+
+    assert len(files()) == 12
+    before = start(spark, tmp_path, "before", url)
+    before.processAllAvailable()
+
+    def writer() -> None:  # the daemon's part: commits while the compaction runs
+        for _ in range(4):
+            build_more(lake, 1)
+            published.more()
+
+    landing = threading.Thread(target=writer)
+    landing.start()
+    compaction = subprocess.Popen(
+        [sys.executable, "-m", "replica.cli", "compact", "--lake", url, "--min-age", "0"],
+        env=env | {"BINLAKE_CONFIG": str(tmp_path / "empty.toml"), "HOME": str(tmp_path)},
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    (tmp_path / "empty.toml").write_text("")
+    during = start(spark, tmp_path, "during", url)
+    out, err = compaction.communicate(timeout=600)
+    landing.join()
+    assert compaction.returncode == 0, err[-2000:]
+    summary = out.splitlines()[-1]
+    assert summary.startswith("compacted 1 partitions: ") and " -> 1 (" in summary, out
+    compacted = int(summary.split(": ")[1].split(" ")[0])
+    assert compacted >= 12 and len(files()) == 1 + (12 + 4 - compacted)
+    assert ceph_gateway.secret_key not in out + err
+    record = next(r for r in read_records(published.store) if r.compaction and r.adds)
+    assert record.number < read_records(published.store)[-1].number or compacted == 16
+    after = start(spark, tmp_path, "after", url)
+    for query in (before, during, after):
+        query.processAllAvailable()
+        query.stop()
+    published.close()
+    everything = keys(read_changes(spark, lake, DB, TABLE))
+    assert len(everything) == 12 * 2 - 4 + 4 * 2
+    for name in ("before", "during", "after"):
+        assert delivered(spark, tmp_path, name) == everything, name
+    with S3fsMount(ceph_gateway, s3_bucket, tmp_path / "mnt"):
+        batch = read_changes(spark, url, DB, TABLE, spark_root=str(tmp_path / "mnt" / "lake"))
+        assert keys(batch) == everything

@@ -153,7 +153,8 @@ def test_no_replica_code_reads_a_sinks_stats_by_key() -> None:
 #: writer).
 COMMANDS_MAY_USE = {"sinks.contract", "sinks.errors", "sinks.parquet.status",
                     "sinks.parquet.compact", "sinks.openprotocol", "sinks.transform",
-                    "sinks.objectstore.s3", "sinks.objectstore.probe"}
+                    "sinks.objectstore.s3", "sinks.objectstore.probe",
+                    "sinks.objectstore.compact"}
 COMMANDS_MAY_USE_UNDER = ("sinks.spark",)
 
 

@@ -370,3 +370,32 @@ def test_two_writers_starting_on_a_new_lake_one_wins() -> None:
     with pytest.raises(LakeLeased):
         second.open()
     assert first.epoch == 1
+
+
+def test_a_compaction_taking_the_writers_number_is_not_fencing() -> None:
+    """A compaction's record (created without the lease) takes the number the writer was about
+    to use: the writer commits after it; a takeover after a compaction still fences it."""
+    store = MemoryStore()
+    clock = FakeClock()
+    first = writer(store, clock, pid=7)
+    first.open()
+    land(first, store, 1)
+    log = CommitLog(store)
+    for number in (first.epoch + 2, first.epoch + 3):  # two compactions in a row
+        assert log.create(Record(number, "compact-x", checkpoint={"seq": TXNS},
+                                 data_change=False, compaction=True, time=1.0))
+    assert log.read(first.epoch + 2) == Record(first.epoch + 2, "compact-x",
+                                               checkpoint={"seq": TXNS}, data_change=False,
+                                               compaction=True, time=1.0)
+    land(first, store, 2)
+    assert CommitLog(store).newest_number() == first.epoch + 4
+    assert committed_seq(store) == 2 * TXNS
+    assert log.create(Record(first.epoch + 5, "compact-y", checkpoint={"seq": 2 * TXNS},
+                             data_change=False, compaction=True, time=2.0))
+    first._lease.release()
+    second = writer(store, clock, pid=8)
+    assert second.open() == {"seq": 2 * TXNS}  # its takeover record follows the compaction
+    with pytest.raises(LakeFenced):
+        land(first, store, 3)
+    land(second, store, 3)
+    assert committed_seq(store) == 3 * TXNS
