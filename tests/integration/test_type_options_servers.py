@@ -134,7 +134,7 @@ async def test_tinyint1_as_boolean_in_every_path(flavor: str, request: pytest.Fi
     snapshot = Daemon(config, snapshot_tables=[(db, "t")], snapshot_request="bools")
     with trio.fail_after(120):
         assert await snapshot.run() == 0
-    assert [e["status"] for e in snapshot.snapshot_results] == ["done"]
+    assert [e.status for e in snapshot.snapshot_results] == ["done"]
     server.sql(
         f"UPDATE {db}.t SET b = 1, n = 6 WHERE id = 1;"
         f"XA START 'xb'; INSERT INTO {db}.t VALUES (4, 1, 0, 1, -1);"
