@@ -115,6 +115,7 @@ def from_text(raw: str | bytes) -> Decimal:
 def text(value: Decimal) -> str:
     """A DECIMAL value as the outputs print it: Python's text of the :class:`~decimal.Decimal`.
     That is the server's text (``-12.50``: every digit of the scale, the sign of ``-0.00``)
-    unless the value has more than six zeros after the point before its first digit, which
-    prints in exponent form (``1E-7`` for ``0.0000001``, where ``SELECT`` prints the zeros)."""
+    unless the first significant digit is the seventh after the point or later, or the value is
+    a zero of scale 7 or more: then the exponent form (``1E-7``, ``1.0E-7``, ``0E-7``) where
+    ``SELECT`` prints the zeros."""
     return str(value)
