@@ -42,6 +42,8 @@ from replica.config import Config
 from replica.observe.lag import ServerEnd, lag_of_checkpoint, query_server_end
 from replica.observe.progress import format_snapshot_entry
 from sinks.contract import SnapshotProgress
+from sinks.objectstore.s3 import open_store
+from sinks.objectstore.status import object_lake_facts
 from sinks.parquet.status import LakeFacts, TableFacts, lake_facts
 
 __all__ = ["TableFacts", "LakeFacts", "ServerPosition", "Status", "lake_facts",
@@ -130,7 +132,11 @@ def _one_line(exc: BaseException) -> str:
 
 
 async def collect(config: Config, *, ask_server: bool = True) -> Status:
-    lake = lake_facts(config.lake.path)
+    if config.lake.on_object_store:  # read through the lake's commit log
+        lake = object_lake_facts(open_store(config.lake.path, config.lake.s3.settings()),
+                                 config.lake.path)
+    else:
+        lake = lake_facts(config.lake.path)
     server = await server_position(config, lake.checkpoint) if ask_server else None
     return Status(lake=lake, server=server)
 

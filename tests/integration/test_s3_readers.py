@@ -11,6 +11,7 @@ as in production.
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -100,7 +101,8 @@ def test_binlake_compact_beside_a_writer_and_streams(spark, ceph_gateway, s3_buc
                                                      monkeypatch):
     """``binlake compact`` on the gateway's lake while a writer commits: streams started before,
     during and after see each row once, a batch read after sees every row once, the file count
-    falls, and the writer commits after the compaction's record."""
+    falls (as ``binlake status`` reports it), and the writer commits after the compaction's
+    record."""
     import threading
 
     from sinks.objectstore.view import is_data_name, live_names, read_records
@@ -142,6 +144,15 @@ def test_binlake_compact_beside_a_writer_and_streams(spark, ceph_gateway, s3_buc
     assert ceph_gateway.secret_key not in out + err
     record = next(r for r in read_records(published.store) if r.compaction and r.adds)
     assert record.number < read_records(published.store)[-1].number or compacted == 16
+    status = subprocess.run(
+        [sys.executable, "-m", "replica.cli", "status", "--json", "--no-server", "--lake", url],
+        env=env | {"BINLAKE_CONFIG": str(tmp_path / "empty.toml"), "HOME": str(tmp_path)},
+        capture_output=True, text=True, timeout=300)
+    assert status.returncode == 0, status.stderr[-2000:]
+    facts = json.loads(status.stdout)
+    assert (facts["lake"]["files"], facts["lake"]["rows"]) == (len(files()), 12 * 2 - 4 + 4 * 2)
+    assert facts["lake"]["checkpoint"] == published.checkpoint()
+    assert ceph_gateway.secret_key not in status.stdout + status.stderr
     after = start(spark, tmp_path, "after", url)
     for query in (before, during, after):
         query.processAllAvailable()

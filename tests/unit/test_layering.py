@@ -154,7 +154,7 @@ def test_no_replica_code_reads_a_sinks_stats_by_key() -> None:
 COMMANDS_MAY_USE = {"sinks.contract", "sinks.errors", "sinks.parquet.status",
                     "sinks.parquet.compact", "sinks.openprotocol", "sinks.transform",
                     "sinks.objectstore.s3", "sinks.objectstore.probe",
-                    "sinks.objectstore.compact"}
+                    "sinks.objectstore.compact", "sinks.objectstore.status"}
 COMMANDS_MAY_USE_UNDER = ("sinks.spark",)
 
 
