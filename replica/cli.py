@@ -13,15 +13,15 @@ of its own, ``add_arguments(parser)`` to declare them.
 
 from __future__ import annotations
 
-# First, before the imports below (trio takes a few hundred ms): a SIGTERM from now on stops
+# First, before the imports below (trio alone takes a while): a SIGTERM from here on stops
 # `binlake run` cleanly (exit 0) instead of killing it.
 from replica.core import early_stop
 
 early_stop.install_when_launched(__name__)
 
 # Then no cyclic GC while binlake's modules and libraries are imported: tens of thousands of
-# objects that live as long as the process, scanned again by every pass for nothing (~30 ms of
-# start-up CPU). run() turns it back on.
+# objects that live as long as the process, scanned again by every pass for nothing. run()
+# turns it back on.
 import gc
 
 if early_stop.launched(__name__):
@@ -205,7 +205,7 @@ def _module_arguments(module_name: str, parser: argparse.ArgumentParser) -> None
 
 class _VersionAction(argparse.Action):
     """``--version``, looking the version up only when asked: the package metadata lookup
-    (importlib.metadata and the email parser it needs) was ~9 ms of every command's start-up."""
+    (importlib.metadata and the email parser it needs) would weigh on every command's start-up."""
 
     def __init__(self, option_strings: Sequence[str], dest: str = argparse.SUPPRESS,
                  default: str = argparse.SUPPRESS, help: str | None = None) -> None:
@@ -457,16 +457,15 @@ def _tune_gc() -> None:
     scanned again), and the young generation is collected every 1,000,000 allocations, not 700.
 
     Landing allocates several objects per event and keeps transactions' rows alive until
-    they are converted, so the default thresholds ran a collection every few transactions,
-    each scanning what was still buffered: 17% of the CPU of one-row transactions (issue 17,
-    workload (b)); at 20,000 still ~5% (a 4096-row group of one-row events is tens of thousands
-    of live objects, scanned by each young and middle collection until converted). Over
-    thousands of tables no table reaches a row group before the flush, so every event stays
-    buffered until then (~20 objects each): at 100,000 a backlog of 100k rows in 5-row
-    transactions over 2,000 tables still ran 4 young collections of ~100k live objects each,
-    ~150 ms of CPU, that its 20-table twin never ran; at 1,000,000 none. Nearly everything is
-    freed by reference counting anyway (a whole such run collects a few hundred objects of
-    cycles), so the bigger batches hold no more memory.
+    they are converted, so the default thresholds run a collection every few transactions,
+    each scanning what is still buffered (a group of one-row events awaiting conversion is
+    tens of thousands of live objects, scanned by each young and middle collection until
+    converted): a large share of the CPU of one-row transactions. Over thousands of tables no
+    table reaches a row group before the flush, so every event stays buffered until then, and
+    a threshold much below a backlog's live objects still runs young collections over all of
+    them that the same rows over a few tables never run. Nearly everything is freed by
+    reference counting anyway (a whole such run collects a few hundred objects of cycles), so
+    the bigger batches hold no more memory.
     """
     gc.freeze()
     _, older, oldest = gc.get_threshold()

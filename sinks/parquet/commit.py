@@ -140,13 +140,13 @@ class FileSystem:
         :meth:`fsync`.
 
         By descriptor, not ``open()``: a Python file object adds an ``fstat``, an ``ioctl``
-        (is it a terminal?) and an ``lseek`` per file, 12,000 system calls for the 4,000 files
-        of a first flush over 2,000 tables. Without ``O_TRUNC``, cutting only what an older,
-        longer content leaves behind: a flush's files were made empty ahead (``trees.py``),
-        and truncating an existing file to nothing arms ext4's ``auto_da_alloc``, which makes
-        its ``close`` start writing it back there and then — 0.13 s of CPU on the flush's
-        critical path for 2,000 files, which ``fsync_many`` then syncs anyway. The native
-        pool's threads write as this does (``write_path`` in ``_native_parquet.c``)."""
+        (is it a terminal?) and an ``lseek`` per file, and a flush writes thousands of files.
+        Without ``O_TRUNC``, cutting only what an older, longer content leaves behind: a
+        flush's files were made empty ahead (``trees.py``), and truncating an existing file to
+        nothing arms ext4's ``auto_da_alloc``, which makes its ``close`` start writing it back
+        there and then, on the flush's critical path, though ``fsync_many`` syncs it anyway.
+        The native pool's threads write as this does (``write_path`` in
+        ``_native_parquet.c``)."""
         try:
             fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_CLOEXEC, 0o666)
             try:
@@ -349,16 +349,16 @@ class _OsFileSystem(FileSystem):
     """The real filesystem; :meth:`fsync_many` overlaps the fsyncs, or replaces them by one
     ``syncfs``.
 
-    A commit of a flush that touched 2,000 tables fsyncs thousands of files and directories;
-    one after the other they cost a journal commit each (2.6 ms apiece on a busy disk: 41 s of
-    a 64 s catch-up, issue 17). In flight together, the filesystem groups them into a few
-    journal commits. ``fsync`` releases the GIL, so threads are enough.
+    A commit of a flush that touched thousands of tables fsyncs thousands of files and
+    directories; one after the other they cost a journal commit each, most of a catch-up's
+    time on a busy disk. In flight together, the filesystem groups them into a few journal
+    commits. ``fsync`` releases the GIL, so threads are enough.
 
     Over a watched lake (:meth:`watch`: the sink's, on a local filesystem listed in
     ``_SYNCFS_TYPES``, Linux 5.8+) a set of at least :data:`SYNCFS_AT` paths is made durable
-    by one ``syncfs(2)`` instead: ~14,000 fsyncs for a first flush over 2,000 tables (files,
-    their directories, the directories that gained one) cost 0.5 s of CPU and up to 2 s of a
-    busy machine's time; one ``syncfs`` 0.03 s and 0.2 s. Why it is as safe:
+    by one ``syncfs(2)`` instead: a first flush over thousands of tables fsyncs several paths
+    per table (files, their directories, the directories that gained one), and one ``syncfs``
+    costs a small fraction of their time. Why it is as safe:
 
     * ``syncfs`` writes back every dirty file of the filesystem and commits its journal before
       it returns, so whatever ``fsync`` of each path would have made durable — data written,
@@ -443,8 +443,8 @@ class _OsFileSystem(FileSystem):
         self._overlap(super().fsync_many, todo)
 
     def mkdir_many(self, paths: Iterable[str]) -> None:
-        """Overlapped too: a first flush over 2,000 tables creates 8,000 directories, and a
-        ``mkdir`` costs a journal update (0.2 ms here)."""
+        """Overlapped too: a first flush over thousands of tables creates several directories
+        per table, and each ``mkdir`` costs a journal update."""
         todo = list(paths)
         if len(todo) < 2:
             super().mkdir_many(todo)
@@ -454,8 +454,8 @@ class _OsFileSystem(FileSystem):
     def make_many(self, dirs: list[str], files: list[str]) -> None:
         """In one call of ``_native_fs`` when it is built: from Python each ``mkdir`` or
         ``open`` gives up the GIL and must win it back from a busy main thread (up to the
-        switch interval, 5 ms); the staged trees' thread then made 221 of 4,000 tables' worth
-        while the stream was decoded, and the flush waited for the rest."""
+        switch interval), so the staged trees' thread made only a small share of them while
+        the stream was decoded, and the flush waited for the rest."""
         if _native_fs is None:
             super().make_many(dirs, files)
         else:
@@ -464,7 +464,7 @@ class _OsFileSystem(FileSystem):
     def _overlap(self, call: Any, paths: list[str]) -> None:
         """``call`` over ``paths`` split in ``FSYNC_THREADS`` shares, one thread each: as many
         in flight at once as a future per path would give, without a future per path (whose
-        set-up cost the calling thread 40 us apiece over thousands of paths)."""
+        set-up, over thousands of paths, weighs on the calling thread)."""
         if _OsFileSystem._pool is None:
             _OsFileSystem._pool = ThreadPoolExecutor(FSYNC_THREADS,
                                                      thread_name_prefix="binlake-fsync")
@@ -559,8 +559,8 @@ def replace_atomically(path: str, data: bytes, fs: Storage = OS) -> None:
 
 def dumps(doc: dict[str, Any], *, compact: bool = False) -> bytes:
     """A lake document as JSON. ``compact``: one line, by the C encoder — an indented dump
-    runs the pure-Python one, ~10x slower, which a flush over thousands of tables (a schema
-    file each, a manifest naming every file) felt."""
+    runs the pure-Python one, many times slower, which a flush over thousands of tables (a
+    schema file each, a manifest naming every file) feels."""
     if compact:
         return (json.dumps(doc, sort_keys=True, ensure_ascii=False,
                            separators=(",", ":")) + "\n").encode()

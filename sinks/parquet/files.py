@@ -2,21 +2,21 @@
 
 A flush writes a Parquet file per table it touched (and a schema file per new table). Over
 thousands of tables each file is small, and its fixed costs dominate: setting up the writer,
-a compressor per column chunk, creating the file. Written one after the other they made a
-backlog over 2,000 tables take 5.5x as long as the same rows over 20 (issue 17). Here they are
-encoded and written in a few threads — pyarrow and the file system calls release the GIL, so
+a compressor per column chunk, creating the file. Written one after the other they make a
+backlog over thousands of tables take several times as long as the same rows over a few. Here
+they are encoded and written in a few threads — pyarrow and the file system calls release the GIL, so
 the machine's cores share them — and a file whose rows fit in one small row group is encoded in
 memory and written with one call, and compressed with ``small_compression`` instead of zstd or
-gzip: those set up a context per column chunk, which on a few KB of data costs more CPU than the
-rest of the file (0.6 of 1.3 ms for 50 rows of eight columns) and saves almost nothing (5% of
-the file). With no codec (``small_compression = "none"``, the default) the native writer writes
-it (``small_file.py``: ~0.1 instead of ~0.55 ms of CPU), pyarrow when it does not cover a column.
+gzip: those set up a context per column chunk, which on a few KB of data costs about as much
+CPU as the rest of the file and saves almost nothing. With no codec (``small_compression =
+"none"``, the default) the native writer writes it (``small_file.py``, far cheaper than
+pyarrow's writer), pyarrow when it does not cover a column.
 
 The native writer's files go to C threads (:class:`NativeFiles`, ``_native_parquet.Pool``) that
 encode and write each file without ever taking the GIL: in Python threads, the Python around
-the native call (sizes, the Arrow export, the template and metadata, three system calls) took
+the native call (sizes, the Arrow export, the template and metadata, its system calls) took
 the GIL back a few times per file, and the flush's thread, converting the next table's rows,
-waited for it half of its time over 2,000 tables (issue 17). The flush's schema files and DDL
+spent much of its time waiting for it over thousands of tables. The flush's schema files and DDL
 logs are written there too, after the last part (their directories are made by then). Per
 table version the template and the key-value metadata are made once on the flush's thread
 (``small_file.constants``). A part converted whole as one exported batch (``rows.Exported``)
@@ -56,9 +56,9 @@ SMALL_FILE_BYTES = 256 * 1024
 #: which readers use — compaction's retention and ``_covered.json`` take a file's largest
 #: ``_seq`` from them (``compact.max_seq``; without them a file counts as never covered) and
 #: Spark skips row groups by them for its ``_seq`` filters (``sinks.spark.state``) — and
-#: ``_commit_ts``, the usual time filter of a query. Statistics on all ~30 column chunks were
-#: 40 of 530 us of CPU for a 50-row file of eight columns (each chunk's min/max kept, compared,
-#: encoded in the footer), for files a reader can skip by their name or date anyway.
+#: ``_commit_ts``, the usual time filter of a query. Statistics on every column chunk are a
+#: noticeable share of a small file's CPU (each chunk's min/max kept, compared, encoded in the
+#: footer), for files a reader can skip by their name or date anyway.
 SMALL_FILE_STATISTICS = ("_seq", "_commit_ts")
 
 #: Codecs whose set-up per column chunk outweighs what they save on a small file.
@@ -114,11 +114,11 @@ class ParquetJob:
     each table's rows as it goes, as writing them one by one did (peak RSS).
 
     A small file (under :data:`SMALL_FILE_BYTES` of rows) is also written without dictionary
-    encoding: trying a dictionary on each of its ~30 column chunks cost 80 of 600 us for 50
-    rows of eight columns, and the file came out no bigger (a few rows repeat few values;
-    snappy takes the runs that repeat). Whether it is small is first asked of the buffers'
-    total size (2 us, an upper bound of the rows' bytes: a slice counts its whole buffer),
-    and only when that says no of ``nbytes`` (40 us: it walks and dedupes buffers). A small
+    encoding: trying a dictionary on each of its column chunks is a noticeable share of the
+    file's CPU, and the file comes out no bigger (a few rows repeat few values; snappy takes
+    the runs that repeat). Whether it is small is first asked of the buffers' total size
+    (cheap, an upper bound of the rows' bytes: a slice counts its whole buffer), and only
+    when that says no of ``nbytes`` (dearer: it walks and dedupes buffers). A small
     file without a codec is the native writer's (:meth:`native`, :class:`NativeFiles`).
 
     ``batches`` may be one :class:`rows.Exported` (a flush's small part, left in the C data
@@ -149,8 +149,8 @@ class ParquetJob:
 
     def _codec(self) -> str:
         """The file's codec (deciding whether it is small), decided once: a file the native
-        writer does not take is asked again by :meth:`__call__`, and the second answer cost
-        the same (up to ``nbytes``' walk of the buffers, 40 us) for the same rows."""
+        writer does not take is asked again by :meth:`__call__`, and the second answer would
+        cost the same (up to ``nbytes``' walk of the buffers) for the same rows."""
         if self.codec is None:
             self.codec = self._decide()
         return self.codec
@@ -241,8 +241,8 @@ class NativeFiles:
         if batch is None:
             return False
         template, kv = small_file.constants(job.schema, job.fields)
-        if isinstance(batch, Exported):  # in job.schema, whose capsule is made per file (5 us):
-            # kept per table version, 2,000 of them cost 14 us each (memory newly taken)
+        if isinstance(batch, Exported):  # in job.schema, whose capsule is made per file: kept
+            # per table version, thousands of them would each take memory newly
             schema_capsule, array_capsule = job.schema.__arrow_c_schema__(), batch.array
         else:
             schema_capsule, array_capsule = batch.__arrow_c_array__()

@@ -43,7 +43,7 @@ __all__ = ["DICTIONARY_PAGE_LIMIT", "MAX_OPEN_FILES", "Part", "PartWriter", "com
 MAX_OPEN_FILES = 256
 
 #: Parquet tries dictionary encoding on every column until a column chunk's dictionary outgrows
-#: this; the writer's default (1 MiB) spends a third of its CPU on a wide table hashing
+#: this; the writer's default (1 MiB) spends much of its CPU on a wide table hashing
 #: high-cardinality values only to fall back to plain encoding, making files bigger. 16 KiB keeps
 #: dictionaries for the columns that benefit (metadata, ENUM/SET labels, codes, flags).
 DICTIONARY_PAGE_LIMIT = 16 * 1024

@@ -1,10 +1,10 @@
 """Staged trees: a flush's new directories built in staging, and made visible by one rename.
 
 On a local filesystem every new inode — a ``mkdir``, a file created — costs far more kernel CPU
-than a rename or a reopened file (0.2-0.9 ms against 7-14 us on ext4 without a journal, issue
-17), and a new table needs six of them (``<db>/<table>/``, ``_schema/``, ``schema_version=N/``,
-``commit_date=D/``, its Parquet file, its ``_schema/vN.json``). Made at the commit, one after
-the other, they were the last second of a first flush over 2,000 tables. So:
+than a rename or a reopened file (on ext4, tens of times more), and a new table needs six of
+them (``<db>/<table>/``, ``_schema/``, ``schema_version=N/``, ``commit_date=D/``, its Parquet
+file, its ``_schema/vN.json``). Made at the commit, one after the other, they would hold up the
+end of a first flush over thousands of tables. So:
 
 * A file whose final directory does not exist yet is written in a *staged tree*: the first
   missing directory of its final path (a new database, table, schema version or commit date)
@@ -196,9 +196,9 @@ class StagedTrees:
         """Return once the ``batch``-th batch submitted and those before it are done; raise the
         thread's first error, if any (the sink breaks on it, so it stays raised). The thread
         makes them in order, so a flush can write the first tables' files while the last
-        tables' directories are still being made (over thousands of new tables, a new inode
-        costs 0.05-0.9 ms of kernel CPU here, and the trees may still be in the making when
-        the backlog's last event is decoded)."""
+        tables' directories are still being made (over thousands of new tables, the new inodes'
+        kernel CPU adds up, and the trees may still be in the making when the backlog's last
+        event is decoded)."""
         if self._made < batch:
             with self._progress:
                 while self._made < batch:
