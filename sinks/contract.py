@@ -247,5 +247,6 @@ class Sink(Protocol):
     def diverge(self, state: str, record: dict[str, Any]) -> None:
         """Go on from ``state`` although the lake holds transactions the server lacks (an
         explicit choice), recording ``record`` (JSON data) in the checkpoint; committed at
-        once."""
+        once (built with ``flush_in_handle=False``: by the flush :attr:`flush_wanted` asks the
+        caller for, before anything else)."""
         ...

@@ -523,6 +523,8 @@ class Daemon:
             with self._abandoned_on_stop():
                 await self.pipeline.worker.idle()  # plan_resume may record in the sink
                 resume = await plan_resume(conn, self.sink, config, self._address())
+                if self.sink.flush_wanted:  # a divergence recorded: committed at once
+                    await self.pipeline.flush()
             if resume is None:  # stopped while asking
                 return True
             start = resume.start
@@ -688,10 +690,10 @@ class Daemon:
         log.warning("the server %s lacks a transaction the lake holds (%s); "
                     "start.on_divergence = continue: going on from %s (where both histories "
                     "agree), recorded in the lake's checkpoint", resume.server, exc, fork)
-        # committed at once: a flush, so on the sink worker
-        await self.pipeline.worker.run(self.sink.diverge, str(fork), {
-            "server": resume.server.to_json(), "lost": str(exc), "lake_gtid_state": lake_state,
-            "resumed_from": str(fork)})
+        self.sink.diverge(str(fork), {"server": resume.server.to_json(), "lost": str(exc),
+                                      "lake_gtid_state": lake_state,
+                                      "resumed_from": str(fork)})
+        await self.pipeline.flush()  # committed at once, on the sink worker
 
     # --- snapshots -------------------------------------------------------------------------------
 

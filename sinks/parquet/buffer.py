@@ -133,11 +133,7 @@ class Transaction:
     next_row: int = 0
     tables: dict[int, TxnTable] = field(default_factory=dict)  # by id(version)
     statements: list[Statement] = field(default_factory=list)
-
-    @property
-    def spilled(self) -> bool:
-        """Whether some of its rows are in spill files."""
-        return any(table.spill_path is not None for table in self.tables.values())
+    spilled: bool = False  # some of its rows are in spill files
 
 
 class TransactionBuffer:
@@ -198,6 +194,7 @@ class TransactionBuffer:
             if table.pending:
                 self.convert(table)
             if table.batches:
+                self.txn.spilled = True
                 self._spill(table)
 
     def _spill(self, table: TxnTable) -> None:

@@ -260,12 +260,16 @@ class ParquetSink:
         self._policy.commits += 1
 
     def diverge(self, state: str, record: dict[str, Any]) -> None:
+        """Committed at once (``flush_in_handle=False``: :attr:`flush_wanted` asks the caller)."""
         self._check_usable("diverge()", opened=False)
         if self._buffer.txn is not None:
             raise SinkStateError("diverge() inside a transaction")
         self._progress.diverge(state, record)
         self._policy.commits += 1
-        self.flush()
+        if self.options.flush_in_handle:
+            self.flush()
+        else:
+            self._policy.wanted = True
 
     # --- snapshots (see snapshot_landing) --------------------------------------------------------
 
