@@ -5,6 +5,7 @@ says, not thousands of rows later."""
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from unittest import mock
 
@@ -82,6 +83,17 @@ def test_the_sum_in_c_and_the_python_loop_agree_and_bad_shapes_raise() -> None:
                 (None, (("i", 0, None, None, None),)), (None, (("i", 0, 5, b"", None),))):
         with pytest.raises(TypeError):
             native_batch.arrow_bytes(bad)
+
+
+def test_a_column_without_a_chunk_counts_per_value() -> None:
+    """A column rule drops a ruled column's chunk (its values land from Python): that column
+    counts VALUE_BYTES a value, the others their buffers."""
+    event = _event([_row(1, b"a" * 100, b"\x00" * 3000), _row(2, None, None)])
+    assert event.arrow is not None
+    after = event.arrow[1]
+    ruled = dataclasses.replace(event, arrow=(None, (after[0], after[1], None)))
+    meta = METADATA_ROW_BYTES + len("0-1-7") + len("bin.000001")
+    assert _estimate(_version(), ruled, TAGS) == 2 * meta + 8 + (100 + 12 + 1) + 2 * VALUE_BYTES
 
 
 def test_an_event_without_chunks_counts_per_value() -> None:
