@@ -241,16 +241,21 @@ class CommitLog:
 
 
 def live_objects(records: Iterable[Record]) -> set[str]:
-    """The objects the records, in order, leave in the lake — and those a compaction record
-    replaced, which stay for readers until the compaction's retention deletes them
-    (``compact.py``), so a start's sweep must not take them."""
+    """The objects the records, in order, leave in the lake."""
     live: set[str] = set()
     for record in records:
         live.difference_update(record.removes)
         live.update(record.adds)
-        if record.compaction:
-            live.update(record.removes)
     return live
+
+
+def kept_objects(records: Iterable[Record]) -> set[str]:
+    """What a start's sweep must keep: the live objects, and those a compaction record
+    replaced, which stay for readers until the compaction's grace period ends
+    (``compact.py`` deletes them then)."""
+    records = list(records)
+    return live_objects(records) | {key for record in records if record.compaction
+                                    for key in record.removes}
 
 
 class ObjectCommitter:
@@ -298,7 +303,7 @@ class ObjectCommitter:
         return self.checkpoint
 
     def _sweep(self) -> None:
-        live = live_objects(self.log.records())
+        live = kept_objects(self.log.records())
         listing = self._retry.call("listing the lake", lambda: list(self._store.list("")))
         doomed = []
         for info in listing:
