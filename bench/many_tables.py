@@ -1,9 +1,8 @@
 """Many tables: the same rows from a backlog over 20 and over 2,000 tables, through ``binlake run``.
 
-Issue 17: landing 100k rows (20k five-row transactions) cost 5 s and 20 files over 20 tables but
-54 s and 9,999 files over 2,000, because every time-based flush wrote (and fsync-ed) a file per
-touched table. The daemon now flushes by size while its stream is behind the server's end
-(docs/operations.md, "When data lands"); this measures it.
+A time-based flush writes (and fsyncs) a file per touched table, so a backlog spread over many
+tables would land as many small files, slowly; while its stream is behind the server's end the
+daemon flushes by size instead (docs/operations.md, "When data lands"). This measures it.
 
 Steps, on a sandbox MariaDB 10.11 (the ``devtools.sandbox`` server, as ``python -m bench``):
 
@@ -26,8 +25,8 @@ The lakes are on a fresh ext4 with a journal, made on a loop device for the run
 ratio 1.43x-2.86x with no change in binlake); without root, or with ``--lake-fs tmpdir``, in
 TMPDIR, and the output says which.
 
-The 2,000-vs-20 ratio of the medians is the figure (issue 17's target: ≤ 2x, ≤ ~2 files per
-table, peak RSS < 300 MB). ``--rows-per-txn 1 --tables 1`` is workload (b)'s one-row
+The 2,000-vs-20 ratio of the medians is the figure (the target: ≤ 2x, ≤ ~2 files per table,
+peak RSS < 300 MB). ``--rows-per-txn 1 --tables 1`` is workload (b)'s one-row
 transactions; ``--profile`` runs the daemon under cProfile and prints its top functions (the
 per-transaction cost; the ``.pstats`` file is kept beside the JSON). JSON goes to
 ``bench/results/many_tables-<stamp>.json``.

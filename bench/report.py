@@ -1,4 +1,4 @@
-"""The results as text tables (throughput with ratios, issue 17's targets, memory, snapshot,
+"""The results as text tables (throughput with ratios, the speed targets, memory, snapshot,
 semi-sync latency), and as docs/benchmarks.md's Markdown table.
 
 ``python -m bench.report [RESULTS.json]`` prints a saved run's tables again;

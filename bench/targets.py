@@ -17,7 +17,7 @@ from typing import Any
 
 __all__ = ["Target", "evaluate", "evaluate_many_tables"]
 
-#: Peak RSS the daemon landed (a)–(d) with before issue 17 (MiB, the README's 147–157 MB).
+#: The peak RSS landing (a)–(d) must stay within (MiB, the README's 147–157 MB).
 LANDING_RSS_MIB = 157.0
 BIG_TRANSACTION_RSS_MIB = 300.0
 
