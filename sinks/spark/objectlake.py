@@ -17,26 +17,17 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import importlib
 import os
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING
 
+from ..objectstore.s3 import S3Settings, open_store
 from ..objectstore.view import LakeView, read_view
 
 if TYPE_CHECKING:
     from ..objectstore.store import ObjectStore
 
-__all__ = ["OBJECT_SCHEMES", "default_spark_root", "is_object_url", "object_view",
-           "store_from_environment", "store_opener"]
-
-#: URL schemes of a lake on object storage.
-OBJECT_SCHEMES = ("s3://",)
-
-
-def is_object_url(lake: str) -> bool:
-    """Whether ``lake`` names a lake on object storage rather than a directory."""
-    return lake.startswith(OBJECT_SCHEMES)
+__all__ = ["default_spark_root", "object_view", "store_from_environment", "store_opener"]
 
 
 def default_spark_root(url: str) -> str:
@@ -49,15 +40,14 @@ def store_opener(url: str) -> Callable[[], ObjectStore]:
     """A picklable function that opens the store of the lake at ``url``, configured from this
     process's environment (module docstring) — credentials included, so Spark's workers, whose
     environment may lack them, open the same store (the settings never print them)."""
-    s3 = importlib.import_module("sinks.objectstore.s3")
     env = os.environ
-    settings = s3.S3Settings(endpoint=env.get("BINLAKE_LAKE_S3_ENDPOINT") or None,
+    settings = S3Settings(endpoint=env.get("BINLAKE_LAKE_S3_ENDPOINT") or None,
                              region=env.get("BINLAKE_LAKE_S3_REGION") or "us-east-1",
                              tls_ca=env.get("BINLAKE_LAKE_S3_TLS_CA") or None,
                              access_key_id=env.get("AWS_ACCESS_KEY_ID") or None,
                              secret_access_key=env.get("AWS_SECRET_ACCESS_KEY") or None,
                              session_token=env.get("AWS_SESSION_TOKEN") or None)
-    opener: Callable[[], ObjectStore] = functools.partial(s3.open_store, url, settings)
+    opener: Callable[[], ObjectStore] = functools.partial(open_store, url, settings)
     return opener
 
 

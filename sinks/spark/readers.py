@@ -41,13 +41,14 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as S
 
 from ..errors import StreamBehindCompaction
+from ..objectstore.s3 import is_store_url
 from ..objectstore.view import LakeView, spark_url
 from ..parquet import layout as L
 from ..parquet.commit import OS
 from ..parquet.compact import CompactionRecord
 from ..parquet.pins import pin_table
 from ..storage import Storage
-from .objectlake import is_object_url, object_view, store_opener
+from .objectlake import object_view, store_opener
 from .objectstream import stream_object_changes
 from .schema import load_versions, union_schema, version_schema
 
@@ -107,7 +108,7 @@ def read_changes(spark: SparkSession, lake: str, database: str, table: str,
     commit), read by Spark at ``spark_root`` + key (default ``s3a://BUCKET/PREFIX``,
     ``sinks/spark/objectlake``); ``store`` overrides the store the log is read from.
     """
-    if is_object_url(lake):
+    if is_store_url(lake):
         with object_view(lake, spark_root, store) as view:
             return read_changes_from(spark, view.directory, database, table, view=view)[0]
     return read_changes_from(spark, lake, database, table, storage=storage)[0]
@@ -172,7 +173,7 @@ def stream_changes(spark: SparkSession, lake: str, database: str, table: str,
     never re-deliver a row, and no fence is needed. ``open_store`` (picklable) overrides the
     store, which is otherwise configured from the environment (``sinks/spark/objectlake``).
     """
-    if is_object_url(lake):
+    if is_store_url(lake):
         opener = open_store or store_opener(lake)
         with object_view(lake, store=opener()) as view:
             found = load_versions(view.directory, database, table)

@@ -35,6 +35,7 @@ from pyspark.sql import Column, DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 from pyspark.sql import types as S
 
+from ..objectstore.s3 import is_store_url
 from ..objectstore.view import LakeView
 from ..parquet import ddl as D
 from ..parquet import layout as L
@@ -43,7 +44,7 @@ from ..parquet.compact import max_seq
 from ..parquet.pins import new_pin, pin_partition
 from ..parquet.state import read_document
 from ..storage import Storage
-from .objectlake import is_object_url, object_view
+from .objectlake import object_view
 from .readers import _aligned, read_changes_from
 from .schema import load_versions
 
@@ -278,7 +279,7 @@ def read_current_state(spark: SparkSession, lake: str, database: str, table: str
     commit log names now, read by Spark at ``spark_root`` (:func:`~sinks.spark.readers.
     read_changes`); a lake on object storage keeps no materialised state.
     """
-    if is_object_url(lake):
+    if is_store_url(lake):
         with object_view(lake, spark_root, store) as view:
             return _current_state(spark, view.directory, database, table, key_columns,
                                   use_state=False, storage=OS, view=view)
