@@ -787,7 +787,7 @@ class Daemon:
         batch = self._snapshots_pending()
         while True:
             if self.snapshot_tables is None:
-                self._take_requests()
+                await self._take_requests()
             await reader.run()
             if batch and not pending_tables(self.snapshots.state):
                 if self.snapshot_tables is not None:
@@ -828,14 +828,16 @@ class Daemon:
                  ", ".join(f"{d}.{t}" for d, t in signal.tables),
                  f" where {signal.condition}" if signal.condition is not None else "")
 
-    def _take_requests(self) -> None:
-        """Requests ``binlake snapshot`` left for this daemon (see replica.commands.snapshot)."""
+    async def _take_requests(self) -> None:
+        """Requests ``binlake snapshot`` left for this daemon (see replica.commands.snapshot),
+        read from the lake in a thread (not on the loop: a directory and files in the lake)."""
         assert self.snapshots is not None
-        state = self.snapshots.state
         lake = self.config.lake.path
+        found = await trio.to_thread.run_sync(read_requests, lake)
+        state = self.snapshots.state  # as it is now, after the await
         filters = self.config.filter
         changed = False
-        for request, tables in read_requests(lake):
+        for request, tables in found:
             if request in self._seen_requests:
                 continue
             self._seen_requests.add(request)
