@@ -12,11 +12,14 @@ import os
 import time
 from typing import TYPE_CHECKING, Any
 
+from .errors import CompactionUnsupported
 from .parquet.allocator import prefer_jemalloc
 from .parquet.layout import COMPACT_LOCK, SNAPSHOT_REQUESTS_DIR
 
 if TYPE_CHECKING:
     from .contract import Sink
+    from .objectstore.s3 import S3Settings
+    from .objectstore.store import ObjectStore
     from .parquet.compact import CompactOptions, CompactStats
     from .transform import Transform
 
@@ -25,13 +28,25 @@ if TYPE_CHECKING:
 #: simulated). Unset or 0 in production.
 FLUSH_DELAY_VARIABLE = "BINLAKE_TEST_FLUSH_DELAY"
 
-__all__ = ["COMPACT_LOCK", "FLUSH_DELAY_VARIABLE", "SNAPSHOT_REQUESTS_DIR", "build_sink", "compact_lake",
-           "prefer_jemalloc", "recover_compaction_if_idle"]
+#: URL schemes of a lake on object storage.
+OBJECT_SCHEMES = ("s3://",)
+
+__all__ = ["COMPACT_LOCK", "FLUSH_DELAY_VARIABLE", "OBJECT_SCHEMES", "SNAPSHOT_REQUESTS_DIR",
+           "build_sink", "compact_lake", "is_object_url", "prefer_jemalloc",
+           "recover_compaction_if_idle"]
+
+
+def is_object_url(lake: str) -> bool:
+    """Whether ``lake`` names a lake on object storage (``s3://BUCKET/PREFIX``) rather than a
+    directory."""
+    return lake.startswith(OBJECT_SCHEMES)
 
 
 def build_sink(lake_dir: str, *, file_size_bytes: int, flush_rows: int,
                flush_interval_s: float, catch_up_interval_s: float, compression: str,
-               flush_in_handle: bool = True, transform: Transform | None = None) -> Sink:
+               flush_in_handle: bool = True, transform: Transform | None = None,
+               object_store: ObjectStore | None = None, s3: S3Settings | None = None,
+               spool: str | None = None) -> Sink:
     """A closed sink on ``lake_dir`` (``open()`` takes and recovers the lake), from the
     configuration's lake keys.
 
@@ -40,13 +55,32 @@ def build_sink(lake_dir: str, *, file_size_bytes: int, flush_rows: int,
     so that a caller with an event loop runs the flush and ``run_io`` elsewhere (the daemon: on
     its sink worker). ``transform``: the column
     rules every rows event passes through before it lands (``sinks.transform``).
+
+    The one place the commit strategy is chosen: a directory is committed by renames
+    (``sinks/parquet/commit.py``); an ``s3://`` URL through the object store's commit log
+    (``sinks/objectstore/``), the sink writing in a local ``spool`` (default
+    ``objectstore.mirror.spool_for``) and each commit published to the store (``object_store``, else one
+    built from ``s3``, the ``[lake.s3]`` settings).
     """
     from .parquet.writer import ParquetSink, SinkOptions
 
-    sink = ParquetSink(lake_dir, SinkOptions(
+    options = SinkOptions(
         file_size_bytes=file_size_bytes, flush_rows=flush_rows,
         flush_interval_s=flush_interval_s, catch_up_interval_s=catch_up_interval_s,
-        compression=compression, flush_in_handle=flush_in_handle, transform=transform))
+        compression=compression, flush_in_handle=flush_in_handle, transform=transform)
+    if is_object_url(lake_dir):
+        from .objectstore.mirror import ObjectLake, spool_for
+        from .objectstore.probe import probe_conditional_writes
+
+        if object_store is None:
+            from .objectstore.s3 import S3Settings, open_store
+
+            object_store = open_store(lake_dir, s3 if s3 is not None else S3Settings())
+        directory = spool or spool_for(lake_dir)
+        sink = ParquetSink(directory, options, mirror=ObjectLake(
+            object_store, lake_dir, directory, probe=probe_conditional_writes))
+    else:
+        sink = ParquetSink(lake_dir, options)
     delay = float(os.environ.get(FLUSH_DELAY_VARIABLE) or 0)
     if delay > 0:
         _slow_flushes(sink, delay)
@@ -69,13 +103,19 @@ def _slow_flushes(sink: Any, delay: float) -> None:
 def recover_compaction_if_idle(lake_dir: str) -> bool | None:
     """Finish what a killed compaction left unless a compaction runs (it holds
     :data:`COMPACT_LOCK`): None, nothing was left; True, cleaned up; False, left to it."""
+    if is_object_url(lake_dir):  # nothing of a compaction's is on a store: the log is the lake
+        return None
     from .parquet.compact import recover_if_idle
 
     return recover_if_idle(lake_dir)
 
 
 def compact_lake(lake_dir: str, options: CompactOptions | None = None) -> CompactStats:
-    """``binlake compact``'s compaction (safe beside the daemon's landing)."""
+    """``binlake compact``'s compaction of a lake on disk (safe beside the daemon's landing);
+    the daemon's background compaction, refused for a lake on object storage (``binlake
+    compact`` compacts those with ``sinks.objectstore.compact``)."""
+    if is_object_url(lake_dir):
+        raise CompactionUnsupported(lake_dir)
     from .parquet.compact import compact_lake as compact
 
     return compact(lake_dir, options)

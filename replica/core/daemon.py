@@ -118,6 +118,7 @@ def open_sink(config: Config) -> Sink:
         compression=lake.compression,
         flush_in_handle=False,
         transform=config.column_transform(),
+        s3=lake.s3.settings(),  # how to reach an s3:// lake (unused for a directory)
     )
 
 

@@ -273,6 +273,8 @@ class ObjectCommitter:
         self.epoch = 0
         self.checkpoint: dict[str, Any] | None = None
         self.swept: list[str] = []
+        #: The objects the log keeps, as the start read it (:meth:`open`).
+        self.live: set[str] = set()
 
     def fresh(self, key: str) -> str:
         """``key`` with this writer's epoch tag: where an object this writer adds is PUT."""
@@ -303,7 +305,9 @@ class ObjectCommitter:
         return self.checkpoint
 
     def _sweep(self) -> None:
-        live = kept_objects(self.log.records())
+        records = list(self.log.records())
+        self.live = live_objects(records)
+        live = kept_objects(records)
         listing = self._retry.call("listing the lake", lambda: list(self._store.list("")))
         doomed = []
         for info in listing:

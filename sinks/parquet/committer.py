@@ -59,6 +59,8 @@ class Committer:
             C.commit(lake, renames, doc, parts.trees.known, xa.deletes, storage)
         else:
             C.write_checkpoint(lake, doc, storage)
+        if workspace.mirror is not None:  # the lake lives elsewhere: commit it there too
+            workspace.mirror.publish(renames, xa.deletes, doc)
         # Only now, with the commit durable, do the buffers that fed it go.
         xa.committed()
         workspace.stats.files += parts.committed()

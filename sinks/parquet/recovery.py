@@ -20,6 +20,7 @@ from . import state as S
 from . import trees as T
 from .lock import LakeLock
 from .type_record import check_types
+from .workspace import LakeMirror
 
 __all__ = ["release", "take"]
 
@@ -27,22 +28,26 @@ log = logging.getLogger("binlake.sinks.parquet")
 
 
 def take(lake: str, lock: LakeLock, types: TypeOptions,
-         storage: Storage) -> S.LakeState | None:
-    """Lock and recover ``lake``; its durable state (None: a new lake).
+         storage: Storage, mirror: LakeMirror | None = None) -> S.LakeState | None:
+    """Lock and recover ``lake``; its durable state (None: a new lake). With a ``mirror``,
+    ``lake`` is only the spool of the lake the mirror holds: it is rebuilt from there first.
 
     Raises :class:`~sinks.errors.LakeLocked` (another writer holds the lake; nothing was
     touched) or :class:`~sinks.errors.LakeError` (the lock is released then).
     """
     lock.acquire()
     try:
+        if mirror is not None:
+            mirror.restore()
         S.check_lake(lake, storage)  # a lake of a newer binlake: refused before recovery
         doc = C.recover(lake, storage)
         check_types(lake, types, new_lake=doc is None, storage=storage)  # before anything lands
-    except OSError as exc:
+    except BaseException as exc:
         lock.release()
-        raise LakeError.from_os_error(exc, lake, "recovering the lake") from exc
-    except BaseException:
-        lock.release()
+        if mirror is not None:
+            mirror.close()
+        if isinstance(exc, OSError):
+            raise LakeError.from_os_error(exc, lake, "recovering the lake") from exc
         raise
     T.warn_once(log.warning)
     small_file.warn_once(log.warning)
@@ -53,7 +58,10 @@ def take(lake: str, lock: LakeLock, types: TypeOptions,
     return None if doc is None else S.LakeState.from_json(doc, lake)
 
 
-def release(lake: str, lock: LakeLock, storage: Storage) -> None:
+def release(lake: str, lock: LakeLock, storage: Storage,
+            mirror: LakeMirror | None = None) -> None:
     """Give back a lake :func:`take` took."""
     storage.unwatch(lake)
     lock.release()
+    if mirror is not None:
+        mirror.close()

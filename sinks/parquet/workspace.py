@@ -12,14 +12,36 @@ operation fails without naming a file itself (pyarrow's writers do not).
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from typing import Any, Protocol
 
 from ..stats import SinkStats
 from ..storage import Storage
 from .options import SinkOptions
 
-__all__ = ["Workspace"]
+__all__ = ["LakeMirror", "Workspace"]
+
+
+class LakeMirror(Protocol):
+    """Where the lake's truth lives when the sink's directory is only its spool (a lake on
+    object storage: ``sinks/objectstore/mirror.py``). The sink calls :meth:`restore` once it
+    holds its directory's lock and before it recovers it, :meth:`publish` after each local
+    commit, and :meth:`close` when it closes."""
+
+    def restore(self) -> None:
+        """Take the lake and rebuild the sink's directory from it."""
+        ...
+
+    def publish(self, renames: Iterable[tuple[str, str]], deletes: Iterable[str],
+                checkpoint: dict[str, Any]) -> None:
+        """Make the local commit of ``renames`` (staged, final: relative names), ``deletes``
+        and ``checkpoint`` the lake's; it is not committed until this returns."""
+        ...
+
+    def close(self) -> None:
+        """Let the lake go (a clean stop)."""
+        ...
 
 
 @dataclass(slots=True, eq=False)
@@ -35,6 +57,9 @@ class Workspace:
     io_path: str = ""  # what the sink was writing (named by a LakeError)
     staged_count: int = 0
     warned: set[str] = field(default_factory=set)
+    #: None: the directory is the lake. Else the lake lives elsewhere and each commit is
+    #: published to it.
+    mirror: LakeMirror | None = None
 
     def path(self, relative: str) -> str:
         """An absolute path in the lake."""

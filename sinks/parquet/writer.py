@@ -56,7 +56,7 @@ from .registry import SchemaRegistry
 from .snapshot_landing import SnapshotLanding
 from .snapshot_progress import SnapshotProgress
 from .types import new_counter
-from .workspace import Workspace
+from .workspace import LakeMirror, Workspace
 from .xastore import XaStore
 
 __all__ = ["DICTIONARY_PAGE_LIMIT", "GROUP_EVENTS", "GROUP_ROWS", "MAX_OPEN_FILES",
@@ -70,13 +70,14 @@ class ParquetSink:
     docstrings say what each method promises); see the module docstring."""
 
     def __init__(self, lake_dir: str, options: SinkOptions | None = None,
-                 storage: Storage = C.OS) -> None:
+                 storage: Storage = C.OS, mirror: LakeMirror | None = None) -> None:
         self.lake = os.path.abspath(lake_dir)
         self.options = options or SinkOptions()
         rules = self.options.transform
         self._types = rules.types if rules is not None else TypeOptions()
         transform = rules if rules is not None and rules.active else None
-        workspace = self._workspace = Workspace(self.lake, self.options, storage)
+        workspace = self._workspace = Workspace(self.lake, self.options, storage,
+                                                mirror=mirror)
         self._counter = new_counter()
         self._progress = StreamProgress()
         self._ddl = DdlLog(workspace)
@@ -112,7 +113,8 @@ class ParquetSink:
 
     def open(self) -> C.Checkpoint | None:
         """Take and recover the lake (``recovery.take``); where to resume (None: a new lake)."""
-        state = recovery.take(self.lake, self._lock, self._types, self._workspace.storage)
+        state = recovery.take(self.lake, self._lock, self._types, self._workspace.storage,
+                              self._workspace.mirror)
         self._opened = True
         if state is None:
             return None
@@ -152,7 +154,8 @@ class ParquetSink:
                 self._buffer.abandon()
             self._parts.close()
             self._opened = False
-            recovery.release(self.lake, self._lock, self._workspace.storage)
+            recovery.release(self.lake, self._lock, self._workspace.storage,
+                             self._workspace.mirror)
 
     def _failed(self, exc: OSError, operation: str) -> LakeError:
         """Turn an ``OSError`` of the lake into a :class:`LakeError` and break the sink: a write

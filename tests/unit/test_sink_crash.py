@@ -135,8 +135,12 @@ def _replay_model(transactions: list[list[Any]], width: int) -> dict[int, tuple[
 
 
 def land(lake: str, transactions: list[list[Any]], options: SinkOptions = SMALL,
-         opened: list[ParquetSink] | None = None) -> None:
-    sink = ParquetSink(lake, options)
+         opened: list[ParquetSink] | None = None, sink: ParquetSink | None = None,
+         pace: float = 0.0) -> None:
+    """Land ``transactions`` into ``lake`` (through ``sink`` if given), flushing as a daemon
+    would every half second of a clock that advances per transaction (and waiting ``pace``
+    real seconds after each, for a writer another process stops or kills mid-way)."""
+    sink = sink or ParquetSink(lake, options)
     if opened is not None:
         opened.append(sink)
     sink.open()
@@ -147,6 +151,8 @@ def land(lake: str, transactions: list[list[Any]], options: SinkOptions = SMALL,
                 sink.handle(item)
             clock += 0.5
             sink.maybe_flush(clock)
+            if pace:
+                time.sleep(pace)
     except _Crash:
         sink._lock.release()  # the kernel drops a dead process's flock; the sink is not closed
         raise
