@@ -49,6 +49,12 @@ def main(argv: list[str] | None = None) -> int:
                         help="only workload (b), one-row transactions: the peer, binlake "
                              "decode only and binlake run, and binlake run of --baseline-rev "
                              "if given (no other peer, workload or step)")
+    parser.add_argument("--no-s3", action="store_true",
+                        help="skip binlake run into S3 (the test bed's Ceph gateway) on (a)")
+    parser.add_argument("--s3-only", action="store_true",
+                        help="only binlake run into a local lake and into S3 (the test bed's "
+                             "Ceph gateway, or $BINLAKE_BENCH_S3_ENDPOINT) on workload (a), "
+                             "alternated round by round")
     parser.add_argument("--profile", action="store_true",
                         help="also cProfile binlake decode on workload (a)")
     parser.add_argument("--no-install", action="store_true",
@@ -68,17 +74,19 @@ def main(argv: list[str] | None = None) -> int:
         repeats=1 if args.smoke else max(1, args.repeats),
         seed=args.seed,
         smoke=args.smoke,
-        install_pmr=not (args.smoke or args.no_install or args.decode_only),
-        memory=not (args.no_memory or args.decode_only or args.one_row),
-        semisync=not (args.no_semisync or args.decode_only or args.one_row),
+        install_pmr=not (args.smoke or args.no_install or args.decode_only or args.s3_only),
+        memory=not (args.no_memory or args.decode_only or args.one_row or args.s3_only),
+        semisync=not (args.no_semisync or args.decode_only or args.one_row or args.s3_only),
         semisync_commits=20 if args.smoke else args.commits,
-        snapshot=not (args.no_snapshot or args.decode_only or args.one_row),
+        snapshot=not (args.no_snapshot or args.decode_only or args.one_row or args.s3_only),
         snapshot_writer_seconds=1.0 if args.smoke else 10.0,
         profile=args.profile,
         baseline_rev=(args.baseline_rev if args.one_row and args.baseline_rev != "none" else
                       _baseline_rev(args.baseline_rev, args.smoke and not args.decode_only)),
         decode_only=args.decode_only,
         one_row=args.one_row,
+        s3=not (args.no_s3 or args.decode_only or args.one_row),
+        s3_only=args.s3_only,
         big_rows=args.big_rows,
     )
     if args.results_dir is not None:

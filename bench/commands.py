@@ -30,7 +30,7 @@ import pyarrow.parquet as pq
 
 from .measure import MeasureError, Measurement, run_measured
 
-__all__ = ["DaemonTarget", "Tree", "landed_rows", "measure_decode", "measure_run"]
+__all__ = ["DaemonTarget", "Tree", "landed_rows", "measure_decode", "measure_run", "run_config"]
 
 
 @dataclass(frozen=True)
@@ -78,7 +78,9 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def _config(target: DaemonTarget, lake: Path, first: str, server_id: int, extra: str = "") -> str:
+def run_config(target: DaemonTarget, lake: Path | str, first: str, server_id: int,
+               extra: str = "") -> str:
+    """The TOML of a measured ``binlake run`` into ``lake`` (a directory or an ``s3://`` URL)."""
     return extra + (
         "[server]\n"
         f'host = "127.0.0.1"\nport = {target.port}\nuser = "{target.user}"\n'
@@ -108,7 +110,7 @@ def measure_run(tree: Tree, env: dict[str, str], target: DaemonTarget, first: st
     ``extra``: TOML put before the configuration's tables (column rules, ``[types]``)."""
     lake.mkdir(parents=True, exist_ok=True)
     config = lake.parent / f"{lake.name}.toml"
-    config.write_text(_config(target, lake, first, server_id, extra))
+    config.write_text(run_config(target, lake, first, server_id, extra))
     run_env = dict(tree.env(env), BINLAKE_SERVER_PASSWORD=target.password)
     try:
         measurement = run_measured(tree.argv("run", "--config", os.fspath(config)),

@@ -21,14 +21,16 @@ from . import targets
 __all__ = ["TITLES", "parser", "readme", "render", "save"]
 
 _PEER_ORDER = ("pmr", "mariadb-binlog", "binlake-fetch", "binlake-decode", "binlake-run",
-               "baseline-run", "binlake-decode-text", "binlake-decode-open-protocol",
-               "baseline-decode-text", "baseline-decode-open-protocol")
+               "binlake-run-s3", "baseline-run", "binlake-decode-text",
+               "binlake-decode-open-protocol", "baseline-decode-text",
+               "baseline-decode-open-protocol")
 TITLES = {
     "pmr": "python-mysql-replication",
     "mariadb-binlog": "mariadb-binlog -v (C, from the file)",
     "binlake-fetch": "binlake fetch only (wire; component)",
     "binlake-decode": "binlake decode only (wire; component)",
     "binlake-run": "binlake run (end to end)",
+    "binlake-run-s3": "binlake run into S3 (Ceph RGW, loopback)",
     "baseline-run": "  baseline: binlake run",
     "binlake-decode-text": "binlake decode --format text",
     "binlake-decode-open-protocol": "binlake decode --format open-protocol",

@@ -39,7 +39,7 @@ from typing import Any
 
 from devtools.sandbox import MARIADB, MYSQL, SandboxServer, start_server
 
-from . import baseline, commands, profile, report, semisync, snapshot, targets
+from . import baseline, commands, profile, report, s3_lake, semisync, snapshot, targets
 from .measure import MeasureError, Measurement, run_measured
 from .pmr_venv import ensure_pmr_venv, pmr_version
 from .workloads import DATABASE, Workload, big_transaction, standard_workloads
@@ -49,7 +49,7 @@ __all__ = ["BenchOptions", "run"]
 BENCH_USER = "bench"
 #: The peers of the throughput table, in display order (titles: report.TITLES).
 PEERS = ("pmr", "mariadb-binlog", "binlake-fetch", "binlake-decode", "binlake-run",
-         "binlake-decode-text", "binlake-decode-open-protocol", "baseline-decode-text",
+         "binlake-run-s3", "binlake-decode-text", "binlake-decode-open-protocol", "baseline-decode-text",
          "baseline-decode-open-protocol")
 _DECODE_FORMATS = {"decode-text": "text", "decode-open-protocol": "open-protocol"}
 #: What ``--decode-only`` measures, alternated round by round.
@@ -58,6 +58,10 @@ DECODE_PEERS = ("binlake-decode-text", "baseline-decode-text", "binlake-decode-o
 #: What ``--one-row`` measures on workload (b): the peer, binlake's decode only and its daemon,
 #: and the daemon of ``--baseline-rev`` (before/after a change, in the same run).
 ONE_ROW_PEERS = ("pmr", "binlake-decode", "binlake-run", "baseline-run")
+#: What ``--s3-only`` measures on workload (a): the daemon into a directory and into S3.
+S3_PEERS = ("binlake-run", "binlake-run-s3")
+#: The workload the S3 peer lands (the others' figures would tell the same story, slower).
+S3_WORKLOAD = "a_bulk_insert"
 SERVER_ARGS = (
     "--binlog-annotate-row-events=ON",
     "--binlog-row-image=FULL",
@@ -109,6 +113,10 @@ class BenchOptions:
     decode_only: bool = False
     #: Only workload (b) (one-row transactions), with ``ONE_ROW_PEERS``.
     one_row: bool = False
+    #: ``binlake run`` into S3 (the test bed's Ceph gateway) beside the local lake on (a).
+    s3: bool = True
+    #: Only workload (a), with ``S3_PEERS``.
+    s3_only: bool = False
     #: A peer whose run took longer than this gets no further rounds (its median is over the
     #: rounds it had); keeps a full run bounded when something is pathologically slow.
     repeat_budget_seconds: float = 60.0
@@ -132,6 +140,19 @@ class Bench:
         self.tree.compile()
         self.baseline: commands.Tree | None = None
         self.target = commands.DaemonTarget(server.port, BENCH_USER, self.password, DATABASE)
+        self.s3: s3_lake.S3Gateway | None = None
+
+    def s3_gateway(self) -> s3_lake.S3Gateway:
+        """The S3 peer's gateway, started on first use (closed by :meth:`close`)."""
+        if self.s3 is None:
+            self.log("starting the S3 gateway (Ceph RGW)")
+            self.s3 = s3_lake.S3Gateway.start()
+            self.log(f"S3 gateway at {self.s3.endpoint}")
+        return self.s3
+
+    def close(self) -> None:
+        if self.s3 is not None:
+            self.s3.close()
 
     def log(self, message: str) -> None:
         print(f"[bench {time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
@@ -195,6 +216,13 @@ class Bench:
                 return None
             return commands.measure_decode(tree, self.env, _DECODE_FORMATS[mode],
                                            self.binlog_paths(first))
+        if mode == "run-s3":
+            work = Path(tempfile.mkdtemp(prefix="s3-", dir=self.work_dir))
+            try:
+                return s3_lake.measure_run_s3(self.tree, self.env, self.target, first,
+                                              self.s3_gateway(), work, next(_server_ids), rows)
+            finally:
+                shutil.rmtree(work, ignore_errors=True)
         if mode == "run":
             tree = self.tree if origin == "binlake" else self.baseline
             if tree is None:
@@ -208,8 +236,11 @@ class Bench:
         return run_measured(self._binlake_argv(mode, first), env=self.env)
 
     def throughput(self, workload: Workload, first: str) -> dict[str, Any]:
-        peers_measured = (DECODE_PEERS if self.options.decode_only
-                          else ONE_ROW_PEERS if self.options.one_row else PEERS)
+        peers_measured: tuple[str, ...] = (DECODE_PEERS if self.options.decode_only
+                          else ONE_ROW_PEERS if self.options.one_row
+                          else S3_PEERS if self.options.s3_only else PEERS)
+        if not (self.options.s3 and workload.name == S3_WORKLOAD):
+            peers_measured = tuple(p for p in peers_measured if p != "binlake-run-s3")
         runs: dict[str, list[Measurement]] = {
             peer: [] for peer in dict.fromkeys(PEERS + peers_measured)}
         errors: dict[str, str] = {}
@@ -233,7 +264,7 @@ class Bench:
         peers: dict[str, Any] = {}
         for peer, measured in runs.items():
             if peer not in peers_measured:
-                peers[peer] = {"skipped": "--decode-only"}
+                peers[peer] = {"skipped": self._not_measured(peer, workload)}
                 continue
             if measured:
                 peers[peer] = summarize(measured, workload.rows)
@@ -248,6 +279,13 @@ class Bench:
                 peers[peer] = {"skipped": "no --baseline-rev"}
         return {"rows": workload.rows, "description": workload.description,
                 "binlog_bytes": self.binlog_bytes(first), "peers": peers}
+
+    def _not_measured(self, peer: str, workload: Workload) -> str:
+        if self.options.decode_only or self.options.one_row or \
+                (self.options.s3_only and peer not in S3_PEERS):
+            return ("--decode-only" if self.options.decode_only else
+                    "--one-row" if self.options.one_row else "--s3-only")
+        return "--no-s3" if not self.options.s3 else "workload (a) only"
 
     def startup(self) -> dict[str, Any]:
         """``binlake run`` over an empty binlog range (a fresh file, stop_at_end): what start-up,
@@ -370,6 +408,8 @@ def run(options: BenchOptions) -> dict[str, Any]:
                 continue
             if options.one_row and workload.name != "b_single_row":
                 continue
+            if options.s3_only and workload.name != S3_WORKLOAD:
+                continue
             server.sql("FLUSH BINARY LOGS")
             first = firsts[workload.name] = bench.current_file()
             load_seconds = bench.load(workload)
@@ -380,7 +420,7 @@ def run(options: BenchOptions) -> dict[str, Any]:
                 results["profile"] = bench.profile_decode(first, options.results_dir, stamp)
                 bench.log(f"profile written to {results['profile']}")
         results["workloads"] = workloads
-        if not options.decode_only:
+        if not (options.decode_only or options.s3_only):
             results["startup"] = bench.startup()
 
         if options.memory:
@@ -406,9 +446,12 @@ def run(options: BenchOptions) -> dict[str, Any]:
             results["semisync"] = semisync.measure(bench, options.semisync_commits,
                                                    rounds=options.repeats)
     finally:
+        if "bench" in locals():
+            bench.close()
         server.cleanup()
         shutil.rmtree(work_dir, ignore_errors=True)
-    if options.snapshot and not options.decode_only and not options.one_row:
+    if options.snapshot and not options.decode_only and not options.one_row \
+            and not options.s3_only:
         results["snapshot_mysql"] = _snapshot_on_mysql(options, stamp)
 
     results["machine"]["loadavg_at_end"] = os.getloadavg()
@@ -440,5 +483,7 @@ def _snapshot_on_mysql(options: BenchOptions, stamp: str) -> dict[str, Any]:
         out["server"] = {"version": server.version(), "args": list(MYSQL_SERVER_ARGS)}
         return out
     finally:
+        if "bench" in locals():
+            bench.close()
         server.cleanup()
         shutil.rmtree(work_dir, ignore_errors=True)

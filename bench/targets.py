@@ -75,6 +75,9 @@ def evaluate(results: dict[str, Any]) -> list[dict[str, Any]]:
                10.0, results, "a_bulk_insert", "binlake-run", "pmr"),
         _speed("run_b_vs_peer", "binlake run on (b) one-row transactions >= 5x the peer",
                5.0, results, "b_single_row", "binlake-run", "pmr"),
+        _speed("run_a_s3_vs_disk", "binlake run on (a) into S3 (a Ceph gateway on loopback) "
+               ">= 0.5x into a local directory", 0.5, results, "a_bulk_insert",
+               "binlake-run-s3", "binlake-run"),
     ]
     for workload, label in (("a_bulk_insert", "a"), ("c_update", "c"), ("d_wide", "d")):
         found.append(_speed(f"decode_{label}_vs_c",

@@ -24,7 +24,7 @@ def _results() -> dict[str, Any]:
                       "baseline-decode-open-protocol": _peer(100_000)}
         return {"rows": 1000, "description": description, "binlog_bytes": 10**6,
                 "peers": peers}
-    return {
+    results = {
         "options": {"scale": 1.0, "repeats": 3},
         "source": {"commit": "abcdef1234567890", "uncommitted": []},
         "machine": {"loadavg_at_start": [1.25, 1.0, 1.0]},
@@ -40,6 +40,8 @@ def _results() -> dict[str, Any]:
         "memory": {"big_transaction": {"rows": 2_000_000,
                                        "binlake-run": _peer(100_000, rss=250.0)}},
     }
+    results["workloads"]["a_bulk_insert"]["peers"]["binlake-run-s3"] = _peer(300_000)
+    return results
 
 
 def test_targets_are_ratios_of_the_same_run() -> None:
@@ -48,6 +50,7 @@ def test_targets_are_ratios_of_the_same_run() -> None:
         "run_a_vs_c": (0.525, "PASS"),
         "run_a_vs_peer": (10.5, "PASS"),
         "run_b_vs_peer": (4.833, "MISS"),
+        "run_a_s3_vs_disk": (0.714, "PASS"),
         "decode_a_vs_c": (1.125, "PASS"),
         "decode_c_vs_c": (0.975, "MISS"),
         "decode_d_vs_c": (1.071, "PASS"),
@@ -66,7 +69,7 @@ def test_a_target_not_measured_says_so() -> None:
     results["workloads"]["a_bulk_insert"]["peers"]["binlake-run"]["rows_mismatch"] = [999]
     verdicts = {t["name"]: t["verdict"] for t in targets.evaluate(results)}
     assert [name for name, v in verdicts.items() if v == "not measured"] == [
-        "run_a_vs_c", "run_a_vs_peer", "run_big_transaction_rss"]
+        "run_a_vs_c", "run_a_vs_peer", "run_a_s3_vs_disk", "run_big_transaction_rss"]
 
 
 def test_readme_table_from_the_json() -> None:

@@ -30,13 +30,16 @@ PER_EVENT = 1_000
 RSS_LIMIT_MB = 300
 
 
-def write_big_transaction(lake: str, rows: int) -> dict[str, int]:
+def write_big_transaction(lake: str, rows: int,
+                          sink: ParquetSink | None = None) -> dict[str, int]:
+    """Land one ``rows``-row transaction into ``lake`` (or through ``sink``, a sink of another
+    kind of lake, not open yet); the sink's counters."""
     b = StreamBuilder()
     table = b.table("big", "facts", [
         col(0, T.LONGLONG, "id", pk=True), col(1, T.VARCHAR, "label", charset=45),
         col(2, T.LONG, "qty"), col(3, T.DOUBLE, "price"), col(4, T.DATETIME2, "at"),
     ])
-    sink = ParquetSink(lake)
+    sink = sink or ParquetSink(lake)
     sink.open()
     sink.handle(b.begin())
     base = dt.datetime(2024, 1, 1)
