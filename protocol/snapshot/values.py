@@ -59,7 +59,7 @@ Converter = Callable[[Any], Any]
 
 ColumnConverter = Callable[[Sequence[Any]], list[Any]]
 """A whole column of non-NULL values → the list a :data:`Converter` gives value by value (a
-snapshot converts millions of values: one Python call per value was most of its CPU time)."""
+snapshot converts millions of values: one Python call per value would be most of its CPU time)."""
 
 _date_of = datetime.date.fromisoformat
 _datetime_of = datetime.datetime.fromisoformat
