@@ -243,16 +243,14 @@ _CHUNK_TYPES = {"str": "string", "bin": "binary", "i1": "int8", "i2": "int16", "
 
 def _chunk_values(chunk: Any, rows: int) -> list[Any]:
     """A native chunk ``(tag, nulls, validity, data, offsets)``'s values as Python objects."""
-    import pyarrow as pa  # noqa: PLC0415 - not before the daemon chose Arrow's allocator
+    # Not before the daemon chose Arrow's allocator: both load pyarrow.
+    import pyarrow as pa  # noqa: PLC0415
+
+    from .parquet.chunk_arrays import wrap_chunk  # noqa: PLC0415
 
     tag, nulls, valid, data, offsets = chunk
-    arrow_type = getattr(pa, _CHUNK_TYPES[tag])()
-    buffers = [None if valid is None else pa.py_buffer(valid)]
-    if offsets is not None:
-        buffers.append(pa.py_buffer(offsets))
-    buffers.append(pa.py_buffer(data))
-    values: list[Any] = pa.Array.from_buffers(arrow_type, rows, buffers,
-                                              null_count=nulls).to_pylist()
+    values: list[Any] = wrap_chunk(getattr(pa, _CHUNK_TYPES[tag])(), rows, nulls, valid, data,
+                                   offsets).to_pylist()
     return values
 
 

@@ -50,6 +50,7 @@ from protocol.binlog.values import JsonDiff
 from protocol.frozen import fast_init
 
 from . import native_batch as _batch
+from .chunk_arrays import wrap_chunk
 from .schema import COMMIT_TS_FIELD, TableVersion
 
 _STRING = pa.string()
@@ -294,16 +295,6 @@ class _Builder:
         self.json_diffs.add(json_diff, self.count)
 
 
-def _wrap(arrow_type: pa.DataType, rows: int, nulls: int, valid: bytes | None, data: bytes,
-          offsets: bytes | None) -> pa.Array:
-    """An array over buffers filled in C (``protocol.binlog.native``), without a copy."""
-    buffers = [None if valid is None else pa.py_buffer(valid)]
-    if offsets is not None:
-        buffers.append(pa.py_buffer(offsets))
-    buffers.append(pa.py_buffer(data))
-    return pa.Array.from_buffers(arrow_type, rows, buffers, null_count=nulls)
-
-
 Gathered = list[tuple[int, int, bytes | None, bytes, bytes | None] | None]
 
 
@@ -326,7 +317,7 @@ def _columns(version: TableVersion, entries: list[Entry],
     if gathered is None:
         return [_column(version, k, entries) for k in range(len(version.names))]
     types = version.arrow_types
-    return [_python_column(version, k, entries) if native is None else _wrap(types[k], *native)
+    return [_python_column(version, k, entries) if native is None else wrap_chunk(types[k], *native)
             for k, native in enumerate(gathered)]
 
 
@@ -347,7 +338,7 @@ def _column(version: TableVersion, k: int, entries: list[Entry]) -> pa.Array:
             except OverflowError:  # strings over 2 GiB: pa.array below splits them as ever
                 native = None
         if native is not None:
-            return _wrap(version.arrow_types[k], *native)
+            return wrap_chunk(version.arrow_types[k], *native)
     return _python_column(version, k, entries)
 
 
@@ -562,7 +553,7 @@ def _meta_columns(buffers: MetaBuffers, count: int, with_commit_time: bool) -> l
         arrow_type = _META_TYPES[c]
         column = buffers[c]
         columns.append(pa.nulls(count, arrow_type) if column is None
-                       else _wrap(arrow_type, count, *column))
+                       else wrap_chunk(arrow_type, count, *column))
     return columns
 
 
