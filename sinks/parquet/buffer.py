@@ -42,9 +42,8 @@ _PARTIAL_UPDATE_ROWS = EventType.PARTIAL_UPDATE_ROWS
 GROUP_ROWS = 4096
 #: … or of this many events: a group's conversion reads every event's Arrow chunks again and
 #: then frees the events, so small groups of small events are converted while their chunks are
-#: likely still in the CPU's caches, and keep fewer objects alive for the cyclic GC to scan (with
-#: the default GC thresholds, 4,096 one-row transactions per group converted about half as fast
-#: per row as 256; with the daemon's, see replica/cli.py, the difference is within the noise).
+#: likely still in the CPU's caches, and keep fewer objects alive for the cyclic GC to scan
+#: (which matters with the default GC thresholds, far less with the daemon's: replica/cli.py).
 #: 256 keeps the per-batch work (~20 Arrow calls) small per row.
 GROUP_EVENTS = 256
 

@@ -24,11 +24,11 @@ class SinkOptions:
     flush_interval_s: float = 5.0  # maybe_flush() flushes data older than this
     catch_up_interval_s: float = 60.0  # ... or than this, while the source is behind
     compression: str = "zstd"
-    compression_level: int = 1  # level 3 costs ~25% more CPU per row for ~2% smaller files
+    compression_level: int = 1  # higher levels cost much more CPU per row for barely smaller files
     #: Codec of a file written whole from less than ``files.SMALL_FILE_BYTES`` of rows (a
     #: flush over many tables): zstd's set-up per column chunk costs more than it saves there.
-    #: "none" lets the native writer write it (``small_file.py``: ~5x less CPU than pyarrow,
-    #: files ~1.5x the size of snappy's); "snappy" has pyarrow write it compressed.
+    #: "none" lets the native writer write it (``small_file.py``: far less CPU than pyarrow,
+    #: somewhat bigger files than snappy's); "snappy" has pyarrow write it compressed.
     small_file_compression: str | None = "none"
     spill_compression: str | None = "lz4"
     #: Encode row groups on a background thread (encoder.py), overlapping the caller's work;
