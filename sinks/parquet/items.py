@@ -79,6 +79,15 @@ class TransactionItems:
             TransactionRollback: self._rollback, TransactionPrepared: self._prepared,
         }
 
+    def handler_for(self, kind: type) -> Callable[[Any], CommitOutcome | None]:
+        """The handler of a subclass of an item class, remembered."""
+        for base in kind.__mro__[1:]:
+            handler = self.handlers.get(base)
+            if handler is not None:
+                self.handlers[kind] = handler
+                return handler
+        raise SinkStateError(f"not a transaction item: {kind.__name__}")
+
     @property
     def io_wanted(self) -> bool:
         """Lake work an item left for :meth:`run_io` (only without ``flush_in_handle``)."""

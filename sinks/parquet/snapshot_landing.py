@@ -28,6 +28,7 @@ from ..transform import Transform
 from . import layout as L
 from . import pieces as P
 from .buffer import Transaction, TransactionBuffer
+from .flush_policy import FlushPolicy
 from .parts import PartWriter, commit_date
 from .progress import StreamProgress
 from .registry import SchemaRegistry
@@ -51,7 +52,8 @@ class SnapshotLanding:
 
     def __init__(self, workspace: Workspace, progress: StreamProgress,
                  buffer: TransactionBuffer, parts: PartWriter, registry: SchemaRegistry,
-                 transform: Transform | None, add_rows: Callable[[RowsEvent], None]) -> None:
+                 transform: Transform | None, add_rows: Callable[[RowsEvent], None],
+                 policy: FlushPolicy) -> None:
         self._workspace = workspace
         self._progress = progress
         self._buffer = buffer
@@ -59,11 +61,22 @@ class SnapshotLanding:
         self._registry = registry
         self._transform = transform
         self._add_rows = add_rows
+        self._policy = policy
         #: The snapshot progress as of the last chunk handed over (committed by the next flush).
         self.state = SnapshotProgress()
 
-    def land(self, chunk: SnapshotChunk, position: BinlogPosition) -> Landed | None:
-        """Hand ``chunk``'s rows to the part writer at ``position`` (None: it has none)."""
+    def land(self, chunk: SnapshotChunk, checkpointed: bool) -> Landed | None:
+        """Take ``chunk``'s progress, and hand its rows to the part writer at its position
+        (None: it has none). ``checkpointed``: the lake has a checkpoint (a new lake's plan
+        alone writes none: it comes along with the first flush)."""
+        self.state = chunk.progress
+        policy, position = self._policy, chunk.position
+        if position is None:
+            if checkpointed or policy.commits:
+                policy.commits += 1
+            return None
+        policy.commits += 1  # at least the progress must reach the checkpoint
+        self._progress.reach(position)
         if chunk.staged is not None:
             landed = self._land_staged(chunk.staged, position, chunk.read_time_us)
         elif chunk.rows is not None and chunk.rows.row_count:
@@ -71,6 +84,7 @@ class SnapshotLanding:
         else:
             return None
         if landed is not None:
+            policy.chunks += 1
             stats = self._workspace.stats
             stats.snapshot_rows += landed.rows
             stats.snapshot_chunks += 1

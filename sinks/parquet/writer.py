@@ -16,10 +16,8 @@ The sink is a short orchestrator over modules with one job each:
 * ``committer.Committer`` — a flush: files durable, then committed with the checkpoint;
 * ``recovery`` — taking the lake: its lock, its format, a half-done commit finished.
 
-A flush writes a file per table it touched, so a backlog over thousands of tables is landed in
-few, big flushes. Only whole transactions ever become visible, and the checkpoint says exactly
-which (see ``commit.py``). Snapshot chunks land through the same path as a streamed transaction.
-The sink never reads a clock: ``maybe_flush(now)`` takes the caller's monotonic time.
+Only whole transactions ever become visible, and the checkpoint says exactly which (see
+``commit.py``). The sink never reads a clock: ``maybe_flush(now)`` takes the caller's time.
 """
 
 from __future__ import annotations
@@ -91,7 +89,8 @@ class ParquetSink:
                                        self._parts, self._xa, self._ddl, self._policy,
                                        transform, self.flush)
         self._snapshots = SnapshotLanding(workspace, self._progress, self._buffer, self._parts,
-                                          self._registry, transform, self._items.rows)
+                                          self._registry, transform, self._items.rows,
+                                          self._policy)
         self._committer = Committer(workspace, self._parts, self._registry, self._ddl,
                                     self._xa, self._progress)
         self._lock = LakeLock(self.lake, storage)
@@ -183,7 +182,7 @@ class ParquetSink:
             self._check_usable("handle()")
         handler = self._handlers.get(type(item))
         if handler is None:
-            handler = self._handler_for(type(item))
+            handler = self._items.handler_for(type(item))
         try:  # free in CPython 3.11+ while nothing is raised
             if self._io:
                 self._items.run_io()
@@ -203,15 +202,6 @@ class ParquetSink:
             self._items.run_io()
         except OSError as exc:
             raise self._failed(exc, "landing a transaction") from exc
-
-    def _handler_for(self, kind: type) -> Callable[[Any], CommitOutcome | None]:
-        """The handler of a subclass of an item class, remembered."""
-        for base in kind.__mro__[1:]:
-            handler = self._handlers.get(base)
-            if handler is not None:
-                self._handlers[kind] = handler
-                return handler
-        raise SinkStateError(f"not a transaction item: {kind.__name__}")
 
     @property
     def handled_gtids(self) -> GtidSet | None:
@@ -292,20 +282,11 @@ class ParquetSink:
             raise SinkStateError("land_chunk() inside a transaction")
         if position is not None and self._io:
             self.run_io()  # the transactions before the chunk's _seq land first
-        self._snapshots.state = chunk.progress
-        policy = self._policy
-        if position is None:
-            if self._checkpoint is not None or policy.commits:
-                policy.commits += 1  # a new lake's first flush brings it along
-            return self._progress.seq
-        policy.commits += 1  # at least the progress must reach the checkpoint
-        self._progress.reach(position)
         try:
-            landed = self._snapshots.land(chunk, position)
+            landed = self._snapshots.land(chunk, self._checkpoint is not None)
             if landed is None:
                 return self._progress.seq
             self._items.committed(landed.rows)
-            policy.chunks += 1
             if chunk.staged is not None:
                 self.flush()  # the pieces' one commit
             else:
