@@ -145,6 +145,7 @@ class TransactionBuffer:
 
     def __init__(self, workspace: Workspace) -> None:
         self._workspace = workspace
+        self._limit = workspace.options.memory_limit_bytes  # (asked at every rows event)
         self.txn: Transaction | None = None
 
     def add(self, txn: Transaction, version: TableVersion, event: RowsEvent) -> bool:
@@ -168,7 +169,7 @@ class TransactionBuffer:
         workspace.buffered += size
         if table.pending_rows >= GROUP_ROWS or len(table.pending) >= GROUP_EVENTS:
             self.convert(table)
-        return workspace.buffered > workspace.options.memory_limit_bytes
+        return workspace.buffered > self._limit
 
     def _note_json_diffs(self, event: RowsEvent) -> None:
         """Count rows whose JSON column landed as ``_json_diff`` (no before value to apply a

@@ -116,12 +116,13 @@ class TransactionItems:
         return txn
 
     def _begin(self, begin: TransactionBegin) -> None:
-        txn = self.drop_open()
-        if txn is not None:
+        buffer = self._buffer
+        if buffer.txn is not None:
+            txn = self.drop_open()
+            assert txn is not None
             log.warning("transaction at %s never ended; dropping its rows", txn.begin.position)
         progress = self._progress
-        self._buffer.txn = Transaction(progress.tags(begin), begin,
-                                       progress.already_landed(begin))
+        buffer.txn = Transaction(progress.tags(begin), begin, progress.already_landed(begin))
 
     def rows(self, event: RowsEvent) -> None:
         """A rows event of the open transaction (a snapshot chunk's rows too)."""
@@ -196,21 +197,37 @@ class TransactionItems:
         return txn
 
     def _commit(self, commit: TransactionCommit) -> CommitOutcome:
-        txn = self._end("commit")
-        if txn is None:
+        """The path every transaction takes: the helpers it shares with the other items
+        (:meth:`_end`, :meth:`_land`, :meth:`_advance`) are called only off its common case,
+        a plain commit landed at once — a one-row transaction is mostly this method."""
+        buffer = self._buffer
+        txn = buffer.txn
+        if txn is None or txn.skip:
+            self._end("commit")  # raises outside a transaction, drops one the lake has
             return CommitOutcome.ALREADY_LANDED
-        seq = txn.tags.seq
+        buffer.txn = None
+        tags = txn.tags
+        seq = tags.seq
         commit_us = commit.commit_time_us
-        date = self._parts.date_of(commit_us)
-        deferred = self._defer and (commit.xa is not None or txn.spilled)
-        rows = 0 if deferred else self._land(txn, commit.xa, seq, commit_us, date)
-        for statement in txn.statements:
-            self._ddl.log(statement, seq, txn.tags.gtid, commit_us)
-        gtid = commit.gtid if commit.gtid is not None else txn.begin.gtid
-        self._advance(txn, gtid, commit.end, commit_us, commit.server_id)
+        parts = self._parts
+        date = parts.date_of(commit_us)
+        xa = commit.xa
+        deferred = self._defer and (xa is not None or txn.spilled)
         if deferred:
-            self.io.append(functools.partial(self._land_deferred, txn, commit.xa, seq,
-                                              commit_us, date))
+            rows = 0
+        elif xa is None:
+            rows = parts.add_transaction(txn.tables.values(), buffer.drain, seq, commit_us, date)
+        else:
+            rows = self._land(txn, xa, seq, commit_us, date)
+        if txn.statements:
+            for statement in txn.statements:
+                self._ddl.log(statement, seq, tags.gtid, commit_us)
+        begin = txn.begin
+        gtid = commit.gtid if commit.gtid is not None else begin.gtid
+        self._progress.advance(tags, begin, gtid, commit.end, commit_us, commit.server_id)
+        self._policy.commits += 1
+        if deferred:
+            self.io.append(functools.partial(self._land_deferred, txn, xa, seq, commit_us, date))
         else:
             self._landed(rows)
         return CommitOutcome.ACCEPTED
@@ -234,8 +251,11 @@ class TransactionItems:
     def _landed(self, rows: int) -> None:
         """A commit's rows are in the parts: count them, and see whether a flush is due."""
         self.committed(rows)
-        self._parts.wait_if_filling()
-        self.flush_if_full()
+        parts = self._parts
+        if parts.encoder.job is not None:  # a row group in flight: may it fill its file?
+            parts.wait_if_filling()
+        if self._policy.full(parts.flush_wanted):
+            self._flush_full()
 
     def _advance(self, txn: Transaction, gtid: Any, end: BinlogPosition, commit_us: int,
                  server_id: int) -> None:
@@ -253,7 +273,11 @@ class TransactionItems:
     def flush_if_full(self) -> None:
         """A size or row threshold passed: flush now, or have the caller do it."""
         if self._policy.full(self._parts.flush_wanted):
-            if self._workspace.options.flush_in_handle:
-                self._flush()
-            else:
-                self._policy.wanted = True
+            self._flush_full()
+
+    def _flush_full(self) -> None:
+        """A threshold passed: flush now (``flush_in_handle``), or have the caller do it."""
+        if self._defer:
+            self._policy.wanted = True
+        else:
+            self._flush()
