@@ -88,7 +88,7 @@ from ..errors import LakeFenced, ObjectMissing, StoreUnavailable
 from .lease import LEASE, Lease
 from .store import ObjectStore
 
-__all__ = ["HINT", "LOG_DIR", "CommitLog", "ObjectCommitter", "Record", "epoch_of", "record_key"]
+__all__ = ["HINT", "LOG_DIR", "CommitLog", "ObjectCommitter", "Record", "epoch_of", "layout_name", "record_key"]
 
 log = logging.getLogger("binlake.sinks.objectstore")
 
@@ -108,6 +108,19 @@ def epoch_of(key: str) -> int | None:
     """The epoch tag a committer put in ``key`` (None: not one of the protocol's objects)."""
     match = _EPOCH.search(key)
     return int(match.group(1)) if match else None
+
+
+def layout_name(key: str) -> str:
+    """``key`` without the writer's epoch tag (what :meth:`ObjectCommitter.fresh` put in): the
+    object's name in the lake's layout, as a lake on disk names it."""
+    epoch = epoch_of(key)
+    if epoch is None:
+        return key
+    tag = f"-w{epoch}"
+    stem, dot, suffix = key.rpartition(".")
+    if dot and "/" not in suffix and stem.endswith(tag):
+        return f"{stem[:-len(tag)]}.{suffix}"
+    return key[:-len(tag)] if key.endswith(tag) else key
 
 
 @dataclass(frozen=True, slots=True)

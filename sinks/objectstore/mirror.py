@@ -36,28 +36,16 @@ from typing import Any
 
 from ..parquet import commit as C
 from ..parquet.layout import LOCK, TYPES_RECORD
-from .commit import ObjectCommitter, Retry, epoch_of
+from .commit import ObjectCommitter, Retry, layout_name
 from .lease import Lease
 from .store import ObjectStore
 
-__all__ = ["ObjectLake", "local_name", "spool_for"]
+__all__ = ["ObjectLake", "spool_for"]
 
 #: Files up to this size are PUT whole; larger ones are streamed (a multipart upload).
 PUT_WHOLE_BYTES = 8 * 1024 * 1024
 #: Bytes read from the spool per write into a streamed upload.
 STREAM_CHUNK = 8 * 1024 * 1024
-
-
-def local_name(key: str) -> str:
-    """The spool's (and the layout's) name of ``key``: the key without its epoch tag."""
-    epoch = epoch_of(key)
-    if epoch is None:
-        return key
-    tag = f"-w{epoch}"
-    stem, dot, suffix = key.rpartition(".")
-    if dot and stem.endswith(tag):
-        return f"{stem[:-len(tag)]}.{suffix}"
-    return key[:-len(tag)] if key.endswith(tag) else key
 
 
 def spool_for(lake_url: str) -> str:
@@ -99,7 +87,7 @@ class ObjectLake:
             self._retry.call("probing conditional writes", lambda: probe(self.store))
         checkpoint = self.committer.open()
         try:
-            self._keys = {local_name(key): key for key in self.committer.live}
+            self._keys = {layout_name(key): key for key in self.committer.live}
             self._empty_spool()
             for name, key in sorted(self._keys.items()):
                 if _hidden(name):

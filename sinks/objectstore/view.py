@@ -35,23 +35,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..parquet import layout as L
-from .commit import CommitLog, Record, Retry, epoch_of
+from .commit import CommitLog, Record, Retry, layout_name
 from .store import ObjectStore
 
 __all__ = ["LakeView", "data_additions", "is_data_name", "layout_name", "live_names",
            "read_records", "read_view", "spark_url"]
-
-
-def layout_name(key: str) -> str:
-    """``key`` without the writer's epoch tag: the object's name in the lake's layout."""
-    epoch = epoch_of(key)
-    if epoch is None:
-        return key
-    tag = f"-w{epoch}"
-    stem, dot, suffix = key.rpartition(".")
-    if dot and "/" not in suffix and stem.endswith(tag):
-        return f"{stem[:-len(tag)]}.{suffix}"
-    return key[:-len(tag)] if key.endswith(tag) else key
 
 
 def is_data_name(name: str) -> bool:

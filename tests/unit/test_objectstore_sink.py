@@ -20,10 +20,10 @@ import pytest
 
 from sinks.factory import build_sink, is_object_url
 from sinks.objectstore import mirror
-from sinks.objectstore.commit import CommitLog, Retry, live_objects
+from sinks.objectstore.commit import CommitLog, Retry, layout_name, live_objects
 from sinks.objectstore.lease import Holder, Lease
 from sinks.objectstore.memory import MemoryStore, StoreCrashed
-from sinks.objectstore.mirror import ObjectLake, local_name, spool_for
+from sinks.objectstore.mirror import ObjectLake, spool_for
 from sinks.parquet import ParquetSink
 from tests.unit.test_objectstore_commit import FakeClock
 from tests.unit.test_sink_crash import SMALL, assert_no_duplicates, lake_rows, workload
@@ -53,7 +53,7 @@ def store_rows(store: MemoryStore) -> dict[str, list[tuple[Any, ...]]]:
     """Every row of the lake's data objects the log keeps, in ``lake_rows``' shape."""
     out: dict[str, list[tuple[Any, ...]]] = {}
     for key in sorted(live_objects(CommitLog(store).records())):
-        name = local_name(key)
+        name = layout_name(key)
         if any(part[:1] in "_." for part in name.split("/")):
             continue
         database, table = name.split("/")[:2]
