@@ -28,9 +28,8 @@ def main(argv: list[str] | None = None) -> int:
                              "$BINLAKE_BENCH_BIG_ROWS, else 2M x scale)")
     parser.add_argument("--baseline-rev", default=None,
                         help="also run `binlake decode` of this commit on the same files (the "
-                             f"rate the targets compare with; default {DEFAULT_REV}, the "
-                             "commit before issue 17's speed work; 'none' skips; --smoke skips "
-                             "unless given)")
+                             f"reference rate; default {DEFAULT_REV}, the fixed reference "
+                             "commit; 'none' skips; --smoke skips unless given)")
     parser.add_argument("--repeats", type=int, default=3, help="runs per peer (median)")
     parser.add_argument("--seed", type=int, default=20241121)
     parser.add_argument("--smoke", action="store_true",

@@ -1,11 +1,11 @@
-"""Another commit's binlake, to measure "today's rate" beside the checkout in the same run.
+"""Another commit's binlake, to measure a reference rate beside the checkout in the same run.
 
 ``python -m bench --baseline-rev REV`` exports REV's tree (``git archive``, so the checkout and
 its worktree are untouched) into the run's scratch directory and builds its native row decoder
 in place (``setup.py build_ext --inplace``, as a checkout used without installing does), so the
 baseline decodes as that commit did when installed. Its ``binlake decode`` then runs next to
-the checkout's on the same binlog files, with the same machine load: the ratio between the two
-is what issue 17's "≥ 3× today's rate" asks for. A commit whose extension does not build is
+the checkout's on the same binlog files, with the same machine load, so the ratio between the
+two compares the code alone. A commit whose extension does not build is
 measured with the pure-Python decoder, and that is said in the results (``native: false``).
 """
 
@@ -23,7 +23,7 @@ from .commands import Tree
 
 __all__ = ["BaselineError", "DEFAULT_REV", "prepare"]
 
-#: main when issue 17's speed work started (the "today" of its targets).
+#: The fixed reference commit the baseline figures are measured against.
 DEFAULT_REV = "514fb4f"
 _ROOT = Path(__file__).resolve().parent.parent
 

@@ -1,7 +1,7 @@
 """The python-mysql-replication peer: stream a binlog range and decode every row's values.
 
 Run by the benchmark with the peer's own venv interpreter, so it imports nothing from binlake.
-File/position mode (its MariaDB GTID mode never finishes a large dump, see issue 8). It reads
+File/position mode (its MariaDB GTID mode never finishes a large dump). It reads
 from ``--file``/pos 4 with BINLOG_DUMP_NON_BLOCK until the server's end of binlog, touches
 every decoded value, and prints one JSON line: rows, stream seconds, its peak RSS.
 

@@ -15,7 +15,7 @@ Order (each step only appends to the binlog, so what a step measures is exactly 
    ``mariadb-dump``, with a concurrent writer's commit latency (``bench/snapshot.py``);
 5. semi-sync commit latency with a real MariaDB replica, binlake ACKing on receive, binlake
    ACKing after landing, and no replica (asynchronous, the floor);
-6. the tables, issue 17's targets (PASS/MISS, never an assertion: bench/targets.py), and JSON
+6. the tables, the targets (PASS/MISS, never an assertion: bench/targets.py), and JSON
    under ``bench/results/`` (``python -m bench.report --readme`` turns it into docs/benchmarks.md's
    table).
 """

@@ -7,7 +7,7 @@ cells are NULL, as in real tables.
 
 Workloads (sizes at ``--scale 1``):
 
-``a_bulk_insert``   600k rows of the 8-column mixed table in 1000-row INSERTs (issue 17's (a))
+``a_bulk_insert``   600k rows of the 8-column mixed table in 1000-row INSERTs
 ``b_single_row``    the first 200k of those rows, one autocommit INSERT (= one transaction) each
 ``c_update``        UPDATEs of (a)'s first 200k rows, 1000 per statement, full before/after
                     images

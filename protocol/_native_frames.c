@@ -6,7 +6,7 @@
  * PacketCodec._payloads_one_pass) and the per-event loop of EventStream.feed_into (header
  * unpack, positions, CRC32, body slice, dispatch) were ~40% of the decode side's CPU: a dozen
  * bytecode lines per event. These two functions do the same work on the happy path only and
- * *stop* before anything else, which the Python code then takes as before (and raises its
+ * *stop* before anything else, which the Python code then takes over (and raises its
  * typed errors for): so every error is still the reference's, by construction.
  *
  *   split_payloads(buf, start, end, seq, check, limit, status) -> (payloads, pos, seq)

@@ -2,7 +2,7 @@
  *
  * The binlog stream builds one EventHeader (nine fields) per event. Through the class, even
  * with protocol/frozen.py's fast __init__, that is a call of the type, a Python frame and a
- * descriptor call per field: ~0.5 us, five times per one-row transaction. A maker stores the
+ * descriptor call per field, five times per one-row transaction. A maker stores the
  * values straight into the instance's slots, as the generated __init__ would.
  *
  *     make = maker(EventHeader, ("timestamp", ..., "next_position"))

@@ -41,8 +41,8 @@ from dataclasses import dataclass, field
 from typing import ClassVar
 
 # libsodium (PyNaCl) and cryptography are imported by the plugins that use them, on first use:
-# most connections authenticate with a hash alone, and the two took ~15 ms of every `binlake`
-# start-up.
+# most connections authenticate with a hash alone, and importing the two is a noticeable part
+# of every `binlake` start-up.
 from .errors import AuthError, InsecureTransport, MalformedPacket, UnsupportedAuthPlugin
 
 __all__ = [

@@ -2,10 +2,9 @@
 
 A frozen dataclass's generated ``__init__`` stores each field with
 ``object.__setattr__(self, name, value)`` (plain assignment would hit the frozen class's
-``__setattr__``, which raises). On CPython 3.11 that costs ~0.15 µs a field: an event header
-of nine fields took ~1.5 µs to build, and a one-row transaction builds a dozen such objects
-(headers, events, positions, GTIDs, transaction items) — about a tenth of the daemon's CPU on a
-stream of one-row transactions. :func:`fast_init` gives the class an equivalent ``__init__``
+``__setattr__``, which raises): a call through ``object.__setattr__`` per field, and a one-row
+transaction builds a dozen such objects (headers, events, positions, GTIDs, transaction items) —
+about a tenth of the daemon's CPU on a stream of one-row transactions. :func:`fast_init` gives the class an equivalent ``__init__``
 that stores through the slots' own descriptors (``Slot.__set__``), a third of the cost.
 
 The instances are the same: same fields, defaults, ``__post_init__`` call, immutability
@@ -88,8 +87,8 @@ def positional_maker(cls: type[_T], *, checked_by_caller: bool = False) -> Calla
     extension ``protocol._native_slots`` is built (and ``BINLAKE_NATIVE`` is not ``0``).
 
     For the hottest construction, once per binlog event: the maker takes every field,
-    positionally (defaults too), and stores it in its slot (~0.1 µs for nine fields instead
-    of ~0.5 µs). Only classes whose ``__init__`` does nothing else qualify: frozen, slotted,
+    positionally (defaults too), and stores it in its slot, with no Python frame or
+    descriptor call. Only classes whose ``__init__`` does nothing else qualify: frozen, slotted,
     no ``__post_init__``, no keyword-only or factory fields; anything else gets ``cls``.
     ``checked_by_caller``: a ``__post_init__`` that only validates does not disqualify the
     class, for a caller whose values hold its invariants by construction (e.g. integers a

@@ -587,7 +587,8 @@ def _secret_patterns(quoted: str) -> tuple[re.Pattern[str], ...]:
 @functools.cache
 def _all_secret_patterns() -> tuple[re.Pattern[str], ...]:
     """Both readings' patterns, compiled at the first statement that may hold a secret: their
-    compilation (case-insensitive, with long character classes) was ~9 ms of every start-up."""
+    compilation (case-insensitive, with long character classes) is a noticeable part of a
+    start-up, and most runs never see such a statement."""
     return _secret_patterns(_QUOTED["escapes"]) + _secret_patterns(_QUOTED["no_escapes"])
 
 

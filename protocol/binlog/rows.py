@@ -91,8 +91,8 @@ PARTIAL_JSON_UPDATES = 1  # value_options bit in PARTIAL_UPDATE_ROWS
 _MAX_CACHED_SHAPES = 64
 
 #: Compiled decoder code by its source text: tables of the same column types (shards, one table
-#: per tenant: thousands of them) generate the same source, and compiling it (~1-3 ms) was most
-#: of a new table's decoding cost. The per-table constants live in each decoder's namespace,
+#: per tenant: thousands of them) generate the same source, and compiling it is most of a new
+#: table's decoding cost. The per-table constants live in each decoder's namespace,
 #: not in the code, so sharing it is safe.
 _COMPILED: dict[str, Any] = {}
 _MAX_COMPILED = 512

@@ -10,8 +10,8 @@ The handler must be in place before anything slow happens, so :mod:`replica.cli`
 :func:`install_when_launched` as its very first statement — before its own imports, which take
 a few hundred milliseconds (trio alone is most of it). This module therefore imports nothing
 but the standard library's ``signal``, ``os`` and ``sys``. What remains unprotected is the
-interpreter's own start-up before binlake's first line runs (56–100 ms from ``exec`` on a busy
-2-core machine; the handler used to come 0.3–0.6 s in).
+interpreter's own start-up before binlake's first line runs, a small fraction of the time the
+imports take.
 """
 
 from __future__ import annotations

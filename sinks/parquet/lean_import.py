@@ -7,7 +7,7 @@ Parquet), yet numpy's import was a quarter of ``binlake run``'s start-up CPU: ~0
 ``binlake snapshot``. pyarrow supports running without numpy (it then only refuses the numpy
 conversions), so :func:`import_pyarrow_lean` imports it with numpy hidden — and only numpy's
 import by pyarrow: afterwards ``import numpy`` works as usual for anything else. cloudpickle is
-hidden the same way (~5 ms): pyarrow only prefers it to the standard pickle for pickling Python
+hidden the same way (its import costs start-up time too): pyarrow only prefers it to the standard pickle for pickling Python
 objects it holds, which landing never does.
 
 Only the commands that land and never hand Arrow data to pandas or Spark call it (see

@@ -10,7 +10,7 @@ or NULL (absent from an image) is gathered and concatenated in C and wrapped wit
 a snapshot chunk — wraps that image's chunk as it is, without the copy). Any other column (a type the native
 decoder does not cover, a value it leaves to Python: a zero date, a string that is not
 well-formed in its charset) gathers the Python values with C-speed ``list.extend`` and is
-converted with a single ``pa.array`` call, as before — the same array either way
+converted with a single ``pa.array`` call — the same array either way
 (tests/unit/test_native_arrow.py). Every column of a batch is gathered in one C call
 (``native_batch.gather_all``), and the metadata columns that vary per event (``_seq``, ``_row``, the
 GTID's parts, ``_binlog_file``/``_pos``, ``_commit_ts``) are filled in another
@@ -61,7 +61,8 @@ _IOTA: pa.Array = pa.array(range(8192), _INT64)  # 0, 1, 2, …: sliced for ``_r
 _IDENTITY: dict[int, tuple[int, ...]] = {}  # width → (0, 1, …, width - 1)
 _NO_NAMES: list[str] = []  # shared, never mutated
 # Arrow's compute functions called directly: ``pyarrow.compute`` wraps all ~290 of them in
-# Python functions with generated docstrings at import, ~20 ms of every start-up for two.
+# Python functions with generated docstrings at import, a noticeable part of every start-up,
+# for the two this module needs.
 _run_end_decode = get_function("run_end_decode").call
 _add_function = get_function("add")
 _INSERT = RowsKind.INSERT
@@ -218,7 +219,7 @@ _OP_SCALARS = {op: pa.scalar(op, _STRING) for op in ("I", "U", "D", "R")}
 
 
 #: Up to this many rows a run-length column is expanded by Python into a plain list: a batch of
-#: a few rows (one table's share of a flush over thousands of tables) otherwise pays ~40 us per
+#: a few rows (one table's share of a flush over thousands of tables) otherwise pays more per
 #: column for the run-end arrays and Arrow's decode call.
 SMALL_EXPAND = 256
 
@@ -601,8 +602,8 @@ def _op_spec(op: str, count: int) -> tuple[Any, ...]:
 class Exported:
     """A small batch left in the C data interface (``native_batch.export_batch``), not imported into
     pyarrow: what a flush's small file needs, handed to the native writer's pool as it is
-    (``files.NativeFiles``). Importing it (~10 us) and exporting it again for the pool (~16 us)
-    were a tenth of the flush's thread time over 2,000 tables (issue 17). ``array``: the
+    (``files.NativeFiles``). Importing it and exporting it again for the pool were a tenth of
+    the flush's thread time over 2,000 tables. ``array``: the
     ``arrow_array`` capsule (it owns the rows: freed with it, on whichever thread lets go of it
     last, holding the GIL); ``size``: an upper bound of the rows' bytes (the export's block).
     :meth:`batch` imports it when pyarrow is to write the file after all — once: the import

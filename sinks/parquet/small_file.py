@@ -1,18 +1,18 @@
 """A small Parquet file written natively: a flush over thousands of tables writes thousands.
 
-Writing a 50-row file of eight columns (30 Parquet column chunks with ``_before`` and
-``_missing``) cost pyarrow ~0.5 ms of CPU — a writer set up per file and ~12 us per column
-chunk — in the flush's writer threads (``files.py``), where 2,000 of them competed with the
-daemon's thread for the machine's two cores (issue 17). ``_native_parquet.c`` writes the same
-file in ~35 us: one row group, one PLAIN data page per column chunk, uncompressed (the codec
+pyarrow sets up a writer per file and pays a fixed cost per column chunk (a 50-row file of
+eight columns is 30 Parquet column chunks with ``_before`` and ``_missing``), in the flush's
+writer threads (``files.py``), where thousands of such files compete with the daemon's thread
+for the machine's cores. ``_native_parquet.c`` writes the same file for a small fraction of
+that CPU: one row group, one PLAIN data page per column chunk, uncompressed (the codec
 a small file gets by default, ``SinkOptions.small_file_compression``), levels bit-packed.
 
 pyarrow stays the reference and does the part that carries the meaning: the footer's schema,
 created_by and column orders are copied verbatim from a file pyarrow writes with no rows for the
-same fields (:func:`template`, ~175 us, made once per set of fields: tables of one definition
+same fields (:func:`template`, made once per set of fields: tables of one definition
 share it, :data:`TEMPLATES` kept), so every type and logical annotation is pyarrow's; the
 key-value metadata is made as pyarrow makes it — the schema's own, then ``ARROW:schema``, the
-base64 of the schema's IPC serialization, field metadata included (~20 us); the native code
+base64 of the schema's IPC serialization, field metadata included (also made once); the native code
 adds the row group. It covers every type the sink lands (``types.arrow_type_for``: BOOL,
 BIT and TIME land as integers) — integers, FLOAT/DOUBLE, DECIMAL <= 38 digits, DATE,
 microsecond timestamps, strings and binaries, a struct of those (``_before``), a list of those
@@ -140,8 +140,8 @@ def constants(schema: pa.Schema, fields: pa.Schema | None = None
               ) -> tuple[bytes, tuple[tuple[bytes, bytes], ...]]:
     """The template and key-value metadata of ``schema`` — the same object each time, a table
     version's — made once, not per file: serializing the schema twice (the template's key and
-    ``ARROW:schema``) and the base64 were ~60 us of every small file's ~150 on the flush's
-    thread (issue 17). ``fields``: ``schema``'s fields as one object shared by the tables of
+    ``ARROW:schema``) and the base64 were a large part of every small file's cost on the
+    flush's thread. ``fields``: ``schema``'s fields as one object shared by the tables of
     the same fields (``TableVersion.fields_schema``), whose template is then found by its
     identity, not by serializing the fields. For the flush's thread only."""
 

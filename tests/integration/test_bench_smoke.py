@@ -89,7 +89,7 @@ def test_bench_smoke(tmp_path: Path) -> None:
         assert semi[config]["commits"] > 0
         assert all(r["no_tx"] == 0 and r["yes_tx"] > 0 for r in semi[config]["rounds"]), config
     assert "binlake run (end to end)" in stdout  # the tables were printed
-    assert "issue 17 targets" in stdout
+    assert "speed and memory targets" in stdout
 
     readme = subprocess.run([sys.executable, "-m", "bench.report", "--readme", os.fspath(path)],
                             cwd=ROOT, capture_output=True, text=True, check=True).stdout

@@ -1,11 +1,11 @@
-"""Legacy charsets decode to exactly what the server's conversion returns (issue 15, point 2).
+"""Legacy charsets decode to exactly what the server's conversion returns.
 
 Table-driven, per flavor: for every charset the server has, every byte of the single-byte ones
 and a sample of each multi-byte charset's well-formed sequences plus every sequence the
 generated tables override (``protocol/binlog/_charset_tables.py``, from
 ``python -m tests.charset_derive``) are converted by the server, ``HEX(CONVERT(CONVERT(X'..'
 USING cs) USING utf8mb4))``, 1,500 per query, and compared with binlake's decoder. Then the
-named mismatches of the issue go through a real binlog (INSERT, decoded from the server's
+known mismatches (below) go through a real binlog (INSERT, decoded from the server's
 files) and must equal ``SELECT``. Size: ``BINLAKE_CHARSET_SAMPLE`` sequences per multi-byte
 charset (default 1,500; ``0`` = all, as the generator does).
 """
@@ -61,7 +61,8 @@ def test_decoders_equal_server_conversion(server: ServerHandle) -> None:
     assert checked >= 256 * len(SINGLE_BYTE) + multi * 128
 
 
-# The issue's named mismatches (server spelling, stored bytes) and a few neighbours.
+# Known mismatches between Python's codecs and the server (server spelling, stored bytes), and
+# a few neighbours.
 CASES = [
     ("sjis", "815f5c41"),              # \ (not U+FF3C), \, A
     ("cp932", "815f"),
@@ -90,7 +91,7 @@ def test_named_mismatches_through_the_binlog(server: ServerHandle) -> None:
         row = events[0].rows_after()[0]
         decoded = [row[f"c{i}"] for i in range(len(cases))]
         assert decoded == selected
-        # and the spellings the issue names
+        # and the spellings named above
         by_charset = dict(zip((cs for cs, _ in cases), decoded, strict=True))
         assert by_charset["sjis"] == "\\\\A"
         assert by_charset["eucjpms"] == "①ⅰ～∥￠￡￢"

@@ -9,7 +9,8 @@
 * logs: catch-up progress lines and a stop summary with exact counts, one line when the
   connection is lost and one when it is back, no Python enum names, the fatal error as the last
   line of ``log.file``;
-* ``lake.flush_interval`` below the old fixed 0.5 s tick is honoured.
+* ``lake.flush_interval`` below half a second is honoured (a row lands sooner than a fixed
+  0.5 s tick would land it).
 
 Private servers (``server_factory``) wherever the test counts transactions or restarts the server:
 other tests' writes on a shared server would move the figures.
@@ -408,4 +409,4 @@ def test_fatal_error_is_the_last_line_of_the_log_file(mariadb_10_11: ServerHandl
         assert record["message"].startswith("AccessDenied: ") and record["fix"], record
     else:
         assert " ERROR   binlake: AccessDenied: " in last and "fix=" in last, last
-    assert "AccessDenied" in daemon.stderr()  # and on stderr, as before
+    assert "AccessDenied" in daemon.stderr()  # and on stderr too

@@ -1,4 +1,4 @@
-"""``binlake decode`` edge cases on real servers (issue 15): years before 1000 in every textual
+"""``binlake decode`` edge cases on real servers: years before 1000 in every textual
 format, and the one-time stderr notice when a binlog carries no row metadata."""
 
 from __future__ import annotations

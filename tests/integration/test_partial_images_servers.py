@@ -1,4 +1,4 @@
-"""Row images without a full before/after (issue 15, points 1 and 3), on real servers.
+"""Row images without a full before/after, on real servers.
 
 * A primary-key change under ``binlog_row_image=MINIMAL``/``NOBLOB`` lands as D(old key) +
   I(new key, ``_before`` = the old row): Spark's ``read_current_state`` carries the columns the

@@ -1,4 +1,4 @@
-"""The schema source on real servers without binlog_row_metadata=FULL (issue 5): the daemon lands
+"""The schema source on real servers without binlog_row_metadata=FULL: the daemon lands
 column names, unsigned integers, utf8 strings and ENUM/SET labels from information_schema, and
 an ALTER in the stream never gives yesterday's events today's column list."""
 

@@ -1,4 +1,4 @@
-"""Same values either way (issue 14): a table's existing rows read by a snapshot land with
+"""Same values either way: a table's existing rows read by a snapshot land with
 exactly the Arrow types and values the same rows get when they arrive through the binlog.
 
 Per server: every family of the type matrix (``test_type_matrix.families``: integers, BIT,

@@ -85,7 +85,7 @@ def test_readme_table_from_the_json() -> None:
                         "29k (4.8× peer, 0.48× C) | - | - |")
     assert "| binlake run end to end on (a) >= 10x python-mysql-replication | 10.50x | PASS | " \
         "10.50x |" in lines
-    assert "| binlake run peak RSS on (a)-(d) <= 157 MiB (no worse than before issue 17) | " \
+    assert "| binlake run peak RSS on (a)-(d) <= 157 MiB | " \
         "160 MiB | MISS |  |" in lines
     assert lines[-3] == ("`binlake run` over an empty binlog range (interpreter start, connect, "
                          "stop) takes 0.61 s; it is part of every `binlake run` figure above.")

@@ -1,4 +1,4 @@
-"""Server-free checks of the server-derived charset decoders and the JSON diff text (issue 15);
+"""Server-free checks of the server-derived charset decoders and the JSON diff text;
 ``tests/integration/test_charsets_servers.py`` checks the decoders against the servers."""
 
 from __future__ import annotations

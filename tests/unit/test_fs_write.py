@@ -1,8 +1,7 @@
 """``commit.OS.write`` leaves a file holding exactly the bytes written, without ``O_TRUNC``.
 
 The flush's files are made empty ahead (``trees.py``); opening them with ``O_TRUNC`` armed
-ext4's ``auto_da_alloc``, whose ``close`` then started writeback on the flush's critical path
-(issue 17). The write cuts only what a longer old content leaves behind.
+ext4's ``auto_da_alloc``, whose ``close`` then starts writeback on the flush's critical path. The write cuts only what a longer old content leaves behind.
 """
 
 from __future__ import annotations

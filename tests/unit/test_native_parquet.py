@@ -807,7 +807,7 @@ def test_small_parts_reach_the_pool_unimported_and_land_the_same_bytes(tmp_path,
     assert len(exported) == 40
     assert sum(pq.read_metadata(path).num_rows for path in exported) == 240
 
-    with monkeypatch.context() as patch:  # the batch imported first, as before rows.Exported
+    with monkeypatch.context() as patch:  # the batch imported into pyarrow first
         patch.setattr(W, "rows_export", lambda version, group: R.rows_batch(version, group, True))
         before = land(str(tmp_path / "imported"), items)
     assert unimported == [True] * 40 + [False] * 40 and imported == []

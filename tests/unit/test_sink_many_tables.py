@@ -1,4 +1,4 @@
-"""A flush over many tables (issue 17): its files are written side by side, and stay crash-safe.
+"""A flush over many tables: its files are written side by side, and stay crash-safe.
 
 The sink writes each table's file whole in writer threads (``sinks/parquet/files.py``), small
 files with the cheap codec; a write that fails breaks the sink before anything becomes visible,

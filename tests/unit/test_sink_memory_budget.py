@@ -1,6 +1,6 @@
 """The sink's memory budget counts rows decoded into Arrow chunks at their buffers' real size
-(buffer.estimate), so a text or binary column counts what it holds — it used to count 12 bytes
-per value whatever the value — and a transaction of big values spills as soon as the budget
+(buffer.estimate), so a text or binary column counts what it holds, not a fixed size per value whatever the
+value — and a transaction of big values spills as soon as the budget
 says, not thousands of rows later."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""A flush over many tables makes its files durable with one ``syncfs`` (issue 17).
+"""A flush over many tables makes its files durable with one ``syncfs``.
 
 ``commit._OsFileSystem`` replaces the ``fsync`` of each of at least ``SYNCFS_AT`` paths by one
 ``syncfs(2)`` on a descriptor the sink opened on the lake before writing (its docstring says
