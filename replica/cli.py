@@ -45,7 +45,6 @@ from protocol import errors
 from replica.config import Config, ConfigError, load_config, peek_key
 from replica.core.backoff import is_permanent
 from sinks.errors import (
-    CompactionUnsupported,
     LakeError,
     LakeFormatTooNew,
     LakeLocked,
@@ -357,7 +356,7 @@ def hint_for(exc: BaseException) -> str | None:
     if isinstance(exc, ConfigError):
         return exc.hint
     if isinstance(exc, LakeError | LakeLocked | LakeFormatTooNew | TransformRefused
-                  | StoreRefused | CompactionUnsupported):
+                  | StoreRefused):
         return exc.fix
     if isinstance(exc, StoreUnavailable):
         return ("the object store did not answer or asked to slow down, and the retries ran "
@@ -374,8 +373,7 @@ def hint_for(exc: BaseException) -> str | None:
 
 def exit_code_for(exc: BaseException) -> int:
     # the wrong binlake for this lake; a column rule its column refuses
-    if isinstance(exc, ConfigError | LakeFormatTooNew | TransformRefused
-                  | CompactionUnsupported):
+    if isinstance(exc, ConfigError | LakeFormatTooNew | TransformRefused):
         return EXIT_USAGE
     if isinstance(exc, LakeError | LakeLocked | StoreRefused):
         return EXIT_LAKE

@@ -28,7 +28,8 @@ transaction spilled past the memory budget, an XA PREPARE's staged rows) sets
 
 Errors: every failure of the lake is a :class:`~sinks.errors.SinkError` (re-exported here):
 :class:`LakeError` (the lake refused a write; the sink is broken and lands nothing more),
-:class:`LakeLocked` (another writer holds the lake).
+:class:`LakeLocked` (another writer holds the lake), :class:`StoreRefused` (an object store
+refused an operation no retry can cure: exit 4).
 """
 
 from __future__ import annotations
@@ -44,7 +45,7 @@ from protocol.failover import ServerIdentity
 from protocol.gtid import GtidSet
 
 from .chunks import SnapshotChunk
-from .errors import LakeError, LakeLocked, SinkError
+from .errors import LakeError, LakeLocked, SinkError, StoreRefused
 from .parquet.commit import Checkpoint
 from .parquet.snapshot_progress import FilterRecord, SnapshotProgress, TableProgress
 from .stats import SinkStats
@@ -56,7 +57,7 @@ else:
 
 __all__ = ["Checkpoint", "CommitOutcome", "FilterRecord", "Flushed", "LakeError", "LakeLocked",
            "Pending", "Sink", "SinkError", "SinkStats", "SnapshotChunk", "SnapshotProgress",
-           "StagedSnapshot", "TableProgress"]
+           "StagedSnapshot", "StoreRefused", "TableProgress"]
 
 
 class CommitOutcome(enum.Enum):

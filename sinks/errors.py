@@ -199,22 +199,6 @@ class LakeFenced(LakeLocked):
                 "the other resumes from the lake's last commit")
 
 
-class CompactionUnsupported(SinkError):
-    """The daemon's own compaction (``lake.compact_interval``) asked of a lake on object
-    storage, which ``binlake compact`` compacts instead: refused before anything is read or
-    written."""
-
-    def __init__(self, lake: str) -> None:
-        super().__init__(f"the lake {lake} is on object storage, which the daemon does not "
-                         "compact in the background")
-        self.lake = lake
-
-    @property
-    def fix(self) -> str:
-        return ("leave lake.compact_interval unset for a lake on object storage and run "
-                "`binlake compact` beside the daemon (from cron, say)")
-
-
 class StreamBehindCompaction(SinkError):
     """A streaming query's checkpoint has not read daemon files that compaction has since
     replaced: restarting it would silently skip their rows, so it is refused instead."""

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import os
 import time
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from .errors import CompactionUnsupported
 from .parquet.allocator import prefer_jemalloc
 from .parquet.layout import COMPACT_LOCK, SNAPSHOT_REQUESTS_DIR
 
@@ -110,12 +110,24 @@ def recover_compaction_if_idle(lake_dir: str) -> bool | None:
     return recover_if_idle(lake_dir)
 
 
-def compact_lake(lake_dir: str, options: CompactOptions | None = None) -> CompactStats:
-    """``binlake compact``'s compaction of a lake on disk (safe beside the daemon's landing);
-    the daemon's background compaction, refused for a lake on object storage (``binlake
-    compact`` compacts those with ``sinks.objectstore.compact``)."""
+def compact_lake(lake_dir: str, options: CompactOptions | None = None, *,
+                 s3: S3Settings | None = None, object_store: ObjectStore | None = None,
+                 stop: Callable[[], bool] | None = None) -> CompactStats:
+    """One compaction of the lake, as ``binlake compact`` runs it (safe beside the daemon's
+    landing); the daemon's background compaction. A directory is compacted by swapping
+    partitions (``sinks.parquet.compact``); an ``s3://`` lake by one commit record taken beside
+    the writer without its lease (``sinks.objectstore.compact``: ``object_store``, else one
+    built from ``s3``), which the writer steps over as it does a ``binlake compact``'s, whether
+    it runs in this process or another. ``stop``: asked between the files a compaction on
+    object storage writes; once true, the run removes them and commits nothing."""
     if is_object_url(lake_dir):
-        raise CompactionUnsupported(lake_dir)
+        from .objectstore.compact import compact_store
+
+        if object_store is None:
+            from .objectstore.s3 import S3Settings, open_store
+
+            object_store = open_store(lake_dir, s3 if s3 is not None else S3Settings())
+        return compact_store(object_store, lake_dir, options, stop=stop)
     from .parquet.compact import compact_lake as compact
 
     return compact(lake_dir, options)

@@ -30,9 +30,11 @@ import contextlib
 import logging
 import re
 import signal
+import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, replace
+from typing import TypeVar
 
 import trio
 
@@ -84,7 +86,7 @@ from replica.observe.progress import (
     format_duration,
     format_summary,
 )
-from sinks.contract import FilterRecord, Sink, TableProgress
+from sinks.contract import FilterRecord, Sink, StoreRefused, TableProgress
 from sinks.factory import (
     COMPACT_LOCK,
     build_sink,
@@ -94,6 +96,8 @@ from sinks.factory import (
 )
 
 log = logging.getLogger("binlake.daemon")
+
+_T = TypeVar("_T")
 
 #: Seconds between reads of the server's end (for the lag), at most.
 SERVER_END_INTERVAL = 2.0
@@ -317,19 +321,33 @@ class Daemon:
 
     async def _compact_in_background(self) -> None:
         """``lake.compact_interval``: the same compaction as ``binlake compact``, in a worker
-        thread (it swaps partitions under the publish lock, so landing goes on meanwhile).
-        A failed run is logged and retried at the next interval: landing matters more."""
+        thread, so landing goes on meanwhile. On disk it swaps partitions under the publish
+        lock. On object storage it is one commit record taken beside the writer without its
+        lease, which the writer steps over exactly as it does a ``binlake compact`` process's
+        (nothing is shared in-process: the log's conditional creates decide); its first run
+        comes at start, as that is where a killed compaction's files are removed there (a
+        compaction's first step). A failed run is logged and retried at the next interval —
+        landing matters more — except a store's permanent refusal, which stops the daemon
+        (exit 4) as any lake error does."""
         from replica.commands.compact import options_from
 
+        lake = self.config.lake
         options = options_from(self.config)
+        wait = not lake.on_object_store
         while True:
-            await trio.sleep(self.config.lake.compact_interval)
+            if wait:
+                await trio.sleep(lake.compact_interval)
+            wait = True
             try:
-                stats = await trio.to_thread.run_sync(
-                    compact_lake, self.config.lake.path, options, abandon_on_cancel=True)
+                stats = await _in_thread(
+                    lambda stop: compact_lake(lake.path, options, s3=lake.s3.settings(),
+                                              stop=stop),
+                    wait_on_cancel=lake.on_object_store)
+            except StoreRefused:
+                raise
             except Exception as exc:  # noqa: BLE001 - reported, retried next interval
                 log.warning("background compaction failed (retried in %.0f s): %s",
-                            self.config.lake.compact_interval, exc)
+                            lake.compact_interval, exc)
                 continue
             if stats.partitions:
                 log.info("compacted %d partitions: %d files -> %d", stats.partitions,
@@ -852,6 +870,29 @@ class Daemon:
             changed = True
         if changed:
             self.snapshots.set_state(state)
+
+
+async def _in_thread(work: Callable[[Callable[[], bool]], _T], *, wait_on_cancel: bool) -> _T:
+    """``work(stop)`` in a worker thread. Cancelled: with ``wait_on_cancel`` its ``stop()``
+    turns true and the thread is waited for (the background compaction on object storage
+    removes the files it wrote before any record names them, so a clean stop leaves no object
+    outside the log); without, the thread is abandoned (a compaction on disk is crash-safe:
+    the next start recovers it)."""
+    stopping = threading.Event()
+
+    async def stop_when_cancelled() -> None:
+        try:
+            await trio.sleep_forever()
+        finally:
+            stopping.set()
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(stop_when_cancelled)
+        try:
+            return await trio.to_thread.run_sync(work, stopping.is_set,
+                                                 abandon_on_cancel=not wait_on_cancel)
+        finally:
+            nursery.cancel_scope.cancel()
 
 
 async def _read_only(conn: Connection) -> bool:

@@ -46,7 +46,7 @@ import re
 import secrets
 import time
 from collections import defaultdict
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -68,11 +68,17 @@ _OUTPUT = re.compile(r"/compacted-g(\d+)-\d+-\d+-c[0-9a-f]+\.parquet$")
 
 
 def compact_store(store: ObjectStore, url: str, options: CompactOptions | None = None,
-                  now: float | None = None, retry: Retry | None = None) -> CompactStats:
+                  now: float | None = None, retry: Retry | None = None,
+                  stop: Callable[[], bool] | None = None) -> CompactStats:
     """Compact every partition of the lake at ``url`` whose files are old enough, in one
     compaction record; delete what earlier compactions replaced once ``grace`` has passed.
-    Safe beside a running writer and another compaction (module docstring)."""
+    Safe beside a running writer and another compaction (module docstring).
+
+    ``stop`` (the daemon's background compaction: true once the daemon is stopping) is asked
+    before each output file is written: once it is true the run deletes the outputs it wrote
+    and returns without a record, so a clean stop leaves no object outside the log."""
     options = options or CompactOptions()
+    stopping = stop or (lambda: False)
     retry = retry or Retry()
     clock = time.time() if now is None else now
     run = secrets.token_hex(4)
@@ -88,12 +94,22 @@ def compact_store(store: ObjectStore, url: str, options: CompactOptions | None =
     for partition, inputs in sorted(_partitions(live).items()):
         if len(inputs) < 2 or not _old_enough(store, inputs, options.min_age, clock):
             continue
-        outputs, rows = _rewrite(store, partition, inputs, base, run, options)
+        if stopping():
+            break
+        outputs, rows = _rewrite(store, partition, inputs, base, run, options, stopping)
+        if stopping():
+            adds += outputs
+            break
         if not outputs:
             continue
         adds += outputs
         removes += inputs
         stats.count(partition, len(inputs), len(outputs), rows)
+    if adds and stopping():
+        retry.call("removing a stopped compaction's files", lambda: store.delete_many(adds))
+        log.info("compaction of %s stopped before its record: its %d files removed", url,
+                 len(adds))
+        return CompactStats()
     if adds and _commit(store, url, base, adds, removes, clock, run, retry) is None:
         retry.call("removing an abandoned compaction's files", lambda: store.delete_many(adds))
         log.info("compaction of %s abandoned: another compaction replaced some of its inputs "
@@ -148,9 +164,10 @@ def _newest_commit(store: ObjectStore, key: str) -> float | None:
 
 
 def _rewrite(store: ObjectStore, partition: str, inputs: list[str], base: int, run: str,
-             options: CompactOptions) -> tuple[list[str], int]:
+             options: CompactOptions, stopping: Callable[[], bool]) -> tuple[list[str], int]:
     """Write the compacted files of ``inputs``; ([], 0) if their schemas differ (the daemon
-    never does that within a partition)."""
+    never does that within a partition). Once ``stopping()`` is true no further file is
+    written: the caller deletes what was."""
     tables = []
     for key in inputs:
         with store.open_input(key) as stream:
@@ -166,7 +183,7 @@ def _rewrite(store: ObjectStore, partition: str, inputs: list[str], base: int, r
     per_file = max(1, int(merged.num_rows * options.target_size
                           / max(1, merged.nbytes)))  # rows per output of about target_size
     per_group = max(1, int(merged.num_rows * ROW_GROUP_BYTES / max(1, merged.nbytes)))
-    while offset < merged.num_rows:
+    while offset < merged.num_rows and not stopping():
         piece = merged.slice(offset, per_file)
         first_seq = int(piece.column("_seq")[0].as_py())
         name = L.compacted_file(partition, base, first_seq, len(outputs))

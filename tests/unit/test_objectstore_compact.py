@@ -140,3 +140,23 @@ def test_a_running_compaction_fenced_by_a_sweep_abandons(published, monkeypatch)
     assert [r for r in read_records(store) if r.compaction and r.adds] == []
     assert not [i.key for i in store.list("") if "compacted-" in i.key]
     assert lake_rows(store) == rows(published.lake)
+
+
+def test_a_stopped_compaction_removes_its_files_and_commits_nothing(published, monkeypatch):
+    store = published.store
+    newest = CommitLog(store).newest_number()
+    stopped = False
+    real_rewrite = C._rewrite
+
+    def rewrite_then_stop(*args, **kwargs):  # noqa: ANN002, ANN003, ANN202 - the daemon stops
+        nonlocal stopped
+        written = real_rewrite(*args, **kwargs)
+        stopped = True
+        return written
+
+    monkeypatch.setattr(C, "_rewrite", rewrite_then_stop)
+    stats = C.compact_store(store, URL, NOW, now=1000.0, stop=lambda: stopped)
+    assert (stats.partitions, stats.files_in) == (0, 0)
+    assert CommitLog(store).newest_number() == newest
+    assert [i.key for i in store.list("") if "compacted-" in i.key] == []
+    assert lake_rows(store) == rows(published.lake) and len(data_keys(store)) == 12

@@ -168,10 +168,10 @@ def _dead_pid_one(monkeypatch: pytest.MonkeyPatch) -> None:
                         and here.pid != 1)
 
 
-def test_the_stores_refusals_exit_4_and_compaction_is_refused_with_exit_2() -> None:
+def test_the_stores_refusals_exit_4() -> None:
     from replica.cli import exit_code_for, hint_for
-    from sinks.errors import CompactionUnsupported, LakeFenced, LakeLeased, StoreRefused
-    from sinks.factory import compact_lake, recover_compaction_if_idle
+    from sinks.errors import LakeFenced, LakeLeased, StoreRefused
+    from sinks.factory import recover_compaction_if_idle
 
     refused = StoreRefused("PUT", "s3://bucket/lake/_log/x", "403 AccessDenied",
                            fix="grant the key s3:PutObject on bucket")
@@ -179,7 +179,4 @@ def test_the_stores_refusals_exit_4_and_compaction_is_refused_with_exit_2() -> N
     for held in (LakeLeased(URL, URL + "/_lease.json", "pid 7 on host", 30.0),
                  LakeFenced(URL, URL + "/_log/00000000000000000003.json")):
         assert exit_code_for(held) == 4 and "binlake run" in (hint_for(held) or "")
-    with pytest.raises(CompactionUnsupported) as unsupported:
-        compact_lake(URL)
-    assert exit_code_for(unsupported.value) == 2
     assert recover_compaction_if_idle(URL) is None
