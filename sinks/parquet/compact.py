@@ -11,9 +11,10 @@ The switch is one atomic step that readers and the daemon cannot observe half-do
 1. under ``<lake>/_compact.lock`` (one compaction at a time; never the daemon's writer lock),
    a new partition directory is built in ``<lake>/_compact_staging/g<gen>/…``: the compacted
    files (written, ``fsync``-ed) plus hard links to files it keeps (earlier compacted files);
-2. ``<db>/<table>/_compacted/g<gen>-….json`` (kept: which daemon files the generation
-   replaced, for ``stream_changes``) and ``<lake>/_compact.json`` (the commit record) are
-   written;
+2. ``<lake>/_compact.json`` (the commit record) is written, then
+   ``<db>/<table>/_compacted/g<gen>-….json`` (kept: which daemon files the generation
+   replaced, for ``stream_changes``), its directory made durable with it: a recovery that finds
+   the commit record and no swap drops the kept record, and a swapped partition always has it;
 3. holding ``<lake>/_publish.lock`` exclusively (the daemon holds it shared while it renames
    files into partitions) the partition is checked to hold exactly the inputs, and the staged
    directory and the live one are exchanged (:meth:`~sinks.storage.Storage.exchange`, locally
@@ -52,7 +53,7 @@ import pyarrow.parquet as pq
 from ..errors import SinkError
 from ..storage import Storage
 from . import layout as L
-from .commit import OS, dumps, fsync_path, publish_lock, replace_atomically
+from .commit import OS, dumps, ensure_dir, fsync_path, publish_lock, replace_atomically
 from .pins import PIN_LIFETIME, purge_pins
 from .state import check_lake
 from .status import table_dirs
@@ -182,6 +183,9 @@ def _next_generation(lake: str, storage: Storage) -> int:
 
 # --- recovery and the trash ----------------------------------------------------------------------
 
+#: What a compaction killed while replacing its commit record or the generation counter leaves.
+_TEMPORARY = (L.COMPACT_MANIFEST + ".tmp", L.COMPACT_GENERATION + ".tmp")
+
 
 def recover_compaction(lake: str, storage: Storage = OS) -> None:
     """Finish what a killed compaction left (call under the compaction lock).
@@ -190,9 +194,9 @@ def recover_compaction(lake: str, storage: Storage = OS) -> None:
     goes to the trash. Otherwise it did not: the staged files are simply dropped. Either way
     no reader ever saw both."""
     manifest = os.path.join(lake, L.COMPACT_MANIFEST)
-    tmp = manifest + ".tmp"
-    if storage.exists(tmp):
-        storage.remove(tmp)
+    for tmp in _TEMPORARY:
+        if storage.exists(os.path.join(lake, tmp)):
+            storage.remove(os.path.join(lake, tmp))
     if storage.exists(manifest):
         record = CompactionRecord.read(manifest, storage)
         live = os.path.join(lake, record.partition)
@@ -218,7 +222,7 @@ def recover_if_idle(lake: str, storage: Storage = OS) -> bool | None:
     (it holds ``_compact.lock`` and finishes that itself). ``None``: nothing was left;
     ``True``: cleaned up; ``False``: left to the running compaction. Never waits."""
     lake = os.path.abspath(lake)
-    leftovers = [p for p in (L.COMPACT_MANIFEST, L.COMPACT_MANIFEST + ".tmp", L.COMPACT_STAGING)
+    leftovers = [p for p in (L.COMPACT_MANIFEST, L.COMPACT_STAGING, *_TEMPORARY)
                  if storage.exists(os.path.join(lake, p))]
     if not leftovers:
         return None
@@ -245,10 +249,15 @@ def purge_trash(lake: str, grace: float, now: float, storage: Storage = OS) -> i
 
 
 def _drop_record(lake: str, partition: str, generation: int, storage: Storage) -> None:
-    """Forget the record of a compaction that did not swap (its inputs are still live)."""
+    """Forget the record of a compaction that did not swap (its inputs are still live), and
+    its temporary file if it was being written."""
     path = os.path.join(lake, L.compaction_record(partition, generation))
-    if storage.exists(path):
-        storage.remove(path)
+    removed = False
+    for leftover in (path, path + ".tmp"):
+        if storage.exists(leftover):
+            storage.remove(leftover)
+            removed = True
+    if removed:
         fsync_path(os.path.dirname(path), storage)
 
 
@@ -356,12 +365,15 @@ def compact_partition(lake: str, partition: str, generation: int, options: Compa
         storage.link(os.path.join(live, name), os.path.join(staged, name))
     fsync_path(staged, storage)
     record = CompactionRecord(generation, partition, tuple(inputs), tuple(outputs))
-    kept_path = os.path.join(lake, L.compaction_record(partition, generation))
-    storage.makedirs(os.path.dirname(kept_path))
-    replace_atomically(kept_path, dumps(record.to_json()), storage)
+    # The commit record first: from here on a recovery knows this compaction, and drops its
+    # record below if the swap did not happen. The record and its directory (new at a table's
+    # first compaction) are durable before the swap, so a swapped partition never lacks it.
     manifest = os.path.join(lake, L.COMPACT_MANIFEST)
     replace_atomically(manifest, dumps(CompactionRecord(
         generation, partition, tuple(inputs), tuple(outputs), tuple(kept)).to_json()), storage)
+    kept_path = os.path.join(lake, L.compaction_record(partition, generation))
+    ensure_dir(os.path.dirname(kept_path), None, storage)
+    replace_atomically(kept_path, dumps(record.to_json()), storage)
     with publish_lock(lake, exclusive=True, fs=storage):
         swapped = set(storage.listdir(live)) == set(names)
         if swapped:

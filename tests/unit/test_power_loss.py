@@ -16,10 +16,12 @@ matters):
 
 * a file's data is durable once the file is ``fsync``-ed; until then a power loss may leave the
   file empty;
-* a directory entry — a creation, a ``mkdir``, an unlink — is durable once its directory is
-  ``fsync``-ed; a rename once the destination directory is (renames are atomic: the journal
-  commits both halves together), a directory's rename — a staged tree's
-  (``sinks/parquet/trees.py``) — moving everything under it;
+* a directory entry — a creation, a ``mkdir``, a hard link, an unlink — is durable once its
+  directory is ``fsync``-ed; a rename once the destination directory is (renames are atomic:
+  the journal commits both halves together), a directory's rename — a staged tree's
+  (``sinks/parquet/trees.py``) — moving everything under it; an exchange of two directories
+  (compaction's ``renameat2(RENAME_EXCHANGE)``) once both parents are, as
+  ``sinks/storage.py`` promises;
 * anything not yet durable may or may not have reached the disk, independently of everything
   else (every subset is tried).
 
@@ -41,6 +43,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+import pyarrow as pa
 import pytest
 
 from sinks.parquet import commit as C
@@ -56,7 +59,7 @@ SAMPLES = int(os.environ.get("BINLAKE_POWER_LOSS_SAMPLES", "256"))
 
 @dataclass(frozen=True)
 class Op:
-    kind: str  # create, write, mkdir, rename, renamedir, unlink, rmtree, fsync
+    kind: str  # create, write, mkdir, link, rename, renamedir, exchange, unlink, rmtree, fsync
     path: str
     dst: str = ""
     inode: int = 0
@@ -80,6 +83,7 @@ class ModelFs(C.FileSystem):
         self.state = state or State(dirs={"/", LAKE})
         self.log: list[Op] = []
         self._next_inode = 1 + max(self.state.data, default=0)
+        self.writing: dict[str, _ModelOutput] = {}  # files open for streaming, not yet closed
         self.locks: dict[str, bool] = {}  # held: path -> exclusive
         self.renames_locked: list[tuple[str, dict[str, bool]]] = []  # a rename, the locks held
 
@@ -118,7 +122,48 @@ class ModelFs(C.FileSystem):
         self.log.append(Op("fsync", path, inode=self.state.entries.get(path, 0)))
 
     def read(self, path: str) -> bytes:
+        if path not in self.state.entries:
+            raise FileNotFoundError(2, "No such file or directory", path)
         return self.state.data[self.state.entries[path]]
+
+    def listdir(self, path: str) -> list[str]:
+        if path not in self.state.dirs:
+            raise FileNotFoundError(2, "No such file or directory", path)
+        prefix = path + "/"
+        return sorted({p[len(prefix):].split("/", 1)[0]
+                       for p in itertools.chain(self.state.dirs, self.state.entries)
+                       if p.startswith(prefix)})
+
+    def mtime(self, path: str) -> float:
+        """Everything is old: compaction's ``min_age`` and the trash's grace have passed."""
+        if not self.exists(path):
+            raise FileNotFoundError(2, "No such file or directory", path)
+        return 0.0
+
+    def open_output(self, path: str) -> _ModelOutput:
+        self._need_dir(path)
+        return _ModelOutput(self, path)
+
+    def open_input(self, path: str) -> pa.BufferReader:
+        return pa.BufferReader(self.read(path))
+
+    def size(self, path: str) -> int:
+        writing = self.writing.get(path)
+        return len(writing.buffer) if writing is not None else len(self.read(path))
+
+    def link(self, src: str, dst: str) -> None:
+        self._need_dir(dst)
+        if self.exists(dst):
+            raise FileExistsError(17, "File exists", dst)
+        inode = self.state.entries[src]
+        self.state.entries[dst] = inode
+        self.log.append(Op("link", dst, inode=inode))
+
+    def exchange(self, a: str, b: str) -> None:
+        if a not in self.state.dirs or b not in self.state.dirs:
+            raise FileNotFoundError(2, "No such file or directory", b)
+        _swap_trees(self.state, a, b)
+        self.log.append(Op("exchange", a, b))
 
     def mkdir(self, path: str) -> None:
         self._need_dir(path)
@@ -163,9 +208,39 @@ class ModelFs(C.FileSystem):
         self.log.append(Op("rmtree", path))
 
 
+class _ModelOutput:
+    """A file streamed into (``FileSystem.open_output``): its bytes are written to the model
+    in one operation when it is closed, as the protocol relies on nothing before."""
+
+    def __init__(self, fs: ModelFs, path: str) -> None:
+        self.fs, self.path, self.buffer, self.closed = fs, path, bytearray(), False
+        fs.writing[path] = self
+
+    def write(self, data: bytes) -> int:
+        self.buffer += data
+        return len(data)
+
+    def tell(self) -> int:
+        return len(self.buffer)
+
+    def flush(self) -> None:
+        pass
+
+    def close(self) -> None:
+        if not self.closed:
+            self.closed = True
+            del self.fs.writing[self.path]
+            self.fs.write(self.path, bytes(self.buffer))
+
+
 def _durable_after(ops: list[Op], crash: int) -> set[int]:
     """Indexes of the operations before ``crash`` that a later ``fsync`` (before it) made durable."""
     durable: set[int] = set()
+    for i, op in enumerate(ops[:crash]):  # an exchange: once both parents are fsync-ed after it
+        if op.kind == "exchange":
+            synced = {sync.path for sync in ops[i + 1:crash] if sync.kind == "fsync"}
+            if {posixpath.dirname(op.path), posixpath.dirname(op.dst)} <= synced:
+                durable.add(i)
     for f in range(crash):
         sync = ops[f]
         if sync.kind != "fsync":
@@ -174,7 +249,7 @@ def _durable_after(ops: list[Op], crash: int) -> set[int]:
             op = ops[i]
             if op.kind == "write" and op.inode == sync.inode and sync.inode:
                 durable.add(i)
-            elif op.kind in ("create", "mkdir", "unlink", "rmtree") and \
+            elif op.kind in ("create", "mkdir", "link", "unlink", "rmtree") and \
                     posixpath.dirname(op.path) == sync.path:
                 durable.add(i)
             elif op.kind in ("rename", "renamedir") and posixpath.dirname(op.dst) == sync.path:
@@ -195,6 +270,12 @@ def _replay(base: State, ops: list[Op], kept: set[int]) -> State:
             state.data[op.inode] = op.data
         elif op.kind == "mkdir":
             state.dirs.add(op.path)
+        elif op.kind == "link":
+            state.entries[op.path] = op.inode
+            state.data.setdefault(op.inode, b"")
+        elif op.kind == "exchange":  # the two directories' own entries come with it
+            state.dirs |= {op.path, op.dst}
+            _swap_trees(state, op.path, op.dst)
         elif op.kind == "rename":
             if state.entries.get(op.path) == op.inode:
                 del state.entries[op.path]
@@ -210,8 +291,9 @@ def _replay(base: State, ops: list[Op], kept: set[int]) -> State:
             state.entries = {p: n for p, n in state.entries.items() if not p.startswith(prefix)}
             state.dirs -= {d for d in state.dirs if d == op.path or d.startswith(prefix)}
     # an entry whose directory never reached the disk is not there
-    state.entries = {p: n for p, n in state.entries.items() if _reachable(state, p)}
-    state.dirs = {d for d in state.dirs if d == "/" or _reachable(state, d)}
+    reachable: dict[str, bool] = {"/": True, "": True}
+    state.entries = {p: n for p, n in state.entries.items() if _reachable(state, p, reachable)}
+    state.dirs = {d for d in state.dirs if d == "/" or _reachable(state, d, reachable)}
     return state
 
 
@@ -224,13 +306,27 @@ def _move_tree(state: State, src: str, dst: str) -> None:
     state.entries = {moved(p): n for p, n in state.entries.items()}
 
 
-def _reachable(state: State, path: str) -> bool:
+def _swap_trees(state: State, a: str, b: str) -> None:
+    """``renameat2(a, b, RENAME_EXCHANGE)``: what was under ``a`` is under ``b`` and back."""
+    def swapped(path: str) -> str:
+        if path == a or path.startswith(a + "/"):
+            return b + path[len(a):]
+        if path == b or path.startswith(b + "/"):
+            return a + path[len(b):]
+        return path
+
+    state.dirs = {swapped(d) for d in state.dirs}
+    state.entries = {swapped(p): n for p, n in state.entries.items()}
+
+
+def _reachable(state: State, path: str, known: dict[str, bool]) -> bool:
+    """Whether every directory above ``path`` is in ``state`` (``known``: answers so far, by
+    directory)."""
     parent = posixpath.dirname(path)
-    while parent not in ("/", ""):
-        if parent not in state.dirs:
-            return False
-        parent = posixpath.dirname(parent)
-    return True
+    found = known.get(parent)
+    if found is None:
+        found = known[parent] = parent in state.dirs and _reachable(state, parent, known)
+    return found
 
 
 # --- the workload: commits as ParquetSink makes them ------------------------------------------
