@@ -414,7 +414,7 @@ class LakeConfig:
         "compact` from cron instead).", unit="seconds"))
     compact_min_age: float = field(default=3600.0, metadata=_key(
         "Compaction rewrites a partition only when all its files are older than this, in "
-        "seconds; a stream_changes query must not fall further behind than this.",
+        "seconds (streaming queries never depend on it).",
         unit="seconds"))
     compact_target_size: int = field(default=128 * 1024 * 1024, metadata=_key(
         "Size of the files compaction writes (suffixes KiB, MiB, GiB).", unit="bytes"))

@@ -199,6 +199,6 @@ class LakeFenced(LakeLocked):
                 "the other resumes from the lake's last commit")
 
 
-class StreamBehindCompaction(SinkError):
-    """A streaming query's checkpoint has not read daemon files that compaction has since
-    replaced: restarting it would silently skip their rows, so it is refused instead."""
+class StreamBehindRetention(SinkError):
+    """A streaming query on a lake on disk had not read rows that retention has since removed
+    from the change log: going on would skip them in silence, so its batch fails instead."""

@@ -61,7 +61,8 @@ from .status import table_dirs
 log = logging.getLogger("binlake.compact")
 
 __all__ = ["CompactError", "CompactOptions", "CompactStats", "CompactionRecord", "compact_lake",
-           "drop_history", "partitions", "max_seq", "recover_compaction", "recover_if_idle"]
+           "drop_history", "dropped_upto", "partitions", "max_seq", "seq_bounds",
+           "recover_compaction", "recover_if_idle"]
 
 #: Arrow bytes buffered per row group of a compacted file (about the daemon's row groups).
 ROW_GROUP_BYTES = 32 * 1024 * 1024
@@ -417,25 +418,54 @@ def compact_lake(lake: str, options: CompactOptions | None = None,
 # --- retention ---------------------------------------------------------------------------------
 
 
-def max_seq(path: str, storage: Storage = OS) -> int:
-    """The largest ``_seq`` in a data file, from its footer statistics (never its data)."""
-    with storage.open_input(path) as source:
-        metadata = pq.ParquetFile(source).metadata
+#: The ``_seq`` bounds of a row group whose statistics are missing: it may hold any.
+UNKNOWN_SEQS = (0, 2**63 - 1)
+
+
+def seq_bounds(metadata: pq.FileMetaData) -> list[tuple[int, int]]:
+    """Each row group's smallest and largest ``_seq``, from the footer's statistics
+    (:data:`UNKNOWN_SEQS` where a group has none)."""
     index = metadata.schema.to_arrow_schema().get_field_index("_seq")
-    highest = -1
+    bounds = []
     for group in range(metadata.num_row_groups):
         stats = metadata.row_group(group).column(index).statistics
-        if stats is None or not stats.has_min_max:
-            return 2**63 - 1  # unknown: never covered
-        highest = max(highest, int(stats.max))
-    return highest
+        known = stats is not None and stats.has_min_max
+        bounds.append((int(stats.min), int(stats.max)) if known else UNKNOWN_SEQS)
+    return bounds
+
+
+def max_seq(path: str, storage: Storage = OS) -> int:
+    """The largest ``_seq`` in a data file, from its footer statistics (never its data);
+    a file without them counts as holding every ``_seq`` (never covered)."""
+    with storage.open_input(path) as source:
+        metadata = pq.ParquetFile(source).metadata
+    return max((high for _low, high in seq_bounds(metadata)), default=-1)
+
+
+def dropped_upto(table_path: str, storage: Storage = OS) -> int:
+    """The largest ``_seq`` retention has removed from the table's change log (0: none)."""
+    try:
+        doc = json.loads(storage.read(os.path.join(table_path, L.RETENTION_RECORD)))
+    except FileNotFoundError:
+        return 0
+    return int(doc["dropped_upto"])
+
+
+def _record_dropped(table_path: str, highest: int, storage: Storage) -> None:
+    """Note, durably and before a partition goes, the largest ``_seq`` it holds: a streaming
+    query that had not read that far fails instead of skipping rows (``sinks/spark/
+    localstream.py``), and one that lists after the removal sees the note."""
+    if highest > dropped_upto(table_path, storage):
+        replace_atomically(os.path.join(table_path, L.RETENTION_RECORD),
+                           dumps({"dropped_upto": highest}), storage)
 
 
 def drop_history(lake: str, database: str, table: str, covered_seq: int, before: str,
                  now: float | None = None, storage: Storage = OS) -> int:
     """Retention: remove the table's change-log partitions dated before ``before``
     (``YYYY-MM-DD``) whose rows all have ``_seq <= covered_seq`` (a materialised state covers
-    them). History is lost: ``read_changes`` no longer returns those rows. Each partition goes
+    them). History is lost: ``read_changes`` no longer returns those rows, and a streaming
+    query that had not read them fails (the table's ``_retention.json``, written first). Each partition goes
     to the trash in one rename under the publish lock; returns how many went."""
     lake = os.path.abspath(lake)
     prefix = L.table_dir(database, table) + "/"
@@ -447,9 +477,11 @@ def drop_history(lake: str, database: str, table: str, covered_seq: int, before:
                 continue
             live = os.path.join(lake, partition)
             names = set(storage.listdir(live))
-            if any(max_seq(os.path.join(live, n), storage) > covered_seq for n in names
-                   if L.is_data_file(n)):
+            highest = max((max_seq(os.path.join(live, n), storage) for n in names
+                           if L.is_data_file(n)), default=-1)
+            if highest > covered_seq:
                 continue
+            _record_dropped(os.path.join(lake, L.table_dir(database, table)), highest, storage)
             target = os.path.join(lake, L.COMPACT_TRASH, L.retired_dir(stamp), partition)
             storage.makedirs(os.path.dirname(target))
             with publish_lock(lake, exclusive=True, fs=storage):

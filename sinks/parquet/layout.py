@@ -18,6 +18,7 @@
     <lake>/<db>/<table>/_state/seq=<S>/                 materialised current state as of _seq S
     <lake>/<db>/<table>/_state/seq=<S>/_covered.json    change files whose rows are all <= S
     <lake>/<db>/<table>/_compacted/g<gen>-<N>-<date>.json  the daemon files a compaction replaced
+    <lake>/<db>/<table>/_retention.json                 the largest _seq retention removed
     <lake>/_publish.lock, _compact.lock                 see sinks/parquet/compact.py
     <lake>/_compact.json, _compact_staging/, _compacted_trash/   compaction's own commit files
     <lake>/_pins/<made>-<id>/<db>/<table>/…            hard links a reader's DataFrame reads
@@ -52,6 +53,7 @@ COMPACT_GENERATION = "_compact_generation.json"
 COMPACT_STAGING = "_compact_staging"
 COMPACT_TRASH = "_compacted_trash"
 COMPACTION_LOG = "_compacted"
+RETENTION_RECORD = "_retention.json"
 STATE_STAGING = "_state_staging"
 DEMO_MARKER = "_binlake_demo_lake"
 SNAPSHOT_REQUESTS_DIR = "_snapshot_requests"

@@ -6,51 +6,38 @@ fails the action nor changes its rows. It goes version by version, each with its
 then casts every version to the union schema and unions by name: no ``mergeSchema`` guessing,
 and a column that changed type between versions still reads.
 
-Streaming reads the whole table directory with the union schema known when the query starts.
-Files appear atomically (renamed from staging) and are never rewritten, which is what Spark's
-file source requires. A schema version created after the query started is read with the
-start-time schema: new columns are not seen until the query is restarted.
-
-Compaction (``sinks/parquet/compact.py``) replaces the daemon's ``part-*`` files by
-``compacted-g<generation>-*`` files holding the same rows. Spark's file source remembers the
-paths it has delivered, so a compacted file would look new. :func:`stream_changes` therefore
-reads the daemon's files from one source, and from a second source only the compacted files
-of generations that existed when the query *first* started (its *fence*, kept in the query's
-checkpoint directory): those rows were no longer in ``part-*`` files, so nothing delivers them
-twice; every later compaction only rewrites files the query had already delivered as
-``part-*`` files — provided the query is never more than ``lake.compact_min_age`` behind. A
-restart of a query that was further behind is refused (:class:`StreamBehindCompaction`): the
-compaction records in ``<table>/_compacted/`` name files its checkpoint never delivered.
+Streaming (:func:`stream_changes`) is not Spark's file source, which remembers paths and plans
+a batch as a list of them: a compacted file would look new, and a path planned before a
+compaction's switch is gone when read. Its offsets are positions in the lake's commit order
+(``sinks/spark/stream``, with ``localstream`` on disk and ``objectstream`` on object storage).
 
 What Python reads of the lake (schema files, listings, compaction records, pins) goes through
 the lake's :class:`~sinks.storage.Storage` (``storage``, the local file system unless told);
-Spark reads the Parquet files by path. A streaming query's checkpoint location (its fence, and
-Spark's own log read back) is a local directory, read and written through the local storage.
+Spark reads the Parquet files by path (the streaming source's workers read them through the
+storage too).
 """
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Callable, Collection
 from typing import TYPE_CHECKING, Any, cast
-from urllib.parse import unquote, urlparse
 
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as S
 
-from ..errors import StreamBehindCompaction
 from ..objectstore.s3 import is_store_url
 from ..objectstore.view import LakeView, spark_url
 from ..parquet import layout as L
 from ..parquet.commit import OS
-from ..parquet.compact import CompactionRecord
 from ..parquet.pins import pin_table
 from ..storage import Storage
+from .localstream import LocalBackend
 from .objectlake import object_view, store_opener
 from .objectstream import stream_object_changes
 from .schema import load_versions, union_schema, version_schema
+from .stream import stream_source
 
 if TYPE_CHECKING:
     from ..objectstore.store import ObjectStore
@@ -161,17 +148,20 @@ def stream_changes(spark: SparkSession, lake: str, database: str, table: str,
                    checkpoint_location: str | None = None, storage: Storage = OS, *,
                    open_store: Callable[[], ObjectStore] | None = None,
                    **options: str) -> DataFrame:
-    """A Structured Streaming DataFrame over the table's change log (explicit schema).
+    """A Structured Streaming DataFrame over the table's change log, with the union schema
+    known when the query starts (a schema version created later is read with it: new columns
+    are not seen until the query is restarted).
 
-    Pass the query's ``checkpoint_location`` (the one given to ``writeStream``) so that a
-    restarted query keeps the compaction fence it started with (``_binlake_fence.json`` in that
-    directory); without it the fence is taken afresh at every call, which is right only for a
-    query that is never restarted. ``options`` go to the file source (``maxFilesPerTrigger``…).
-
-    On an ``s3://BUCKET/PREFIX`` lake the stream follows the lake's commit log instead
-    (``sinks/spark/objectstream``): each file a commit added is delivered once, compactions
-    never re-deliver a row, and no fence is needed. ``open_store`` (picklable) overrides the
-    store, which is otherwise configured from the environment (``sinks/spark/objectlake``).
+    Every row is delivered once, whatever compactions run before, during or after the query
+    (any ``--min-age``), and a query restarted from its checkpoint location goes on where it
+    stopped: its offsets are positions in the lake's commit order, not files
+    (``sinks/spark/stream``). On disk a position is the checkpoint's ``_seq``
+    (``sinks/spark/localstream``); on an ``s3://BUCKET/PREFIX`` lake it is a record number of
+    the lake's commit log (``sinks/spark/objectstream``). ``checkpoint_location`` is not
+    needed (the offsets live in Spark's own checkpoint) and is accepted so that calls made for
+    earlier versions keep working. ``options``: ``maxFilesPerTrigger`` bounds a micro-batch.
+    ``open_store`` (picklable) overrides the object store, which is otherwise configured from
+    the environment (``sinks/spark/objectlake``).
     """
     if is_store_url(lake):
         opener = open_store or store_opener(lake)
@@ -184,132 +174,5 @@ def stream_changes(spark: SparkSession, lake: str, database: str, table: str,
     versions = load_versions(lake, database, table, storage)
     if not versions:
         raise FileNotFoundError(f"no landed table {database}.{table} under {lake}")
-    path = table_path(lake, database, table)
-    fence = stream_fence(lake, database, table, checkpoint_location, storage)
-
-    def source(glob: str) -> DataFrame:
-        reader = spark.readStream.schema(union_schema(versions))
-        for key, value in options.items():
-            reader = reader.option(key, value)
-        return reader.option("pathGlobFilter", glob).parquet(path)
-
-    landed = source(f"{L.ORIGINAL_PREFIX}*{L.DATA_SUFFIX}")
-    if fence == 0:
-        return landed
-    generation = F.regexp_extract(F.input_file_name(), rf"{L.COMPACTED_PREFIX}(\d+)-", 1)
-    compacted = (source(f"{L.COMPACTED_PREFIX}*{L.DATA_SUFFIX}")
-                 .where(generation.cast("long") <= F.lit(fence)))
-    return landed.unionByName(compacted)
-
-
-def compacted_generations(lake: str, database: str, table: str,
-                          storage: Storage = OS) -> int:
-    """The highest compaction generation among the table's files (0: never compacted)."""
-    highest = 0
-    for root, _dirs, files in storage.walk(table_path(lake, database, table)):
-        if os.sep + "_" in root:
-            continue
-        for name in files:
-            generation = L.compacted_generation(name)
-            if generation is not None and generation > highest:
-                highest = generation
-    return highest
-
-
-def stream_fence(lake: str, database: str, table: str, checkpoint_location: str | None,
-                 storage: Storage = OS) -> int:
-    """The compaction generation a streaming query reads compacted files up to (see the module
-    docstring): fixed at its first start, remembered in its checkpoint directory (local)."""
-    if checkpoint_location is None or "://" in checkpoint_location \
-            and not checkpoint_location.startswith("file:"):
-        return compacted_generations(lake, database, table, storage)
-    local = OS  # the query's checkpoint location, not the lake
-    directory = checkpoint_location.removeprefix("file://").removeprefix("file:")
-    record = os.path.join(directory, "_binlake_fence.json")
-    seen = _delivered_files(directory, local)
-    if local.exists(record) and seen is not None:
-        fence = int(json.loads(local.read(record))["generation"])
-        _check_not_behind(lake, database, table, fence, seen, storage)
-        _check_replay_readable(directory, database, table, local, storage)
-        return fence
-    fence = compacted_generations(lake, database, table, storage)
-    local.makedirs(directory)
-    local.write(record + ".tmp", json.dumps({"generation": fence,
-                                             "table": f"{database}.{table}"}).encode())
-    local.replace(record + ".tmp", record)
-    return fence
-
-
-def _log_entries(local: Storage, log_dir: str, name: str) -> list[dict[str, Any]]:
-    """The JSON lines of one file of Spark's file source log (its version line left out)."""
-    text = local.read(os.path.join(log_dir, name)).decode("utf-8")
-    return [json.loads(line) for line in text.splitlines() if line.startswith("{")]
-
-
-def _delivered_files(checkpoint: str, local: Storage) -> set[str] | None:
-    """``schema_version=N/commit_date=D/name`` of every daemon file the query's first source
-    has delivered (Spark's file source log in ``sources/0``); ``None`` before its first batch."""
-    log_dir = os.path.join(checkpoint, "sources", "0")
-    if not local.isdir(log_dir) or not local.listdir(log_dir):
-        return None
-    seen: set[str] = set()
-    for name in local.listdir(log_dir):
-        if name.startswith(".") or name.endswith(".tmp"):
-            continue
-        for entry in _log_entries(local, log_dir, name):
-            path = str(entry["path"])
-            seen.add("/".join(path.rsplit("/", 3)[-3:]))
-    return seen
-
-
-def _check_replay_readable(checkpoint: str, database: str, table: str,
-                           local: Storage, storage: Storage) -> None:
-    """Refuse a restart Spark could never complete: a batch planned but not committed (Spark
-    replays it with the very files it listed) whose files compaction has replaced since —
-    every restart would fail with FileNotFoundException. Only a query more than min-age behind,
-    or a first batch over old files, can be caught like this."""
-    commits = os.path.join(checkpoint, "commits")
-    done = [int(n) for n in local.listdir(commits) if n.isdigit()] \
-        if local.isdir(commits) else []
-    committed = max(done, default=-1)
-    log_dir = os.path.join(checkpoint, "sources", "0")
-    gone: list[tuple[int, str]] = []
-    for name in local.listdir(log_dir) if local.isdir(log_dir) else []:
-        if name.startswith(".") or name.endswith(".tmp"):
-            continue
-        for entry in _log_entries(local, log_dir, name):
-            path = str(entry["path"])
-            listed = unquote(urlparse(path).path) if path.startswith("file:") else path
-            if int(entry.get("batchId", -1)) > committed and not storage.exists(listed):
-                gone.append((int(entry["batchId"]), listed))
-    if gone:
-        batch, path = min(gone)
-        first = ("nothing of it was delivered and no batch before it, so a new checkpoint "
-                 "location loses and repeats nothing" if committed < 0 else
-                 "a new checkpoint location delivers the earlier batches again")
-        raise StreamBehindCompaction(
-            f"{database}.{table}: batch {batch} of this streaming query listed {len(gone)} "
-            f"files that compaction replaced before the batch was committed (e.g. {path}); "
-            f"Spark would replay it with those files and fail at every restart. Start it with "
-            f"a new checkpoint location ({first}), and keep queries less than "
-            "lake.compact_min_age behind.")
-
-
-def _check_not_behind(lake: str, database: str, table: str, fence: int,
-                      seen: set[str], storage: Storage) -> None:
-    """Refuse a restart that would skip rows: a compaction after the query's fence replaced
-    daemon files the query had not delivered yet (it was more than min-age behind)."""
-    log_dir = os.path.join(table_path(lake, database, table), L.COMPACTION_LOG)
-    missed: list[str] = []
-    for name in sorted(storage.listdir(log_dir)) if storage.isdir(log_dir) else []:
-        if not name.endswith(".json") or int(name[1:9]) <= fence:
-            continue
-        record = CompactionRecord.read(os.path.join(log_dir, name), storage)
-        where = "/".join(record.partition.split("/")[-2:])
-        missed += [f"{where}/{n}" for n in record.inputs if f"{where}/{n}" not in seen]
-    if missed:
-        raise StreamBehindCompaction(
-            f"{database}.{table}: this streaming query had not read {len(missed)} files that "
-            f"compaction has since replaced (e.g. {missed[0]}); restarting it would skip their "
-            "rows. Start it with a new checkpoint location (it then reads the compacted "
-            "files), and keep queries less than lake.compact_min_age behind.")
+    backend = LocalBackend(os.path.abspath(lake), database, table, storage)
+    return stream_source(spark, backend, union_schema(versions), **options)

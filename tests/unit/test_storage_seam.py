@@ -132,8 +132,6 @@ def test_no_module_of_sinks_touches_the_file_system_but_the_storage() -> None:
 LOCAL_BY_NAME: dict[str, set[str]] = {
     # the native writer pool writes by path in C: only when the storage is the real one
     "sinks/parquet/files.py": {"_REAL_FS", "_REAL_WRITE"},
-    # a streaming query's checkpoint location is a local directory, not the lake
-    "sinks/spark/readers.py": {"stream_fence"},
     # an object lake is read from a local directory its view materialised
     "sinks/spark/state.py": {"read_current_state"},
     # a script's function that imports lazily: ``storage or OS`` is its default
@@ -372,19 +370,30 @@ def test_pins_through_the_storage(rooted: Rooted) -> None:
 
 
 def test_the_spark_helpers_read_through_the_storage(rooted: Rooted) -> None:
-    """What the Spark readers read in Python (schema files, the DDL log, compaction records,
-    listings, a state's covered files) comes through the storage; Spark reads Parquet by
+    """What the Spark readers read in Python (schema files, the DDL log, the streaming
+    source's listings and files, a state's covered files) comes through the storage; Spark reads Parquet by
     path, which needs a session and is covered by the Spark tests."""
     pytest.importorskip("pyspark")
-    from sinks.spark import readers, schema, state
+    from sinks.spark import schema, state
 
     versions = schema.load_versions(VIRTUAL, "shop", "users", rooted)
     assert list(versions) == [1] and versions[1]["table"] == "users"
     assert state.ddl_entries(VIRTUAL, "shop", "users", rooted) == []
     assert state.state_dirs(VIRTUAL, "shop", "users", rooted) == []
-    assert readers.compacted_generations(VIRTUAL, "shop", "users", rooted) == 0
+    from pyspark.sql.pandas.types import to_arrow_schema
+
+    from sinks.spark.localstream import LocalBackend
+
+    stream = LocalBackend(VIRTUAL, "shop", "users", rooted)  # the streaming source's reads
+    target = to_arrow_schema(schema.union_schema(versions), timezone="UTC")
+
+    def streamed() -> int:
+        newest = stream.latest(0, 0)
+        return sum(b.num_rows for p in stream.partitions(0, newest) for b in stream.read(p, target))
+
+    before = streamed()
     K.compact_lake(VIRTUAL, K.CompactOptions(min_age=0, grace=0), storage=rooted)
-    assert readers.compacted_generations(VIRTUAL, "shop", "users", rooted) == 1
+    assert streamed() == before > 0
     covered = os.path.join(VIRTUAL, L.state_dir("shop", "users", 12), L.STATE_COVERED)
     rooted.makedirs(os.path.dirname(covered))
     rooted.write(covered, json.dumps({"seq": 12, "files": ["a", "b"]}).encode())
