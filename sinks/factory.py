@@ -18,6 +18,7 @@ from .parquet.layout import COMPACT_LOCK, SNAPSHOT_REQUESTS_DIR
 
 if TYPE_CHECKING:
     from .contract import Sink
+    from .objectstore.requests import StoreRequests
     from .objectstore.s3 import S3Settings
     from .objectstore.store import ObjectStore
     from .parquet.compact import CompactOptions, CompactStats
@@ -32,7 +33,7 @@ FLUSH_DELAY_VARIABLE = "BINLAKE_TEST_FLUSH_DELAY"
 OBJECT_SCHEMES = ("s3://",)
 
 __all__ = ["COMPACT_LOCK", "FLUSH_DELAY_VARIABLE", "OBJECT_SCHEMES", "SNAPSHOT_REQUESTS_DIR",
-           "build_sink", "compact_lake", "is_object_url", "prefer_jemalloc",
+           "build_sink", "compact_lake", "is_object_url", "object_requests", "prefer_jemalloc",
            "recover_compaction_if_idle"]
 
 
@@ -98,6 +99,20 @@ def _slow_flushes(sink: Any, delay: float) -> None:
         return flush(*args)
 
     committer.flush = slow_flush
+
+
+def object_requests(lake_url: str, s3: S3Settings | None = None,
+                    object_store: ObjectStore | None = None) -> StoreRequests:
+    """``binlake snapshot``'s requests on the lake at ``lake_url`` on object storage
+    (``sinks.objectstore.requests``: objects under ``_snapshot_requests/``, what a directory
+    holds on disk); ``object_store``, else one built from ``s3``."""
+    from .objectstore.requests import StoreRequests
+
+    if object_store is None:
+        from .objectstore.s3 import S3Settings, open_store
+
+        object_store = open_store(lake_url, s3 if s3 is not None else S3Settings())
+    return StoreRequests(object_store, lake_url)
 
 
 def recover_compaction_if_idle(lake_dir: str) -> bool | None:

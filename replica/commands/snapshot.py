@@ -5,8 +5,11 @@ it streams from the lake's checkpoint (or, on a lake without one, from the serve
 exactly as ``binlake run`` does, snapshots the tables beside the stream, commits what it
 streamed and stops — nothing streamed is lost, the next ``binlake run`` resumes after it. If a
 daemon holds the lake, the command leaves a request in ``<lake>/_snapshot_requests/`` that the
-daemon picks up, and waits until the daemon's checkpoint records the tables done. Either way
-it exits 0 once the rows are committed, 1 if a table's snapshot failed.
+daemon picks up, and waits until the daemon's checkpoint records the tables done. On a lake on
+object storage the request is an object under ``_snapshot_requests/`` created with
+``If-None-Match: *``, the daemon is known to hold the lake by its lease, and the checkpoint
+waited for is the newest commit record's (``sinks.objectstore.requests``). Either way it exits
+0 once the rows are committed, 1 if a table's snapshot failed.
 """
 
 from __future__ import annotations
@@ -14,7 +17,9 @@ from __future__ import annotations
 import argparse
 import logging
 import os
+import time
 import uuid
+from typing import Any
 
 import trio
 
@@ -22,12 +27,17 @@ from replica.config import Config, ConfigError
 from replica.core.snapshot import remove_request, requests_done, write_request
 from sinks.contract import SnapshotProgress, TableProgress
 from sinks.errors import LakeLocked
+from sinks.objectstore.requests import StoreRequests
+from sinks.objectstore.s3 import open_store
 from sinks.parquet.status import lake_in_use, lock_holder, read_checkpoint
 
 log = logging.getLogger("binlake.snapshot")
 
 #: Seconds between looks at the daemon's checkpoint while waiting for it.
 WAIT_POLL = 0.5
+#: The same on object storage, where a look is a few requests (the log's hint, a HEAD or two,
+#: the newest record, the lease).
+STORE_WAIT_POLL = 1.0
 
 __all__ = ["add_arguments", "run"]
 
@@ -54,7 +64,11 @@ def _checkpoint_state(lake: str) -> SnapshotProgress:
         doc = read_checkpoint(lake) or {}
     except (OSError, ValueError):  # being replaced (never half-written)
         return SnapshotProgress()
-    state = doc.get("snapshot")
+    return _state_of(doc)
+
+
+def _state_of(checkpoint: dict[str, Any] | None) -> SnapshotProgress:
+    state = (checkpoint or {}).get("snapshot")
     return SnapshotProgress.from_json(state) if isinstance(state, dict) else SnapshotProgress()
 
 
@@ -91,6 +105,43 @@ async def _ask_daemon(config: Config, tables: list[tuple[str, str]]) -> int:
         remove_request(lake, request)
 
 
+async def _ask_store_daemon(config: Config, tables: list[tuple[str, str]],
+                            requests: StoreRequests) -> int:
+    """:func:`_ask_daemon` for a lake on object storage: the daemon counts as stopped once its
+    lease is released, or unchanged for the lease's duration (it renews every third of it)."""
+    lake = config.lake.path
+    request = await trio.to_thread.run_sync(requests.write, tables)
+    log.info("a daemon holds the lake %s: asked it to snapshot %s; waiting", lake,
+             ", ".join(f"{d}.{t}" for d, t in tables))
+
+    async def done() -> list[TableProgress] | None:
+        checkpoint = await trio.to_thread.run_sync(requests.checkpoint)
+        return requests_done(_state_of(checkpoint), request, tables)
+
+    watched: tuple[str, float] | None = None  # (the lease's ETag, when first seen)
+    try:
+        while True:
+            entries = await done()
+            if entries is not None:
+                return _report(entries)
+            seen = await trio.to_thread.run_sync(requests.held)
+            now = time.monotonic()
+            if seen is not None and (watched is None or watched[0] != seen.etag):
+                watched = (seen.etag, now)
+            if seen is None or (watched is not None and now - watched[1] > seen.duration_s):
+                entries = await done()  # it may have committed them, then stopped
+                if entries is not None:
+                    return _report(entries)
+                log.error("the daemon stopped before the snapshot was done: tables it had taken "
+                          "up resume when it runs again; run `binlake snapshot` again to have "
+                          "them all and wait for them")
+                return 1
+            await trio.sleep(STORE_WAIT_POLL)
+    finally:
+        with trio.CancelScope(shield=True):
+            await trio.to_thread.run_sync(requests.remove, request)
+
+
 def _alive(pid: int) -> bool:
     try:
         os.kill(pid, 0)
@@ -107,12 +158,19 @@ async def run(config: Config, args: argparse.Namespace) -> int:
 
     tables = parse_tables(args.tables)
     lake = config.lake.path
-    if lake_in_use(lake):
+    requests: StoreRequests | None = None
+    if config.lake.on_object_store:
+        requests = StoreRequests(open_store(lake, config.lake.s3.settings()), lake)
+        if await trio.to_thread.run_sync(requests.held) is not None:
+            return await _ask_store_daemon(config, tables, requests)
+    elif lake_in_use(lake):
         return await _ask_daemon(config, tables)
     daemon = Daemon(config, snapshot_tables=tables, snapshot_request=uuid.uuid4().hex)
     try:
         code = await daemon.run()
     except LakeLocked:  # a daemon started meanwhile
+        if requests is not None:
+            return await _ask_store_daemon(config, tables, requests)
         return await _ask_daemon(config, tables)
     if code != 0:
         return code

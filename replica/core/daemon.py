@@ -64,13 +64,14 @@ from replica.core.session import (
 from replica.core.signals import Signal
 from replica.core.snapshot import (
     REQUEST_POLL,
+    STORE_REQUEST_POLL,
+    DirectoryRequests,
+    RequestBox,
     SnapshotCoordinator,
     SnapshotReader,
     list_tables,
     pending_tables,
     plan_state,
-    read_requests,
-    remove_request,
     requests_done,
     table_key,
 )
@@ -91,6 +92,7 @@ from sinks.factory import (
     COMPACT_LOCK,
     build_sink,
     compact_lake,
+    object_requests,
     prefer_jemalloc,
     recover_compaction_if_idle,
 )
@@ -190,6 +192,8 @@ class Daemon:
         self._planned = False
         self._new_lake = False
         self._seen_requests: set[str] = set()
+        self._requests: RequestBox | None = None  # built on first use (a store client)
+        self._requests_read = float("-inf")  # when (monotonic) requests were last read
         self.metrics = metrics or Metrics(ready_max_lag=config.metrics.ready_max_lag)
         self.sink = open_sink(config)
         self.pipeline = Pipeline(self.sink, pipeline_options(config), self.metrics)
@@ -849,10 +853,19 @@ class Daemon:
 
     async def _take_requests(self) -> None:
         """Requests ``binlake snapshot`` left for this daemon (see replica.commands.snapshot),
-        read from the lake in a thread (not on the loop: a directory and files in the lake)."""
+        read from the lake in a thread (not on the loop: a directory and files in the lake, or
+        a LIST and GETs of the store, every :data:`STORE_REQUEST_POLL` seconds there)."""
         assert self.snapshots is not None
-        lake = self.config.lake.path
-        found = await trio.to_thread.run_sync(read_requests, lake)
+        lake = self.config.lake
+        if lake.on_object_store:
+            now = time.monotonic()
+            if now - self._requests_read < STORE_REQUEST_POLL:
+                return
+            self._requests_read = now
+        box = self._requests
+        if box is None:
+            box = self._requests = await trio.to_thread.run_sync(self._request_box)
+        found = await trio.to_thread.run_sync(box.read)
         state = self.snapshots.state  # as it is now, after the await
         filters = self.config.filter
         changed = False
@@ -862,7 +875,7 @@ class Daemon:
             self._seen_requests.add(request)
             if requests_done(state, request, tables) is not None:
                 if self.pipeline.durable is not None:
-                    remove_request(lake, request)  # done and durable: its waiter is gone
+                    await trio.to_thread.run_sync(box.remove, request)  # its waiter is gone
                 continue
             state = plan_state(state, tables, reason="binlake snapshot",
                                one_time=lambda d, t: not filters.accepts(d, t), request=request)
@@ -870,6 +883,12 @@ class Daemon:
             changed = True
         if changed:
             self.snapshots.set_state(state)
+
+    def _request_box(self) -> RequestBox:
+        lake = self.config.lake
+        if lake.on_object_store:
+            return object_requests(lake.path, lake.s3.settings())
+        return DirectoryRequests(lake.path)
 
 
 async def _in_thread(work: Callable[[Callable[[], bool]], _T], *, wait_on_cancel: bool) -> _T:

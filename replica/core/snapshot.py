@@ -68,7 +68,7 @@ import uuid
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from itertools import compress, islice
-from typing import Any, cast
+from typing import Any, Protocol, cast
 
 import trio
 
@@ -125,6 +125,10 @@ REQUESTS_DIR = SNAPSHOT_REQUESTS_DIR
 
 #: Seconds between looks at the requests directory.
 REQUEST_POLL = 1.0
+
+#: Seconds between looks at the requests of a lake on object storage (each look is a LIST
+#: request, which a store bills).
+STORE_REQUEST_POLL = 5.0
 
 # information_schema DATA_TYPEs whose text can be written back as a literal that compares as
 # the column does (numbers bare, temporals quoted, strings by hex with their collation).
@@ -266,6 +270,32 @@ def remove_request(lake: str, request: str) -> None:
         os.remove(os.path.join(lake, REQUESTS_DIR, f"{request}.json"))
     except FileNotFoundError:
         pass
+
+
+class RequestBox(Protocol):
+    """Where ``binlake snapshot`` leaves requests for the daemon holding the lake: a directory
+    on disk (:class:`DirectoryRequests`), objects on a store (``sinks.factory.object_requests``)."""
+
+    def read(self) -> list[tuple[str, list[tuple[str, str]]]]:
+        """Every readable request: (id, tables)."""
+        ...
+
+    def remove(self, request: str) -> None:
+        """Delete a request (nothing if it is gone)."""
+        ...
+
+
+@dataclass(frozen=True, slots=True)
+class DirectoryRequests:
+    """The requests of a lake on disk: ``<lake>/_snapshot_requests/<id>.json``."""
+
+    lake: str
+
+    def read(self) -> list[tuple[str, list[tuple[str, str]]]]:
+        return read_requests(self.lake)
+
+    def remove(self, request: str) -> None:
+        remove_request(self.lake, request)
 
 
 # --- the key log ---------------------------------------------------------------------------------

@@ -43,7 +43,7 @@ from typing import Any
 from ..errors import LakeLeased, ObjectMissing, SinkError, StoreUnavailable
 from .store import ObjectStore
 
-__all__ = ["LEASE", "Holder", "Lease", "LeaseLost"]
+__all__ = ["LEASE", "Holder", "Lease", "LeaseLost", "LeaseSeen", "read_lease"]
 
 #: The lease object's key under the lake's prefix.
 LEASE = "_lease.json"
@@ -110,6 +110,28 @@ class _State:
                    Holder(str(holder.get("host", "?")), str(holder.get("boot", "")),
                           int(holder.get("pid", 0))),
                    float(doc["duration_s"]), bool(doc.get("released", False)))
+
+
+@dataclass(frozen=True, slots=True)
+class LeaseSeen:
+    """The lease as another process reads it (``binlake snapshot`` asking whether a daemon
+    holds the lake): its holder, whether it was released, how long it lasts, and the ETag
+    that changes at every renewal (unchanged for ``duration_s``: the holder stopped)."""
+
+    holder: Holder
+    released: bool
+    duration_s: float
+    etag: str
+
+
+def read_lease(store: ObjectStore) -> LeaseSeen | None:
+    """The lake's lease as it is now; None if no writer ever took the lake."""
+    try:
+        fetched = store.get(LEASE)
+    except ObjectMissing:
+        return None
+    state = _State.from_bytes(fetched.data)
+    return LeaseSeen(state.holder, state.released, state.duration_s, fetched.etag)
 
 
 class Lease:

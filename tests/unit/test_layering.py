@@ -148,13 +148,14 @@ def test_no_replica_code_reads_a_sinks_stats_by_key() -> None:
 
 #: What the subcommands may import of ``sinks``: its public entry points — the contract and its
 #: errors, the lake's status, compaction, the Spark readers, the Open Protocol encoder, the
-#: column rules (decode prints rows as the lake lands them), and opening a lake's object store
-#: and probing it (check) — never the sink's insides (layout, DDL log, staged pieces, the
-#: writer).
+#: column rules (decode prints rows as the lake lands them), opening a lake's object store
+#: and probing it (check), and leaving a snapshot request there (snapshot) — never the sink's
+#: insides (layout, DDL log, staged pieces, the writer).
 COMMANDS_MAY_USE = {"sinks.contract", "sinks.errors", "sinks.parquet.status",
                     "sinks.parquet.compact", "sinks.openprotocol", "sinks.transform",
                     "sinks.objectstore.s3", "sinks.objectstore.probe",
-                    "sinks.objectstore.compact", "sinks.objectstore.status"}
+                    "sinks.objectstore.compact", "sinks.objectstore.status",
+                    "sinks.objectstore.requests"}
 COMMANDS_MAY_USE_UNDER = ("sinks.spark",)
 
 
