@@ -66,6 +66,7 @@ __all__ = [
     "binlog_dump_gtid",
     "semi_sync_ack",
     "registration_statements",
+    "sql_string",
     "semi_sync_statements",
     "replica_uuid_for",
     "parse_dump_packet",
@@ -183,7 +184,8 @@ def replica_uuid_for(server_id: int) -> _uuid.UUID:
     return _uuid.uuid5(_uuid.NAMESPACE_OID, f"binlake-replica-{server_id}")
 
 
-def _sql_string(value: str) -> str:
+def sql_string(value: str) -> str:
+    """``value`` as a quoted SQL string literal (backslashes and quotes escaped)."""
     return "'" + value.replace("\\", "\\\\").replace("'", "''") + "'"
 
 
@@ -215,7 +217,7 @@ def registration_statements(*, mariadb: bool, heartbeat_period: float,
         statements.append(f"SET @mariadb_slave_capability={MARIADB_SLAVE_CAPABILITY_GTID}")
         if gtid_position is not None:
             statements += [
-                f"SET @slave_connect_state={_sql_string(str(gtid_position))}",
+                f"SET @slave_connect_state={sql_string(str(gtid_position))}",
                 f"SET @slave_gtid_strict_mode={int(gtid_strict_mode)}",
                 f"SET @slave_gtid_ignore_duplicates={int(gtid_ignore_duplicates)}",
             ]
@@ -227,7 +229,7 @@ def registration_statements(*, mariadb: bool, heartbeat_period: float,
             "SET @source_binlog_checksum=@@global.binlog_checksum",
         ]
         if replica_uuid is not None:
-            text = _sql_string(str(replica_uuid))
+            text = sql_string(str(replica_uuid))
             statements += [f"SET @replica_uuid={text}", f"SET @slave_uuid={text}"]
     return statements
 

@@ -18,7 +18,7 @@ from typing import Any
 
 from .binlog.native import text_row as _native_text_row
 from .capabilities import Capability, Command, ServerStatus
-from .errors import AccessDenied, MalformedPacket, ServerError, TruncatedData
+from .errors import AccessDenied, MalformedPacket, ProtocolError, ServerError, TruncatedData
 from .packets import PacketCodec, read_lenenc, read_lenenc_bytes, read_lenenc_int
 
 __all__ = [
@@ -35,6 +35,8 @@ __all__ = [
     "is_eof",
     "parse_column_definition",
     "parse_text_row",
+    "cell_text",
+    "cell_text_or_none",
     "com_query",
     "com_ping",
     "com_quit",
@@ -317,6 +319,19 @@ def parse_text_row(payload: bytes | memoryview,
 
 
 _U32 = struct.Struct("<I")
+
+
+def cell_text(value: str | bytes | None) -> str:
+    """A text-protocol cell as ``str``, for a query whose column cannot be NULL: a NULL there
+    is the server answering something else (:class:`~protocol.errors.ProtocolError`)."""
+    if value is None:
+        raise ProtocolError("unexpected NULL from the server")
+    return value.decode() if isinstance(value, bytes) else value
+
+
+def cell_text_or_none(value: str | bytes | None) -> str | None:
+    """A text-protocol cell as ``str``, NULL as ``None``."""
+    return None if value is None else cell_text(value)
 
 
 def kept_payloads(kept: bytes | bytearray) -> list[bytes]:

@@ -44,7 +44,8 @@ from protocol.failover import (
     mysql_missing,
 )
 from protocol.gtid import GtidPosition, GtidSet
-from protocol.replication import SERVER_VARIABLES_QUERY, ServerFacts
+from protocol.replication import SERVER_VARIABLES_QUERY, ServerFacts, sql_string
+from protocol.results import cell_text, cell_text_or_none
 from replica.config import Config
 from replica.core.connection import Connection
 from replica.core.session import StartFrom, StartPoint, resolve_start
@@ -98,7 +99,7 @@ async def plan_resume(conn: Connection, sink: Sink, config: Config,
         GtidDiverged: the server lacks transactions the lake holds (and the choice is stop).
         ServerChanged: a file/position resume on another server than the one recorded.
     """
-    facts = ServerFacts.from_variables({_text(r[0]): _optional(r[1]) for r in
+    facts = ServerFacts.from_variables({cell_text(r[0]): cell_text_or_none(r[1]) for r in
                                         await conn.query(SERVER_VARIABLES_QUERY)})
     mariadb = conn.is_mariadb
     server = ServerIdentity(
@@ -109,12 +110,12 @@ async def plan_resume(conn: Connection, sink: Sink, config: Config,
     executed = purged = GtidSet()
     if mariadb:
         row = (await conn.query("SELECT @@GLOBAL.gtid_binlog_pos, @@GLOBAL.gtid_slave_pos"))[0]
-        binlog = GtidPosition.parse(_optional(row[0]) or "")
-        slave = GtidPosition.parse(_optional(row[1]) or "")
+        binlog = GtidPosition.parse(cell_text_or_none(row[0]) or "")
+        slave = GtidPosition.parse(cell_text_or_none(row[1]) or "")
     elif facts.has_gtids:
         row = (await conn.query("SELECT @@GLOBAL.gtid_executed, @@GLOBAL.gtid_purged"))[0]
-        executed = GtidSet.parse(_optional(row[0]) or "")
-        purged = GtidSet.parse(_optional(row[1]) or "")
+        executed = GtidSet.parse(cell_text_or_none(row[0]) or "")
+        purged = GtidSet.parse(cell_text_or_none(row[1]) or "")
 
     checkpoint = sink.durable_position
     if checkpoint is None and not sink.gtid_state_complete:
@@ -169,8 +170,8 @@ async def _complete_mariadb_state(conn: Connection, sink: Sink, position: Binlog
     lake's, when it holds every GTID the lake's state names — from then on the lake resumes by
     GTID and can follow a failover."""
     rows = await conn.query(
-        f"SELECT BINLOG_GTID_POS({_sql_string(position.file)}, {int(position.pos)})")
-    text = _optional(rows[0][0]) if rows else None
+        f"SELECT BINLOG_GTID_POS({sql_string(position.file)}, {int(position.pos)})")
+    text = cell_text_or_none(rows[0][0]) if rows else None
     if text is None:
         return
     at = GtidPosition.parse(text)
@@ -199,8 +200,8 @@ async def _new_lake(conn: Connection, sink: Sink, start: StartPoint, facts: Serv
             assert isinstance(start, StartFrom)  # a MariaDB start is never a Gtid_set
             position = await resolve_start(conn, start)
         rows = await conn.query(
-            f"SELECT BINLOG_GTID_POS({_sql_string(position.file)}, {int(position.pos)})")
-        state = _optional(rows[0][0]) if rows else None
+            f"SELECT BINLOG_GTID_POS({sql_string(position.file)}, {int(position.pos)})")
+        state = cell_text_or_none(rows[0][0]) if rows else None
         if state is not None:
             sink.seed_gtid_state(state, "mariadb")
         else:
@@ -286,17 +287,3 @@ def _name_gtids(gtids: GtidSet) -> str:
     if len(text) <= _NAMED:
         return text
     return f"{text[:_NAMED]}… ({gtids.count()} GTIDs)"
-
-
-def _sql_string(value: str) -> str:
-    return "'" + value.replace("\\", "\\\\").replace("'", "''") + "'"
-
-
-def _text(value: str | bytes | None) -> str:
-    if value is None:
-        raise ProtocolError("unexpected NULL from the server")
-    return value.decode() if isinstance(value, bytes) else value
-
-
-def _optional(value: str | bytes | None) -> str | None:
-    return None if value is None else _text(value)

@@ -60,6 +60,7 @@ from protocol.replication import (
     semi_sync_ack,
     semi_sync_statements,
 )
+from protocol.results import cell_text, cell_text_or_none
 from replica.errors import HeartbeatTimeout
 
 if TYPE_CHECKING:
@@ -199,8 +200,8 @@ class ReplicationSession:
         conn, options = self.conn, self.options
         rows = await self._query("SELECT UNIX_TIMESTAMP()")
         if rows and rows[0][0] is not None:
-            self.clock_offset = float(_text(rows[0][0])) - time.time()
-        variables = {_text(r[0]): _text_or_none(r[1]) for r in await self._query(
+            self.clock_offset = float(cell_text(rows[0][0])) - time.time()
+        variables = {cell_text(r[0]): cell_text_or_none(r[1]) for r in await self._query(
             SERVER_VARIABLES_QUERY)}
         facts = ServerFacts.from_variables(variables)
         self.facts = facts
@@ -475,12 +476,12 @@ async def resolve_start(conn: Connection, start: StartFrom) -> BinlogPosition:
         rows = await conn.query("SHOW BINARY LOGS")
         if not rows:
             raise ProtocolError("SHOW BINARY LOGS returned no binlog files")
-        return BinlogPosition(_text(rows[0][0]), 4)
+        return BinlogPosition(cell_text(rows[0][0]), 4)
     rows = await conn.query("SHOW MASTER STATUS" if conn.is_mariadb else
                             "SHOW BINARY LOG STATUS")
     if not rows:
         raise ProtocolError("the server reports no current binlog position")
-    return BinlogPosition(_text(rows[0][0]), int(_text(rows[0][1])))
+    return BinlogPosition(cell_text(rows[0][0]), int(cell_text(rows[0][1])))
 
 
 def _version_at_least(version: str, wanted: tuple[int, int]) -> bool:
@@ -500,13 +501,3 @@ def _retype(exc: ServerError) -> ProtocolError:
         return exc
     typed = dump_error(exc.code, exc.sqlstate, exc.message)
     return exc if type(typed) is BinlogDumpError else typed
-
-
-def _text(value: str | bytes | None) -> str:
-    if value is None:
-        raise ProtocolError("unexpected NULL from the server")
-    return value.decode() if isinstance(value, bytes) else value
-
-
-def _text_or_none(value: str | bytes | None) -> str | None:
-    return None if value is None else _text(value)
