@@ -25,7 +25,10 @@ flush makes visible only rows numbered above everything visible before it, and i
 
 Each partition directory is split into tasks by ``_seq`` sub-ranges at file boundaries, so a
 large first batch is read in parallel; a file across a boundary is read by both tasks, each
-keeping its own rows.
+keeping its own rows. A file's name gives its first ``_seq``, so a task opens only the files
+named inside its range, those the driver found (by their footers, read once per file and kept)
+to reach into it from below, and compacted files new since the driver listed: a later batch over
+a directory of thousands of small files opens its new ones, not all of them.
 """
 
 from __future__ import annotations
@@ -61,13 +64,18 @@ RELISTS = 100
 
 @dataclass(frozen=True)
 class RangePartition(InputPartition):
-    """The rows with ``start < _seq <= end`` of one partition directory."""
+    """The rows with ``start < _seq <= end`` of one partition directory. ``spanning``: the
+    files named with a first ``_seq`` at or below ``start`` that hold rows above it, as the
+    driver listed them; ``compacted``: every compacted file it listed there. With them the
+    task reads a footer only where the name cannot tell (module docstring)."""
 
     directory: str
     version: int
     date: str
     start: int
     end: int
+    spanning: frozenset[str]
+    compacted: frozenset[str]
 
 
 class LocalBackend:
@@ -97,14 +105,14 @@ class LocalBackend:
         firsts = sorted({first for _d, _v, _dt, names in self._directories() for name in names
                          if (first := L.first_seq_of(name)) is not None
                          and start < first <= newest})
-        # end just before the first file over the limit: a commit boundary, at least one file
+        # end just before the first file over the limit (at least one file)
         return firsts[max_files] - 1 if len(firsts) > max_files else newest
 
     def partitions(self, start: int, end: int) -> Sequence[InputPartition]:
         planned: list[InputPartition] = []
         maxima: dict[str, int] = {}
         for directory, version, date, names in self._directories():
-            firsts: list[int] = []
+            files: list[tuple[int, str, int]] = []
             for name in names:
                 first = L.first_seq_of(name)
                 if first is None or first > end:
@@ -118,8 +126,9 @@ class LocalBackend:
                         top = end
                 maxima[path] = top
                 if top > start:
-                    firsts.append(first)
-            planned += _split(directory, version, date, start, end, sorted(firsts))
+                    files.append((first, name, top))
+            compacted = frozenset(n for n in names if n.startswith(L.COMPACTED_PREFIX))
+            planned += _split(directory, version, date, start, end, sorted(files), compacted)
         self._maxima = maxima
         self._check_retention(start)
         return planned
@@ -188,11 +197,13 @@ class LocalBackend:
             try:
                 for name in names:
                     first = L.first_seq_of(name) if L.is_data_file(name) else None
-                    if first is None or first > end:
+                    if first is None or first > end or first <= start and not _may_span(
+                            name, partition):
                         continue
                     source = self._storage.open_input(os.path.join(partition.directory, name))
                     parquet = pq.ParquetFile(source)
-                    if max((h for _l, h in seq_bounds(parquet.metadata)), default=-1) > start:
+                    if first > start or max(
+                            (h for _l, h in seq_bounds(parquet.metadata)), default=-1) > start:
                         opened.append(parquet)
                     else:
                         parquet.close()
@@ -231,13 +242,27 @@ def _listdir(storage: Storage, path: str) -> list[str]:
         return []
 
 
+def _may_span(name: str, partition: RangePartition) -> bool:
+    """Whether a file named with a first ``_seq`` at or below the task's ``start`` may hold
+    rows above it. The driver's listing, made after the checkpoint the range ends at was read,
+    saw every daemon file holding rows of the range (I5); only a compaction's output can be
+    new since, and only the footer tells its rows."""
+    if name in partition.spanning:
+        return True
+    return name.startswith(L.COMPACTED_PREFIX) and name not in partition.compacted
+
+
 def _split(directory: str, version: int, date: str, start: int, end: int,
-           firsts: list[int]) -> list[RangePartition]:
+           files: list[tuple[int, str, int]], compacted: frozenset[str]) -> list[RangePartition]:
     """``(start, end]`` of one directory as tasks of about :data:`FILES_PER_TASK` files each,
-    cut just before a file's first ``_seq``; none when no file meets the range."""
-    if not firsts:
+    cut just before a file's first ``_seq``; none when no file meets the range. ``files``:
+    ``(first _seq, name, largest _seq)`` of those that do, sorted."""
+    if not files:
         return []
+    firsts = [first for first, _name, _top in files]
     cuts = sorted({f - 1 for f in firsts[FILES_PER_TASK::FILES_PER_TASK] if start < f - 1 < end})
     bounds = [start, *cuts, end]
-    return [RangePartition(directory, version, date, low, high)
+    return [RangePartition(directory, version, date, low, high,
+                           frozenset(n for first, n, top in files if first <= low < top),
+                           compacted)
             for low, high in zip(bounds, bounds[1:], strict=False)]

@@ -92,6 +92,29 @@ def test_a_switch_between_a_tasks_listing_and_its_opens_lists_again(tmp_path):
     assert storage.switched and rows == everything
 
 
+def test_a_task_opens_only_the_files_its_range_needs(tmp_path):
+    """Older files of a directory are left unopened (by name and the driver's footers): a
+    partition of many small files costs a later batch only its new ones."""
+    lake = str(tmp_path / "lake")
+    build_lake(lake, 10)
+
+    class CountingStorage(type(OS)):  # type: ignore[misc]
+        opened: list[str] = []
+
+        def open_input(self, path: str) -> Any:
+            self.opened.append(os.path.basename(path))
+            return super().open_input(path)
+
+    storage = CountingStorage()
+    backend = LocalBackend(lake, "shop", "users", OS)
+    reader = LocalBackend(lake, "shop", "users", storage)
+    [partition] = backend.partitions(8, 10)
+    rows = [r for b in reader.read(partition, target(lake)) for r in b.column("_seq").to_pylist()]
+    assert rows == [9, 10, 10]  # transaction 9 updates one row, 10 inserts two
+    assert sorted(storage.opened) == ["part-0000000000000009-000.parquet",
+                                      "part-0000000000000010-000.parquet"]
+
+
 def test_max_files_ends_a_batch_at_a_file_boundary(tmp_path):
     lake = str(tmp_path / "lake")
     build_lake(lake, 6)
