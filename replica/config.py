@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import dataclasses
 import fnmatch
+import functools
 import os
 import re
 import tomllib
@@ -35,7 +36,15 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from sinks.objectstore.s3 import ADDRESSING as S3_ADDRESSING
-from sinks.objectstore.s3 import S3Settings, is_store_url, split_url
+from sinks.objectstore.s3 import (
+    AWS_CREDENTIALS,
+    DEFAULT_REGION,
+    S3Settings,
+    is_store_url,
+    read_secret_file,
+    resolve_credential,
+    split_url,
+)
 from sinks.transform import ACTIONS, ColumnRule, Transform, TypeOptions
 
 __all__ = [
@@ -341,7 +350,7 @@ class S3Config:
     endpoint: str | None = field(default=None, metadata=_key(
         "URL of the store, e.g. \"http://127.0.0.1:7480\" (Ceph RGW) or \"https://minio:9000\"; "
         "unset means AWS S3."))
-    region: str = field(default="us-east-1", metadata=_key(
+    region: str = field(default=DEFAULT_REGION, metadata=_key(
         "Region requests are signed for (AWS: the bucket's region)."))
     addressing: str = field(default="auto", metadata=_key(
         "Bucket addressing: auto (virtual-hosted on AWS, path-style with an endpoint), path "
@@ -370,6 +379,10 @@ class S3Config:
         "Session token of temporary credentials; or AWS_SESSION_TOKEN.", secret=True))
     session_token_file: str | None = field(default=None, metadata=_key(
         "File holding the session token."))
+    log_snapshot_records: int = field(default=100, metadata=_key(
+        "Write a snapshot of the lake's commit log every this many records, so that a start "
+        "and every reader read it and the records after it instead of the whole log; 0 = "
+        "never (each reads every record)."))
 
     def settings(self) -> S3Settings:
         """These settings as the S3 store takes them, credentials revealed (the one place)."""
@@ -894,18 +907,7 @@ def load_config(
         origin = f"flag {flag}"
         values[dotted] = (_checked(spec, value, isinstance(value, str), origin), origin)
 
-    for dotted, variable in _AWS_ENV.items():
-        # The standard variables come last: binlake's own key or its *_file wins.
-        if dotted not in values and f"{dotted}_file" not in values and environ.get(variable):
-            values[dotted] = (Secret(environ[variable]), f"env {variable}")
-
-    return _build(values, file_path, require_server_id)
-
-
-#: The standard AWS environment variables behind the ``[lake.s3]`` credentials.
-_AWS_ENV = {"lake.s3.access_key_id": "AWS_ACCESS_KEY_ID",
-            "lake.s3.secret_access_key": "AWS_SECRET_ACCESS_KEY",
-            "lake.s3.session_token": "AWS_SESSION_TOKEN"}
+    return _build(values, file_path, require_server_id, environ)
 
 
 def peek_key(dotted: str, path: str | os.PathLike[str] | None = None, *,
@@ -1037,7 +1039,7 @@ def _did_you_mean(name: str, known: Iterable[str]) -> str | None:
 
 
 def _build(values: Mapping[str, tuple[Any, Origin]], file_path: str | None,
-           require_server_id: bool) -> Config:
+           require_server_id: bool, environ: Mapping[str, str]) -> Config:
     def origin_of(dotted: str) -> str:
         return values[dotted][1] if dotted in values else "the default"
 
@@ -1066,18 +1068,24 @@ def _build(values: Mapping[str, tuple[Any, Origin]], file_path: str | None,
                               origin_of("transform.hash_key_file")),
             origin_of("transform.hash_key_file"))
 
-    for dotted in _AWS_ENV:
+    for name in AWS_CREDENTIALS:  # the rule readers of the lake use too (sinks.objectstore.s3)
+        dotted = f"lake.s3.{name}"
         file_key = f"{dotted}_file"
-        secret_file = values.get(file_key, (None,))[0]
-        if secret_file is None:
-            continue
-        if dotted in values:
+        own = values.get(dotted, (None,))[0]
+        try:
+            value, source = resolve_credential(
+                name, None if own is None else own.reveal(), values.get(file_key, (None,))[0],
+                environ, functools.partial(_revealed_file, key=file_key,
+                                           origin=origin_of(file_key)))
+        except ValueError:
             raise ConfigError(
                 f"both {dotted} and {file_key} are set", key=file_key,
                 origin=origin_of(file_key),
-                hint=f"keep one of them (the other from {origin_of(dotted)})")
-        resolved[dotted] = (_read_secret_file(secret_file, file_key, origin_of(file_key)),
-                            origin_of(file_key))
+                hint=f"keep one of them (the other from {origin_of(dotted)})") from None
+        if value is not None:
+            origin = {"file": origin_of(file_key), "key": origin_of(dotted)}.get(
+                source, f"env {source}")
+            resolved[dotted] = (Secret(value), origin)
 
     sections: dict[str, Any] = {}
     # Nested sections ([lake.s3]) first: each becomes a field of its parent.
@@ -1094,19 +1102,17 @@ def _build(values: Mapping[str, tuple[Any, Origin]], file_path: str | None,
     return config
 
 
+def _revealed_file(path: str, *, key: str, origin: Origin) -> str:
+    return _read_secret_file(path, key, origin).reveal()
+
+
 def _read_secret_file(path: str, key: str, origin: Origin) -> Secret:
     try:
-        with open(path, encoding="utf-8") as f:
-            text = f.read()
+        return Secret(read_secret_file(path))
     except OSError as exc:
         raise ConfigError(f"cannot read {path}: {exc.strerror}", key=key, origin=origin) from None
     except UnicodeDecodeError:
         raise ConfigError(f"{path} is not UTF-8 text", key=key, origin=origin) from None
-    if text.endswith("\r\n"):
-        text = text[:-2]
-    elif text.endswith("\n"):
-        text = text[:-1]
-    return Secret(text)
 
 
 def _validate(config: Config, origin_of: typing.Callable[[str], str],
@@ -1288,6 +1294,9 @@ def _validate_s3(lake: LakeConfig,
             fail(dotted, f"must be greater than 0, got {value}", None)
     if s3.max_attempts < 1:
         fail("lake.s3.max_attempts", f"must be at least 1, got {s3.max_attempts}", None)
+    if s3.log_snapshot_records < 0:
+        fail("lake.s3.log_snapshot_records",
+             f"must be 0 (never) or more, got {s3.log_snapshot_records}", None)
 
 
 # --- documentation -----------------------------------------------------------------------------

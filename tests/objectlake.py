@@ -1,6 +1,8 @@
 """A lake landed on disk, published into an object store through the commit protocol — the
 lake on object storage the readers' and compaction's tests read (a daemon's landing is proven
-elsewhere; these tests need exact control of every commit)."""
+elsewhere; these tests need exact control of every commit). A log snapshot is written every
+few records (:data:`SNAPSHOT_EVERY`), so every reader of these lakes reads through snapshots
+and the records after them, as it does on a daemon's long-lived lake."""
 
 from __future__ import annotations
 
@@ -18,6 +20,8 @@ from sinks.parquet import layout as L
 from tests.unit.test_compact import data_files
 
 URL = "s3://bucket/lake"
+#: Records between log snapshots here (the daemon's default is 100).
+SNAPSHOT_EVERY = 4
 
 
 class Published:
@@ -27,7 +31,8 @@ class Published:
         self.lake = lake
         self.store = store
         self.committer = ObjectCommitter(self.store, URL, Lease(self.store, URL,
-                                                                duration_s=30.0))
+                                                                duration_s=30.0),
+                                         snapshot_every=SNAPSHOT_EVERY)
         self.committer.open()
         self.done: set[str] = set()
         self.bookkeeping()

@@ -125,6 +125,7 @@ def open_sink(config: Config) -> Sink:
         flush_in_handle=False,
         transform=config.column_transform(),
         s3=lake.s3.settings(),  # how to reach an s3:// lake (unused for a directory)
+        log_snapshot_records=lake.s3.log_snapshot_records,
     )
 
 

@@ -31,20 +31,21 @@ A commit, step by step:
 3. the objects it removes are deleted — XA parts whose outcome came, which no reader reads
    (a commit that replaces data a reader of an older record may still read keeps them:
    ``delete_removed=False``) — and ``_log/_hint.json`` is set to ``n``; both best effort: a
-   crash before leaves objects the next start deletes, and an older hint.
+   crash before leaves objects the next start deletes, and an older hint;
+4. every ``snapshot_every`` records, a *log snapshot* of the lake as of ``n`` is written
+   (``logstate.py``): only an optimisation for whoever reads the log next.
 
 At start (:meth:`ObjectCommitter.open`):
 
 1. the lease is taken (``lease.py``: one writer, no ``flock``);
-2. the newest record is found: the hint's number, then HEAD of the numbers after it until one
-   is absent (the hint only ever names a record that exists, so the walk is short, and a
-   start never lists the whole log for its position);
+2. the lake as of the newest record is read (``logstate.read_state``): the newest usable log
+   snapshot, then the records after it up to the first absent number — never the whole log;
 3. the writer creates the next record, its *takeover record* (it adds nothing, carries the
    newest checkpoint on, and its number becomes the writer's epoch). From here on any earlier
    writer is fenced: its next number is taken;
-4. the log is read whole and every object carrying an epoch tag that no live entry names —
-   added and not since removed — and whose epoch is older than this writer's is deleted:
-   what interrupted commits and fenced writers left. Objects without an epoch tag
+4. the lake is listed (outside ``_log/``) and every object carrying an epoch tag that no live
+   entry names — added and not since removed — and whose epoch is older than this writer's
+   is deleted: what interrupted commits and fenced writers left. Objects without an epoch tag
    (``_log/``, the lease, snapshot requests) are not the protocol's and are left alone;
 5. the checkpoint of the newest record is where the stream resumes.
 
@@ -76,199 +77,30 @@ Invariants, and why they hold:
 
 from __future__ import annotations
 
-import json
 import logging
-import re
-import time
-from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from collections.abc import Iterable
+from typing import Any
 
-from ..errors import LakeFenced, ObjectMissing, StoreUnavailable
+from ..errors import LakeFenced, StoreUnavailable
 from .lease import LEASE, Lease
+from .log import (
+    HINT,
+    LOG_DIR,
+    CommitLog,
+    Record,
+    Retry,
+    epoch_of,
+    layout_name,
+    live_objects,
+    record_key,
+)
+from .logstate import LogState, lake_objects, read_state, write_snapshot
 from .store import ObjectStore
 
-__all__ = ["HINT", "LOG_DIR", "CommitLog", "ObjectCommitter", "Record", "epoch_of", "layout_name", "record_key"]
+__all__ = ["HINT", "LOG_DIR", "CommitLog", "ObjectCommitter", "Record", "Retry", "epoch_of",
+           "layout_name", "live_objects", "record_key"]
 
 log = logging.getLogger("binlake.sinks.objectstore")
-
-LOG_DIR = "_log/"
-HINT = "_log/_hint.json"
-_RECORD = re.compile(r"^_log/(\d{20})\.json$")
-_EPOCH = re.compile(r"-w(\d+)(\.[A-Za-z0-9]+)$")
-_T = TypeVar("_T")
-
-
-def record_key(number: int) -> str:
-    """The key of log record ``number``."""
-    return f"{LOG_DIR}{number:020d}.json"
-
-
-def epoch_of(key: str) -> int | None:
-    """The epoch tag a committer put in ``key`` (None: not one of the protocol's objects)."""
-    match = _EPOCH.search(key)
-    return int(match.group(1)) if match else None
-
-
-def layout_name(key: str) -> str:
-    """``key`` without the writer's epoch tag (what :meth:`ObjectCommitter.fresh` put in): the
-    object's name in the lake's layout, as a lake on disk names it."""
-    epoch = epoch_of(key)
-    if epoch is None:
-        return key
-    tag = f"-w{epoch}"
-    stem, dot, suffix = key.rpartition(".")
-    if dot and "/" not in suffix and stem.endswith(tag):
-        return f"{stem[:-len(tag)]}.{suffix}"
-    return key[:-len(tag)] if key.endswith(tag) else key
-
-
-@dataclass(frozen=True, slots=True)
-class Record:
-    """One commit: the objects it adds and removes, and the checkpoint it makes current.
-    ``data_change`` is False for a commit that changes no rows (a compaction's, or a takeover
-    record), so a streaming reader skips its additions. ``compaction``: made by a compaction,
-    which takes a number without the lease (a writer finding its number taken by one retries
-    at the next); ``time`` (a compaction's, seconds since the epoch) dates its replaced
-    objects for their retention."""
-
-    number: int
-    writer: str
-    adds: tuple[str, ...] = ()
-    removes: tuple[str, ...] = ()
-    checkpoint: dict[str, Any] | None = None
-    data_change: bool = True
-    takeover: bool = False
-    compaction: bool = False
-    time: float | None = None
-
-    def to_bytes(self) -> bytes:
-        doc = {
-            "format": 1, "number": self.number, "writer": self.writer, "adds": list(self.adds),
-            "removes": list(self.removes), "checkpoint": self.checkpoint,
-            "data_change": self.data_change, "takeover": self.takeover,
-        }
-        if self.compaction:
-            doc |= {"compaction": True, "time": self.time}
-        return (json.dumps(doc, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
-                + "\n").encode()
-
-    @classmethod
-    def from_bytes(cls, data: bytes) -> Record:
-        doc: dict[str, Any] = json.loads(data)
-        return cls(int(doc["number"]), str(doc["writer"]), tuple(doc.get("adds") or ()),
-                   tuple(doc.get("removes") or ()), doc.get("checkpoint"),
-                   bool(doc.get("data_change", True)), bool(doc.get("takeover", False)),
-                   bool(doc.get("compaction", False)),
-                   None if doc.get("time") is None else float(doc["time"]))
-
-
-@dataclass(slots=True)
-class Retry:
-    """Backoff for :class:`~sinks.errors.StoreUnavailable`: ``first`` seconds, doubling up to
-    ``cap``, for as long as it takes (the store coming back is what a daemon waits for; a
-    permanent refusal is :class:`~sinks.errors.StoreRefused`, never retried)."""
-
-    first: float = 0.2
-    cap: float = 10.0
-    sleep: Callable[[float], None] = field(default=time.sleep)
-
-    def call(self, what: str, operation: Callable[[], _T]) -> _T:
-        delay = self.first
-        while True:
-            try:
-                return operation()
-            except StoreUnavailable as exc:
-                log.warning("object store: %s failed (%s); retrying in %.1f s", what, exc, delay)
-                self.sleep(delay)
-                delay = min(self.cap, delay * 2)
-
-
-class CommitLog:
-    """Reads and creates the log's records (module docstring)."""
-
-    def __init__(self, store: ObjectStore, retry: Retry | None = None) -> None:
-        self._store = store
-        self._retry = retry or Retry()
-
-    def read(self, number: int) -> Record | None:
-        try:
-            fetched = self._retry.call("reading a commit record",
-                                       lambda: self._store.get(record_key(number)))
-        except ObjectMissing:
-            return None
-        return Record.from_bytes(fetched.data)
-
-    def newest_number(self) -> int:
-        """The newest record's number (0: an empty log): the hint, then HEAD forward."""
-        number = 0
-        try:
-            hint = self._retry.call("reading the log's hint", lambda: self._store.get(HINT))
-            number = int(json.loads(hint.data)["number"])
-        except (ObjectMissing, ValueError, KeyError, TypeError):
-            number = 0
-        if number and self._head(number) is None:  # a hint is never ahead; distrust a bad one
-            number = 0
-        while self._head(number + 1) is not None:
-            number += 1
-        return number
-
-    def _head(self, number: int) -> object | None:
-        return self._retry.call("looking up a commit record",
-                                lambda: self._store.head(record_key(number)))
-
-    def records(self) -> Iterator[Record]:
-        """Every record, oldest first."""
-        listing = self._retry.call("listing the log", lambda: list(self._store.list(LOG_DIR)))
-        for info in listing:
-            match = _RECORD.match(info.key)
-            if match is not None:
-                record = self.read(int(match.group(1)))
-                if record is not None:
-                    yield record
-
-    def create(self, record: Record) -> bool:
-        """Create ``record`` only if its number is free: True if it now exists as ours."""
-        key, data = record_key(record.number), record.to_bytes()
-        while True:
-            try:
-                created = self._store.put_if_absent(key, data)
-            except StoreUnavailable as exc:
-                log.warning("object store: creating %s failed (%s); reading it back", key, exc)
-                self._retry.sleep(self._retry.first)
-                found = self.read(record.number)  # did the lost attempt happen?
-                if found is None:
-                    continue
-                return found.to_bytes() == data
-            if created is not None:
-                return True
-            found = self.read(record.number)
-            return found is not None and found.to_bytes() == data
-
-    def set_hint(self, number: int) -> None:
-        """Best effort: a failure leaves an older hint, which costs the next start a few HEADs."""
-        try:
-            self._store.put(HINT, json.dumps({"number": number}).encode())
-        except StoreUnavailable as exc:
-            log.warning("object store: could not update the log's hint (%s)", exc)
-
-
-def live_objects(records: Iterable[Record]) -> set[str]:
-    """The objects the records, in order, leave in the lake."""
-    live: set[str] = set()
-    for record in records:
-        live.difference_update(record.removes)
-        live.update(record.adds)
-    return live
-
-
-def kept_objects(records: Iterable[Record]) -> set[str]:
-    """What a start's sweep must keep: the live objects, and those a compaction record
-    replaced, which stay for readers until the compaction's grace period ends
-    (``compact.py`` deletes them then)."""
-    records = list(records)
-    return live_objects(records) | {key for record in records if record.compaction
-                                    for key in record.removes}
 
 
 class ObjectCommitter:
@@ -276,18 +108,25 @@ class ObjectCommitter:
     :meth:`commit` per flush, then :meth:`close`. ``lake`` names the lake in messages."""
 
     def __init__(self, store: ObjectStore, lake: str, lease: Lease,
-                 retry: Retry | None = None) -> None:
+                 retry: Retry | None = None, *, snapshot_every: int = 100) -> None:
         self._store = store
         self._lake = lake
         self._lease = lease
         self._retry = retry or Retry()
+        self._snapshot_every = snapshot_every
         self.log = CommitLog(store, self._retry)
         self._last = 0
         self.epoch = 0
         self.checkpoint: dict[str, Any] | None = None
         self.swept: list[str] = []
-        #: The objects the log keeps, as the start read it (:meth:`open`).
-        self.live: set[str] = set()
+        #: The lake as of this writer's last record (``logstate.py``), kept up to date by every
+        #: record it creates or steps over; its snapshots are written from it.
+        self.state = LogState()
+
+    @property
+    def live(self) -> set[str]:
+        """The objects the log keeps, as of this writer's last record."""
+        return self.state.live
 
     def fresh(self, key: str) -> str:
         """``key`` with this writer's epoch tag: where an object this writer adds is PUT."""
@@ -302,14 +141,15 @@ class ObjectCommitter:
         self._lease.acquire()
         self._lease.start()
         try:
-            newest = self.log.newest_number()
-            previous = self.log.read(newest) if newest else None
-            self.checkpoint = previous.checkpoint if previous is not None else None
+            self.state = read_state(self._store, retry=self._retry)
+            newest = self.state.number
+            self.checkpoint = self.state.checkpoint
             takeover = Record(newest + 1, self._lease.token, checkpoint=self.checkpoint,
                               data_change=False, takeover=True)
             if not self.log.create(takeover):
                 raise LakeFenced(self._lake, self._store.url(record_key(newest + 1)))
             self._last = self.epoch = newest + 1
+            self.state.apply(takeover)
             self.log.set_hint(self._last)
             self._sweep()
         except BaseException:
@@ -318,12 +158,9 @@ class ObjectCommitter:
         return self.checkpoint
 
     def _sweep(self) -> None:
-        records = list(self.log.records())
-        self.live = live_objects(records)
-        live = kept_objects(records)
-        listing = self._retry.call("listing the lake", lambda: list(self._store.list("")))
+        live = self.state.kept()
         doomed = []
-        for info in listing:
+        for info in lake_objects(self._store, self._retry):
             epoch = epoch_of(info.key)
             if (epoch is not None and epoch < self.epoch and info.key not in live
                     and not info.key.startswith(LOG_DIR) and info.key != LEASE):
@@ -349,6 +186,7 @@ class ObjectCommitter:
             number = self._after_compactions(number)
         self._last = record.number
         self.checkpoint = checkpoint
+        self.state.apply(record)
         if record.removes and delete_removed:
             try:
                 self._store.delete_many(record.removes)
@@ -356,6 +194,9 @@ class ObjectCommitter:
                 log.warning("object store: objects a commit removed stay until the next start "
                             "(%s)", exc)
         self.log.set_hint(record.number)
+        if self._snapshot_every > 0 and (
+                record.number - max(self.state.snapshots, default=0) >= self._snapshot_every):
+            write_snapshot(self._store, self.state, self._retry)
         return record
 
     def _after_compactions(self, number: int) -> int:
@@ -366,6 +207,7 @@ class ObjectCommitter:
         while (found := self.log.read(number)) is not None:
             if not found.compaction:
                 raise LakeFenced(self._lake, self._store.url(record_key(number)))
+            self.state.apply(found)
             number += 1
         return number
 

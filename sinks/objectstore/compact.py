@@ -46,24 +46,22 @@ import re
 import secrets
 import time
 from collections import defaultdict
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from ..errors import ObjectMissing
 from ..parquet import layout as L
 from ..parquet.compact import ROW_GROUP_BYTES, CompactOptions, CompactStats
 from .commit import CommitLog, Record, Retry
+from .logstate import PURGED, LogState, lake_objects, purged_number, read_state
 from .store import ObjectStore
-from .view import is_data_name, live_names, read_records
+from .view import is_data_name, read_records
 
 __all__ = ["PURGED", "compact_store"]
 
 log = logging.getLogger("binlake.compact")
 
-#: How far the removed objects of compaction records have been deleted: ``{"number": n}``.
-PURGED = "_compact_purged.json"
 _OUTPUT = re.compile(r"/compacted-g(\d+)-\d+-\d+-c[0-9a-f]+\.parquet$")
 
 
@@ -82,13 +80,13 @@ def compact_store(store: ObjectStore, url: str, options: CompactOptions | None =
     retry = retry or Retry()
     clock = time.time() if now is None else now
     run = secrets.token_hex(4)
-    records = read_records(store, retry=retry)
+    state = read_state(store, retry=retry)
     stats = CompactStats()
-    _purge(store, records, options.grace, clock, retry)
-    if _sweep_outputs(store, url, records, clock, run, retry):
-        records = read_records(store, retry=retry)  # past the fence this run created
-    base = records[-1].number if records else 0
-    live = live_names(records)
+    _purge(store, state, options.grace, clock, retry)
+    if _sweep_outputs(store, url, state, clock, run, retry):
+        state = read_state(store, retry=retry)  # past the fence this run created
+    base = state.number
+    live = state.names
     adds: list[str] = []
     removes: list[str] = []
     for partition, inputs in sorted(_partitions(live).items()):
@@ -226,23 +224,19 @@ def _commit(store: ObjectStore, url: str, base: int, adds: list[str], removes: l
             return record.number
 
 
-def _purge(store: ObjectStore, records: list[Record], grace: float, now: float,
+def _purge(store: ObjectStore, state: LogState, grace: float, now: float,
            retry: Retry) -> None:
     """Delete what compaction records older than ``grace`` removed (module docstring, 4)."""
-    done = 0
-    try:
-        done = int(json.loads(store.get(PURGED).data)["number"])
-    except (ObjectMissing, ValueError, KeyError, TypeError):
-        done = 0
+    done = purged_number(store, retry)
     reached = done
     doomed: list[str] = []
-    for record in records:
-        if record.number <= done or not record.compaction:
+    for number, (time_of, removes) in sorted(state.replaced.items()):
+        if number <= done:
             continue
-        if record.time is None or record.time > now - grace:
+        if time_of is None or time_of > now - grace:
             break
-        doomed += record.removes
-        reached = record.number
+        doomed += removes
+        reached = number
     if reached > done:
         retry.call("removing files compactions replaced", lambda: store.delete_many(doomed))
         store.put(PURGED, json.dumps({"number": reached}).encode())
@@ -250,22 +244,22 @@ def _purge(store: ObjectStore, records: list[Record], grace: float, now: float,
                  len(doomed), grace)
 
 
-def _sweep_outputs(store: ObjectStore, url: str, records: list[Record], now: float, run: str,
+def _sweep_outputs(store: ObjectStore, url: str, state: LogState, now: float, run: str,
                    retry: Retry) -> bool:
     """Delete the outputs of killed compactions behind a fence record (module docstring);
-    True if a fence was created."""
-    def unnamed(known: Iterable[Record]) -> list[str]:
-        named = {key for record in known for key in record.adds}
-        listing = retry.call("listing the lake", lambda: list(store.list("")))
-        return [info.key for info in listing
+    True if a fence was created. An output is named while it is live or replaced but not yet
+    purged; once purged it is gone."""
+    def unnamed(known: LogState) -> list[str]:
+        named = known.kept()
+        return [info.key for info in lake_objects(store, retry)
                 if _OUTPUT.search("/" + info.key) and info.key not in named]
 
-    if not unnamed(records):
+    if not unnamed(state):
         return False
-    fence = _commit(store, url, records[-1].number if records else 0, [], [], now, run, retry)
+    fence = _commit(store, url, state.number, [], [], now, run, retry)
     if fence is None:  # another run fenced first: its sweep does this
         return False
-    doomed = unnamed(read_records(store, upto=fence, retry=retry))
+    doomed = unnamed(read_state(store, upto=fence, retry=retry))
     if doomed:
         log.info("removing %d files of interrupted compactions", len(doomed))
         retry.call("removing interrupted compactions' files", lambda: store.delete_many(doomed))

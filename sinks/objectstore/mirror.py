@@ -66,14 +66,16 @@ class ObjectLake:
     def __init__(self, store: ObjectStore, url: str, spool: str, *,
                  lease_duration_s: float = 30.0, lease: Lease | None = None,
                  retry: Retry | None = None,
-                 probe: Callable[[ObjectStore], None] | None = None) -> None:
+                 probe: Callable[[ObjectStore], None] | None = None,
+                 log_snapshot_records: int = 100) -> None:
         self.store = store
         self._probe = probe
         self.url = url
         self.spool = os.path.abspath(spool)
         self._retry = retry or Retry()
         self.lease = lease or Lease(store, url, duration_s=lease_duration_s)
-        self.committer = ObjectCommitter(store, url, self.lease, self._retry)
+        self.committer = ObjectCommitter(store, url, self.lease, self._retry,
+                                         snapshot_every=log_snapshot_records)
         self._keys: dict[str, str] = {}  # spool name -> key, for every live object
 
     # --- open -----------------------------------------------------------------------------------

@@ -19,8 +19,9 @@ raises the same hierarchy. Credentials live only in the two clients and in :clas
 
 from __future__ import annotations
 
+import os
 import threading
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
@@ -32,10 +33,20 @@ from .store import Fetched, ObjectInfo
 if TYPE_CHECKING:
     import pyarrow as pa
 
-__all__ = ["ADDRESSING", "S3Settings", "S3Store", "is_store_url", "open_store", "split_url"]
+__all__ = ["ADDRESSING", "AWS_CREDENTIALS", "DEFAULT_REGION", "ENV_PREFIX", "S3Settings",
+           "S3Store", "is_store_url", "open_store", "read_secret_file", "resolve_credential",
+           "split_url"]
 
 #: ``auto``: virtual-hosted on AWS, path-style with an endpoint (what gateways expect).
 ADDRESSING = ("auto", "path", "virtual")
+#: The region requests are signed for when none is set.
+DEFAULT_REGION = "us-east-1"
+#: The environment form of the ``[lake.s3]`` keys: ``BINLAKE_LAKE_S3_<KEY>``.
+ENV_PREFIX = "BINLAKE_LAKE_S3_"
+#: Each credential of :class:`S3Settings` and the standard AWS variable behind it.
+AWS_CREDENTIALS = {"access_key_id": "AWS_ACCESS_KEY_ID",
+                   "secret_access_key": "AWS_SECRET_ACCESS_KEY",
+                   "session_token": "AWS_SESSION_TOKEN"}
 #: The most keys one DeleteObjects request takes.
 _DELETE_BATCH = 1000
 
@@ -46,7 +57,7 @@ class S3Settings:
     found by the clients' own default chain (``~/.aws/credentials``, an instance role)."""
 
     endpoint: str | None = None
-    region: str = "us-east-1"
+    region: str = DEFAULT_REGION
     addressing: str = "auto"
     tls_ca: str | None = None
     connect_timeout: float = 10.0
@@ -59,6 +70,65 @@ class S3Settings:
     @property
     def path_style(self) -> bool:
         return self.addressing == "path" or (self.addressing == "auto" and bool(self.endpoint))
+
+    @classmethod
+    def from_environment(cls, environ: Mapping[str, str] | None = None) -> S3Settings:
+        """The settings a process's environment gives (``os.environ`` when None): the
+        ``BINLAKE_LAKE_S3_<KEY>`` forms of the keys that say where the store is and who
+        asks — ``endpoint``, ``region``, ``addressing``, ``tls_ca`` and the credentials,
+        resolved by :func:`resolve_credential` — what a reader of the lake (Spark's side)
+        uses, by the rules the daemon's configuration uses. Timeouts and attempts keep their
+        defaults. ValueError naming the variable (never a credential's value) if one is
+        malformed."""
+        env = os.environ if environ is None else environ
+
+        def text(name: str) -> str | None:
+            return env.get(ENV_PREFIX + name.upper()) or None
+
+        addressing = text("addressing") or "auto"
+        if addressing not in ADDRESSING:
+            raise ValueError(f"{ENV_PREFIX}ADDRESSING: one of {', '.join(ADDRESSING)}, got "
+                             f"{addressing!r}")
+        key_id, secret, token = (resolve_credential(name, text(name), text(f"{name}_file"), env)[0]
+                                 for name in AWS_CREDENTIALS)
+        if (key_id is None) != (secret is None):
+            raise ValueError("the S3 access key id and secret access key go together: give "
+                             "both (AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, or the two "
+                             f"{ENV_PREFIX}*_FILE variables) or neither (the AWS default chain)")
+        return cls(endpoint=text("endpoint"), region=text("region") or DEFAULT_REGION,
+                   addressing=addressing, tls_ca=text("tls_ca"), access_key_id=key_id,
+                   secret_access_key=secret, session_token=token)
+
+
+def read_secret_file(path: str) -> str:
+    """A secret held in a file, one trailing newline (``\n`` or ``\r\n``) ignored.
+    OSError, or UnicodeDecodeError if it is not UTF-8 text."""
+    with open(path, encoding="utf-8") as f:
+        text = f.read()
+    if text.endswith("\r\n"):
+        return text[:-2]
+    return text[:-1] if text.endswith("\n") else text
+
+
+def resolve_credential(name: str, own: str | None, own_file: str | None,
+                       environ: Mapping[str, str],
+                       read: Callable[[str], str] = read_secret_file) -> tuple[str | None, str]:
+    """The credential ``name`` (``access_key_id``, ``secret_access_key``, ``session_token``)
+    and where it came from — ``"file"``, ``"key"`` or the AWS variable's name, ``""`` for
+    none — by the one rule: binlake's own ``*_file``, else its own key, else the standard
+    AWS variable, else nothing (the AWS SDK's default chain). Giving both the key and its
+    file is a ValueError; ``read`` reads the file (:func:`read_secret_file`: an unreadable
+    one is an OSError or a UnicodeDecodeError)."""
+    if own is not None and own_file is not None:
+        raise ValueError(f"both {name} and {name}_file are set")
+    if own_file is not None:
+        return read(own_file), "file"
+    if own is not None:
+        return own, "key"
+    variable = AWS_CREDENTIALS[name]
+    if environ.get(variable):
+        return environ[variable], variable
+    return None, ""
 
 
 def is_store_url(path: str) -> bool:

@@ -19,8 +19,9 @@ from ..parquet import layout as L
 from ..parquet.state import check_format
 from ..parquet.status import LakeFacts, TableFacts
 from .commit import Retry
+from .logstate import read_state
 from .store import ObjectStore
-from .view import is_data_name, live_names, read_records
+from .view import is_data_name
 
 __all__ = ["object_lake_facts"]
 
@@ -29,14 +30,14 @@ def object_lake_facts(store: ObjectStore, url: str, retry: Retry | None = None) 
     """Everything the lake at ``url`` says about itself (module docstring). A lake without a
     record yet does not exist (``exists`` false)."""
     retry = retry or Retry()
-    records = read_records(store, retry=retry)
-    facts = LakeFacts(path=url, exists=bool(records))
-    if not records:
+    state = read_state(store, retry=retry)
+    facts = LakeFacts(path=url, exists=state.number > 0)
+    if not state.number:
         return facts
-    facts.checkpoint = records[-1].checkpoint
+    facts.checkpoint = state.checkpoint
     if facts.checkpoint is not None:
         check_format(facts.checkpoint, url)  # a newer lake format: refused
-    live = live_names(records)
+    live = state.names
     tables: dict[tuple[str, str], list[str]] = {}
     for name in sorted(live):
         parts = name.split("/")

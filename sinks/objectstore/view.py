@@ -5,7 +5,9 @@ a record adds it and no later record removes it. A listing of the prefix is no g
 shows the objects of a commit whose record does not exist yet (and may never: an interrupted
 commit's orphans stay until the next start). So a reader reads the records, oldest first, up
 to the newest one it finds (a consistent cut: records are immutable and numbered without gaps,
-so records ``1..n`` are exactly the lake as of commit ``n``), and reads only what they name.
+so records ``1..n`` are exactly the lake as of commit ``n``), and reads only what they name —
+starting from the newest log snapshot (``logstate.py``), which holds what the records before
+it give, so a reader's requests do not grow with the lake's age.
 
 Readers never take the writer's lease and never write: a reader beside a running daemon, a
 compaction, or a second reader changes nothing and needs nothing of them.
@@ -35,7 +37,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..parquet import layout as L
-from .commit import CommitLog, Record, Retry, layout_name
+from .log import CommitLog, Record, Retry, layout_name
+from .logstate import read_state
 from .store import ObjectStore
 
 __all__ = ["LakeView", "data_additions", "is_data_name", "layout_name", "live_names",
@@ -113,9 +116,8 @@ def read_view(store: ObjectStore, url: str, spark_root: str, *, upto: int | None
     """Read the log and download the bookkeeping (module docstring). ``spark_root``: the URL
     Spark reads the lake's objects at (``s3a://BUCKET/PREFIX`` in production)."""
     retry = retry or Retry()
-    records = read_records(store, upto=upto, retry=retry)
-    live = live_names(records)
-    checkpoint = records[-1].checkpoint if records else None
+    state = read_state(store, upto=upto, retry=retry)
+    live, checkpoint = state.names, state.checkpoint
     local = directory or tempfile.mkdtemp(prefix="binlake-view-")
     try:
         for name, key in live.items():
@@ -132,8 +134,7 @@ def read_view(store: ObjectStore, url: str, spark_root: str, *, upto: int | None
     except BaseException:
         shutil.rmtree(local, ignore_errors=True)
         raise
-    return LakeView(url, records[-1].number if records else 0, checkpoint, live, local,
-                    spark_root)
+    return LakeView(url, state.number, checkpoint, live, local, spark_root)
 
 
 def _get(store: ObjectStore, key: str, retry: Retry) -> bytes:

@@ -8,16 +8,16 @@ objects are reachable — e.g. a FUSE mount of the bucket — another root. Only
 differs; which files are read is decided by the log either way.
 
 The store the log is read from is the ``[lake.s3]`` store the daemon writes to, configured
-for a reader by the same environment (``BINLAKE_LAKE_S3_ENDPOINT``, ``BINLAKE_LAKE_S3_REGION``,
-``BINLAKE_LAKE_S3_TLS_CA``; credentials from ``AWS_ACCESS_KEY_ID``/``AWS_SECRET_ACCESS_KEY``
-or the AWS default chain), or given as an object.
+for a reader by the same environment — every ``BINLAKE_LAKE_S3_<KEY>`` form, credentials by
+the daemon's own rule (``*_FILE``, then ``BINLAKE_LAKE_S3_*``, then ``AWS_*``, then the AWS
+default chain): :meth:`~sinks.objectstore.s3.S3Settings.from_environment`, the one place that
+rule lives — or given as an object.
 """
 
 from __future__ import annotations
 
 import contextlib
 import functools
-import os
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING
 
@@ -38,16 +38,11 @@ def default_spark_root(url: str) -> str:
 
 def store_opener(url: str) -> Callable[[], ObjectStore]:
     """A picklable function that opens the store of the lake at ``url``, configured from this
-    process's environment (module docstring) — credentials included, so Spark's workers, whose
-    environment may lack them, open the same store (the settings never print them)."""
-    env = os.environ
-    settings = S3Settings(endpoint=env.get("BINLAKE_LAKE_S3_ENDPOINT") or None,
-                             region=env.get("BINLAKE_LAKE_S3_REGION") or "us-east-1",
-                             tls_ca=env.get("BINLAKE_LAKE_S3_TLS_CA") or None,
-                             access_key_id=env.get("AWS_ACCESS_KEY_ID") or None,
-                             secret_access_key=env.get("AWS_SECRET_ACCESS_KEY") or None,
-                             session_token=env.get("AWS_SESSION_TOKEN") or None)
-    opener: Callable[[], ObjectStore] = functools.partial(open_store, url, settings)
+    process's environment (module docstring), resolved here — credentials included, so Spark's
+    workers, whose environment (and files) may lack them, open the same store (the settings
+    never print them). ValueError if a variable is malformed."""
+    opener: Callable[[], ObjectStore] = functools.partial(open_store, url,
+                                                          S3Settings.from_environment())
     return opener
 
 

@@ -36,7 +36,8 @@ from pyspark.sql import types as S
 from pyspark.sql.datasource import InputPartition
 
 from ..objectstore.commit import CommitLog
-from ..objectstore.view import data_additions, is_data_name, layout_name, live_names, read_records
+from ..objectstore.logstate import read_state, snapshot_numbers
+from ..objectstore.view import data_additions, is_data_name, layout_name, read_records
 from ..parquet import layout as L
 from .stream import BATCH_ROWS, align_batch, stream_source
 
@@ -76,6 +77,17 @@ def stream_object_changes(spark: SparkSession, open_store: Callable[[], ObjectSt
     return stream_source(spark, backend, schema, **options)
 
 
+def _live_data(names: dict[str, str], prefix: str) -> list[str]:
+    """The keys of the live data files under ``prefix`` (a layout name prefix), by name."""
+    return [names[name] for name in sorted(names) if name.startswith(prefix)
+            and is_data_name(name)]
+
+
+def _newest_snapshot(store: ObjectStore, upto: int) -> int:
+    """The number of the newest log snapshot listed at or before ``upto`` (0: none)."""
+    return max((n for n in snapshot_numbers(store) if n <= upto), default=0)
+
+
 class ObjectBackend:
     """Positions are log record numbers; see the module docstring."""
 
@@ -98,8 +110,16 @@ class ObjectBackend:
         newest = CommitLog(self._the_store()).newest_number()
         if max_files <= 0:
             return newest
-        # whole records until the files reach the limit (at least one record)
+        # whole records until the files reach the limit (at least one record); the first
+        # batch starts from the table as of the newest log snapshot, its live files counted
         files, end = 0, start
+        if end == 0:
+            state = read_state(self._the_store(), upto=_newest_snapshot(self._the_store(),
+                                                                        newest))
+            end = state.number
+            files = len(_live_data(state.names, self._prefix))
+            if end and files >= max_files:
+                return end
         for record in read_records(self._the_store(), after=end, upto=newest):
             files += len(data_additions([record], self._prefix))
             end = record.number
@@ -108,16 +128,17 @@ class ObjectBackend:
         return end
 
     def partitions(self, start: int, end: int) -> Sequence[InputPartition]:
-        records = read_records(self._the_store(), after=start, upto=end)
-        if not records or records[-1].number != end:
+        if start == 0:  # the first batch: the table as of `end`, each live file once
+            state = read_state(self._the_store(), upto=end)
+            reached = state.number
+            keys = _live_data(state.names, self._prefix)
+        else:
+            records = read_records(self._the_store(), after=start, upto=end)
+            reached = records[-1].number if records else start
+            keys = data_additions(records, self._prefix)
+        if reached != end:
             raise RuntimeError(f"the lake's log ends before record {end}, which this query "
                                "already planned: is this the lake the query started on?")
-        if start == 0:  # the first batch: the table as of `end`, each live file once
-            live = live_names(records)
-            keys = [live[name] for name in sorted(live) if name.startswith(self._prefix)
-                    and is_data_name(name)]
-        else:
-            keys = data_additions(records, self._prefix)
         return [_partition_of(key) for key in keys]
 
     def read(self, partition: InputPartition, target: pa.Schema) -> Iterator[pa.RecordBatch]:

@@ -4,14 +4,17 @@ error, or a log line."""
 
 from __future__ import annotations
 
+import functools
 import io
 import logging
+import pickle
 from pathlib import Path
 
 import pytest
 
 from replica.config import ConfigError, LogConfig, Secret, load_config
 from replica.observe.logs import setup_logging
+from sinks.objectstore.s3 import S3Settings, open_store
 
 KEY_ID = "AKIAEXAMPLEKEYID0001"
 SECRET = "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY"
@@ -113,3 +116,48 @@ def test_invalid_settings_name_the_key(tmp_path: Path, toml: str, env: dict[str,
 def test_secret_class_is_what_holds_them(tmp_path: Path) -> None:
     s3 = load(tmp_path, AWS_ACCESS_KEY_ID=KEY_ID, AWS_SECRET_ACCESS_KEY=SECRET).lake.s3
     assert s3.access_key_id == Secret(KEY_ID) and s3.secret_access_key == Secret(SECRET)
+
+
+@pytest.mark.parametrize("combo", ["aws", "binlake", "files", "files-and-aws", "none"])
+def test_a_reader_resolves_the_environment_as_the_daemon_does(tmp_path: Path,
+                                                               combo: str) -> None:
+    """A reader of the lake has no config file: ``S3Settings.from_environment`` reads the
+    same variables by the same rule, and gets exactly the daemon's settings."""
+    (tmp_path / "id").write_text("ID-FROM-FILE\n")
+    (tmp_path / "secret").write_text("secret-from-file\r\n")
+    env = {"BINLAKE_LAKE_S3_ENDPOINT": "http://127.0.0.1:7480",
+           "BINLAKE_LAKE_S3_ADDRESSING": "path", "BINLAKE_LAKE_S3_TLS_CA": "/etc/ca.pem"}
+    aws = {"AWS_ACCESS_KEY_ID": KEY_ID, "AWS_SECRET_ACCESS_KEY": SECRET,
+           "AWS_SESSION_TOKEN": TOKEN}
+    files = {"BINLAKE_LAKE_S3_ACCESS_KEY_ID_FILE": str(tmp_path / "id"),
+             "BINLAKE_LAKE_S3_SECRET_ACCESS_KEY_FILE": str(tmp_path / "secret")}
+    env |= {"aws": aws, "files": files, "files-and-aws": files | aws, "none": {},
+            "binlake": {"BINLAKE_LAKE_S3_ACCESS_KEY_ID": "BINLAKE-ID",
+                        "BINLAKE_LAKE_S3_SECRET_ACCESS_KEY": "binlake-secret"} | aws}[combo]
+    daemon = load(tmp_path, **env).lake.s3.settings()
+    reader = S3Settings.from_environment(env)
+    assert reader == daemon
+    assert reader.path_style and reader.region == "us-east-1" and reader.tls_ca == "/etc/ca.pem"
+    expected = {"aws": (KEY_ID, SECRET, TOKEN), "binlake": ("BINLAKE-ID", "binlake-secret", TOKEN),
+                "files": ("ID-FROM-FILE", "secret-from-file", None),
+                "files-and-aws": ("ID-FROM-FILE", "secret-from-file", TOKEN),
+                "none": (None, None, None)}[combo]
+    assert (reader.access_key_id, reader.secret_access_key, reader.session_token) == expected
+    shown = repr(reader) + repr(open_store("s3://b/p", reader))
+    assert not any(value and value in shown for value in expected)
+    opener = pickle.loads(pickle.dumps(functools.partial(open_store, "s3://b/p", reader)))
+    assert opener().settings == reader  # what Spark's workers get
+
+
+def test_a_reader_refuses_what_the_daemon_refuses(tmp_path: Path) -> None:
+    (tmp_path / "id").write_text("ID-FROM-FILE")
+    for env, message in (
+            ({"BINLAKE_LAKE_S3_ACCESS_KEY_ID": KEY_ID,
+              "BINLAKE_LAKE_S3_ACCESS_KEY_ID_FILE": str(tmp_path / "id")}, "both access_key_id"),
+            ({"AWS_ACCESS_KEY_ID": KEY_ID}, "go together"),
+            ({"BINLAKE_LAKE_S3_ADDRESSING": "sideways"}, "ADDRESSING")):
+        with pytest.raises(ValueError, match=message) as caught:
+            S3Settings.from_environment(env)
+        assert KEY_ID not in str(caught.value)
+        with pytest.raises(ConfigError):
+            load(tmp_path, **env)

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Callable
 
 import pytest
 
@@ -139,9 +140,11 @@ def _ops_of_a_full_run() -> int:
     return len(store.operations)
 
 
-def _crash_run(store: MemoryStore, at: int) -> int:
-    """Run the workload, killed before operation ``at``; the commits acknowledged."""
-    committer = writer(store)
+def _crash_run(store: MemoryStore, at: int | None,
+               make: Callable[[MemoryStore], ObjectCommitter] = writer) -> int:
+    """Run the workload, killed before operation ``at`` (None: never) by a writer ``make``
+    builds; the commits acknowledged."""
+    committer = make(store)
     store.crash_after(at)
     acknowledged = 0
     try:
