@@ -13,7 +13,7 @@ The switch is one atomic step that readers and the daemon cannot observe half-do
    files (written, ``fsync``-ed) plus hard links to files it keeps (earlier compacted files);
 2. ``<lake>/_compact.json`` (the commit record) is written, then
    ``<db>/<table>/_compacted/g<gen>-….json`` (kept: which daemon files the generation
-   replaced, for ``stream_changes``), its directory made durable with it: a recovery that finds
+   replaced, an account of the lake's history), its directory made durable with it: a recovery that finds
    the commit record and no swap drops the kept record, and a swapped partition always has it;
 3. holding ``<lake>/_publish.lock`` exclusively (the daemon holds it shared while it renames
    files into partitions) the partition is checked to hold exactly the inputs, and the staged
@@ -28,8 +28,9 @@ daemon's background compaction, or the daemon's start (:func:`recover_if_idle`, 
 it to a compaction running at that moment) finishes the bookkeeping
 (:func:`recover_compaction`).
 A daemon starting meanwhile empties only ``_staging/``, never ``_compact_staging/``.
-Only the daemon's files are inputs: a compacted file is never rewritten, so a streaming reader
-can tell a compacted file from new data by its name and generation (``sinks/spark/readers``).
+Only the daemon's files are inputs: a compacted file is never rewritten. Readers that follow
+the commit order (``sinks/spark/localstream``) read ``part-*`` and compacted files alike by
+their ``_seq``, so a switch changes nothing they deliver.
 
 Every operation on the lake goes through its :class:`~sinks.storage.Storage` (``storage``, the
 local file system unless told): the locks, the hard links, the exchange, the Parquet files read
@@ -88,7 +89,8 @@ class CompactOptions:
 class CompactionRecord:
     """What one generation did to one partition: the daemon files it replaced (``inputs``) by
     its compacted files (``outputs``). Written twice, by :meth:`to_json` only: kept in the
-    table's ``_compacted/`` (readers fence streaming queries with it), and as the commit record
+    table's ``_compacted/`` (an account of what each generation replaced; no reader needs it),
+    and as the commit record
     ``_compact.json`` with ``kept`` (the earlier compacted files linked along), which
     :func:`recover_compaction` reads back."""
 
@@ -488,6 +490,8 @@ def drop_history(lake: str, database: str, table: str, covered_seq: int, before:
                 if set(storage.listdir(live)) != names:
                     continue
                 storage.replace(live, target)
+            # a rename is durable once its destination's directory is (sinks/storage.py)
+            fsync_path(os.path.dirname(target), storage)
             fsync_path(os.path.dirname(live), storage)
             dropped += 1
     return dropped

@@ -9,14 +9,16 @@ daemon's start runs (:func:`recover_if_idle`), and then:
 
 * every partition holds all its old files or all its new ones, never a mixture, and every
   committed row exactly once (its Parquet files read back);
-* the partition's compaction record (``<table>/_compacted/``, which streaming readers check
-  before a restart) exists exactly when the partition was switched, naming what it replaced;
+* the partition's compaction record (``<table>/_compacted/``) exists exactly when the
+  partition was switched, naming what it replaced;
 * nothing is left of the compaction's bookkeeping (``_compact.json``, ``_compact_staging/``),
   and a second recovery has nothing to do;
 * the next compaction run finishes the job: every partition compacted, the rows intact.
 
 Where the compaction was under way (its commit record on disk), a second power loss during that
-recovery is explored the same way.
+recovery is explored the same way. Retention (:func:`drop_history`, whole partitions moved to
+the trash) is explored too: each retired partition is whole or gone, gone only once the table's
+``_retention.json`` covers its rows, and gone for good once ``drop_history`` returned.
 
 What it found, all fixed in ``sinks/parquet/compact.py``: the compaction record was written
 before the commit record, so a crash between the two left a record (or its temporary file) of
@@ -25,7 +27,9 @@ directory, new at a table's first compaction, was never made durable in its pare
 loss after the switch could lose the record of a switch that did happen; and a crash while the
 generation counter was replaced left its temporary file for good. ``compact_partition`` now
 writes the commit record first and makes the record's directory durable with it, and recovery
-removes both temporary files.
+removes both temporary files. Retention fsync-ed only the directory a partition left, not the
+trash directory it was renamed into, so by ``sinks/storage.py``'s promise (a rename is durable
+once its destination's directory is) a dropped partition could come back; it fsyncs both now.
 """
 
 from __future__ import annotations
@@ -257,3 +261,81 @@ def test_the_model_catches_the_record_written_before_the_commit_record(
     monkeypatch.setattr(K, "replace_atomically", record_first)
     with pytest.raises(AssertionError, match="not switched but has a record|temporary file"):
         explore()
+
+
+# --- retention: drop_history moves whole partitions to the trash --------------------------------
+
+LATER = "bank/acct/schema_version=1/commit_date=2024-01-03"
+RETIRED = {ACCOUNTS: 7, LATER: 8}  # partition -> the largest _seq it holds
+
+
+def _retention_lake() -> State:
+    fs = ModelFs(_base_lake())
+    fs.makedirs(f"{LAKE}/{LATER}")
+    fs.write(f"{LAKE}/{LATER}/part-0000000000000008-000.parquet", _parquet(_rows(8)))
+    return fs.state.copy()
+
+
+def _check_retention(state: State, returned: bool) -> tuple[bool, ...]:
+    """Each retired partition whole or gone, gone only with the table's retention record at or
+    past its rows (a stream that had not read them must fail, not skip them); after
+    ``drop_history`` returned, gone. Returns which are gone."""
+    fs = ModelFs(state.copy())
+    table = f"{LAKE}/bank/acct"
+    gone = []
+    for partition, highest in RETIRED.items():
+        live = f"{LAKE}/{partition}"
+        if fs.isdir(live):
+            assert not returned, f"{partition} back after drop_history returned"
+            assert _lake_rows(fs, partition) == sorted(_rows(highest)), partition
+        else:
+            assert K.dropped_upto(table, fs) >= highest, f"{partition} gone, unrecorded"
+        gone.append(not fs.isdir(live))
+    for partition in FILES.keys() - RETIRED.keys():
+        assert _lake_rows(fs, partition) == _expected_rows(partition), partition
+    return tuple(gone)
+
+
+def explore_retention() -> dict[str, Any]:
+    base = _retention_lake()
+    fs = ModelFs(base.copy())
+    assert K.drop_history(LAKE, "bank", "acct", covered_seq=8, before="2024-12-31", now=NOW,
+                          storage=fs) == 2
+    ops = fs.log
+    seen: dict[Any, tuple[bool, ...]] = {}
+    for crash, lost, state in _crash_states(base, ops, random.Random(27)):
+        key = (_key(state), crash == len(ops))
+        if key in seen:
+            continue
+        try:
+            seen[key] = _check_retention(state, crash == len(ops))
+        except Exception as exc:
+            raise AssertionError(
+                f"power loss after operation {crash} ({ops[crash - 1] if crash else '-'}) "
+                f"with these never reaching the disk: {lost}: {exc!r}") from exc
+    return {"operations": len(ops), "states": len(seen),
+            "outcomes": sorted(set(seen.values()))}
+
+
+def test_every_power_loss_during_retention_leaves_partitions_whole_and_recorded() -> None:
+    result = explore_retention()
+    assert result["outcomes"] == [(False, False), (True, False), (True, True)]  # in turn
+    assert result == {"operations": 21, "states": 45,
+                      "outcomes": [(False, False), (True, False), (True, True)]}
+
+
+def test_the_model_catches_a_partition_dropped_before_its_note(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(K, "_record_dropped", lambda table_path, highest, storage: None)
+    with pytest.raises(AssertionError, match="gone, unrecorded"):
+        explore_retention()
+
+
+def test_the_model_catches_a_retired_partition_not_made_durable(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Only the source's directory fsync-ed: the rename into the trash may not survive."""
+    real = K.fsync_path
+    monkeypatch.setattr(K, "fsync_path", lambda path, storage: None
+                        if f"/{L.COMPACT_TRASH}/" in path else real(path, storage))
+    with pytest.raises(AssertionError, match="back after drop_history returned"):
+        explore_retention()
