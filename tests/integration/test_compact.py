@@ -220,11 +220,21 @@ def test_compact_killed_then_rerun_with_the_daemon_stopped(mariadb_10_11: Server
     assert_state_equals_select(spark, server, lake, database, tables=("t0",), use_state=False)
 
 
+def stream(spark, lake: Path, database: str, tmp_path: Path, out: str,  # noqa: ANN201
+           **options: str):
+    """A query streaming t0 into Parquet at ``out``, its checkpoint beside it."""
+    return (stream_changes(spark, str(lake), database, "t0", **options)
+            .writeStream.format("parquet").option("path", str(tmp_path / out))
+            .option("checkpointLocation", str(tmp_path / f"{out}_ck")).start())
+
+
 def test_compact_beside_a_running_daemon(mariadb_10_11: ServerHandle, tmp_path: Path,
                                          lake: Path, spark) -> None:
     """t1 and t2 are written throughout (the daemon lands files into the very partitions being
-    compacted, at --min-age 0); t0 is streamed by a query started before any compaction, which
-    is kept within the contract: never behind by more than min-age when a compaction runs."""
+    compacted, at --min-age 0); t0 is streamed by a query started before any compaction (and
+    restarted from its checkpoint after the last), one started during them that reads a file
+    per micro-batch and so lags behind every compaction, and one started after: each delivers
+    every t0 row once."""
     server = mariadb_10_11
     database = unique_db("compact_live")
     count = max(90, FILES // 2 // 3 * 3)
@@ -259,16 +269,12 @@ def test_compact_beside_a_running_daemon(mariadb_10_11: ServerHandle, tmp_path: 
             time.sleep(0.2)
 
     reader = threading.Thread(target=poll_reader, daemon=True)
-    query = None
+    query = lagging = after = None
     try:
         daemon.wait_for(r"streaming from")
         writer.run(count)
         wait_landed()
-        checkpoint = tmp_path / "stream_ck"
-        query = (stream_changes(spark, str(lake), database, "t0",
-                                checkpoint_location=str(checkpoint))
-                 .writeStream.format("parquet").option("path", str(tmp_path / "stream_out"))
-                 .option("checkpointLocation", str(checkpoint)).start())
+        query = stream(spark, lake, database, tmp_path, "stream_out")
         query.processAllAvailable()
         reader.start()
         compact_config = write_compact_config(tmp_path, lake)
@@ -278,15 +284,23 @@ def test_compact_beside_a_running_daemon(mariadb_10_11: ServerHandle, tmp_path: 
             time.sleep(0.3)
             run_compact(compact_config)
             batch.join()
+            if lagging is None:
+                lagging = stream(spark, lake, database, tmp_path, "lagging_out",
+                                 maxFilesPerTrigger="1")
             writer.run(10, ("t0",))  # new t0 rows after a compaction: streamed as new files
             wait_landed()
             query.processAllAvailable()
+        query.stop()
         run_compact(compact_config)
-        query.processAllAvailable()
+        query = stream(spark, lake, database, tmp_path, "stream_out")  # restarted
+        after = stream(spark, lake, database, tmp_path, "after_out")
+        for each in (query, lagging, after):
+            each.processAllAvailable()
     finally:
         stop.set()
-        if query is not None:
-            query.stop()
+        for each in (query, lagging, after):
+            if each is not None:
+                each.stop()
         code, _ = daemon.terminate(timeout=STOP_TIMEOUT + 5)
     assert code == 0, daemon.run_stderr()
     reader.join(10)
@@ -295,9 +309,10 @@ def test_compact_beside_a_running_daemon(mariadb_10_11: ServerHandle, tmp_path: 
     assert len(rows) == writer.changes == 2 * (count // 3 * 3) + 30
     assert len({(r["table"], r["_seq"], r["_row"]) for r in rows}) == len(rows)
     assert len(data_files(lake)) * 10 <= writer.changes
-    streamed = spark.read.parquet(str(tmp_path / "stream_out")).select("_seq", "_row").collect()
     t0 = sorted((r["_seq"], r["_row"]) for r in rows if r["table"] == "t0")
-    assert sorted((r["_seq"], r["_row"]) for r in streamed) == t0  # each row exactly once
+    for out in ("stream_out", "lagging_out", "after_out"):
+        streamed = spark.read.parquet(str(tmp_path / out)).select("_seq", "_row").collect()
+        assert sorted((r["_seq"], r["_row"]) for r in streamed) == t0, out  # each row once
     assert_state_equals_select(spark, server, lake, database)
     print(f"concurrent reader: {seen}")
 
