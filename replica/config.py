@@ -365,6 +365,11 @@ class S3Config:
     max_attempts: int = field(default=3, metadata=_key(
         "Attempts of one request inside the S3 client before the failure reaches binlake (which "
         "retries what can be retried with backoff, its position kept)."))
+    lease_duration: float = field(default=30.0, metadata=_key(
+        "Seconds of the writer's lease on the lake (renewed every third of it): a second daemon "
+        "refuses while the first renews it, and takes over a writer that stopped renewing for "
+        "this long (one that died on the same host at once). Only who writes waits on it; a "
+        "writer paused past it is fenced by the commit log, never trusted.", unit="seconds"))
     access_key_id: Secret | None = field(default=None, metadata=_key(
         "Access key id; prefer access_key_id_file or AWS_ACCESS_KEY_ID. Never on the command "
         "line.", secret=True))
@@ -1289,7 +1294,8 @@ def _validate_s3(lake: LakeConfig,
              "give both (AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, or the two *_file keys) "
              "or neither (the AWS default chain)")
     for dotted, value in (("lake.s3.connect_timeout", s3.connect_timeout),
-                          ("lake.s3.request_timeout", s3.request_timeout)):
+                          ("lake.s3.request_timeout", s3.request_timeout),
+                          ("lake.s3.lease_duration", s3.lease_duration)):
         if not value > 0:
             fail(dotted, f"must be greater than 0, got {value}", None)
     if s3.max_attempts < 1:

@@ -185,11 +185,15 @@ class LakeFenced(LakeLocked):
     """Another writer committed to this lake since this one last did (it took the lake over
     while this one was paused or cut off): this writer may never commit again."""
 
-    def __init__(self, lake: str, record_url: str) -> None:
-        SinkError.__init__(self, f"the lake {lake} was taken over by another writer: its commit "
-                           f"record {record_url} exists, so this writer stops without committing")
+    def __init__(self, lake: str, url: str, *, lease: bool = False) -> None:
+        """``url``: the other writer's record found at this one's next number, or (``lease``)
+        the lease this writer's renewal found replaced by the other's."""
+        evidence = (f"its lease {url} replaced this writer's" if lease
+                    else f"its commit record {url} exists")
+        SinkError.__init__(self, f"the lake {lake} was taken over by another writer: {evidence}, "
+                           "so this writer stops without committing")
         self.lake = lake
-        self.lock_path = record_url
+        self.lock_path = url
         self.holder_pid = None
 
     @property

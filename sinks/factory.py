@@ -47,7 +47,8 @@ def build_sink(lake_dir: str, *, file_size_bytes: int, flush_rows: int,
                flush_interval_s: float, catch_up_interval_s: float, compression: str,
                flush_in_handle: bool = True, transform: Transform | None = None,
                object_store: ObjectStore | None = None, s3: S3Settings | None = None,
-               spool: str | None = None, log_snapshot_records: int = 100) -> Sink:
+               spool: str | None = None, log_snapshot_records: int = 100,
+               lease_duration_s: float = 30.0) -> Sink:
     """A closed sink on ``lake_dir`` (``open()`` takes and recovers the lake), from the
     configuration's lake keys.
 
@@ -62,7 +63,8 @@ def build_sink(lake_dir: str, *, file_size_bytes: int, flush_rows: int,
     (``sinks/objectstore/``), the sink writing in a local ``spool`` (default
     ``objectstore.mirror.spool_for``) and each commit published to the store (``object_store``, else one
     built from ``s3``, the ``[lake.s3]`` settings), a log snapshot written every
-    ``log_snapshot_records`` records (``objectstore/logstate.py``).
+    ``log_snapshot_records`` records (``objectstore/logstate.py``), the writer holding the
+    lake by a lease of ``lease_duration_s`` (``sinks/objectstore/lease.py``).
     """
     from .parquet.writer import ParquetSink, SinkOptions
 
@@ -81,7 +83,7 @@ def build_sink(lake_dir: str, *, file_size_bytes: int, flush_rows: int,
         directory = spool or spool_for(lake_dir)
         sink = ParquetSink(directory, options, mirror=ObjectLake(
             object_store, lake_dir, directory, probe=probe_conditional_writes,
-            log_snapshot_records=log_snapshot_records))
+            log_snapshot_records=log_snapshot_records, lease_duration_s=lease_duration_s))
     else:
         sink = ParquetSink(lake_dir, options)
     delay = float(os.environ.get(FLUSH_DELAY_VARIABLE) or 0)

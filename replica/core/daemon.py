@@ -126,6 +126,7 @@ def open_sink(config: Config) -> Sink:
         transform=config.column_transform(),
         s3=lake.s3.settings(),  # how to reach an s3:// lake (unused for a directory)
         log_snapshot_records=lake.s3.log_snapshot_records,
+        lease_duration_s=lake.s3.lease_duration,
     )
 
 

@@ -176,7 +176,7 @@ class ObjectCommitter:
                delete_removed: bool = True) -> Record:
         """Steps 2-3 for objects already PUT at their final keys (step 1)."""
         if self._lease.lost is not None:
-            raise LakeFenced(self._lake, self._store.url(LEASE))
+            raise LakeFenced(self._lake, self._store.url(LEASE), lease=True)
         adds, removes = tuple(adds), tuple(removes)
         number = self._last + 1
         while True:

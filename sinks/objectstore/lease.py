@@ -32,6 +32,7 @@ other in turn.
 from __future__ import annotations
 
 import json
+import logging
 import os
 import secrets
 import threading
@@ -44,6 +45,8 @@ from ..errors import LakeLeased, ObjectMissing, SinkError, StoreUnavailable
 from .store import ObjectStore
 
 __all__ = ["LEASE", "Holder", "Lease", "LeaseLost", "LeaseSeen", "read_lease"]
+
+log = logging.getLogger("binlake.sinks.objectstore")
 
 #: The lease object's key under the lake's prefix.
 LEASE = "_lease.json"
@@ -161,6 +164,11 @@ class Lease:
         return self._etag is not None and self.lost is None
 
     @property
+    def duration_s(self) -> float:
+        """Seconds this writer's lease lasts unrenewed (``lake.s3.lease_duration``)."""
+        return self._duration
+
+    @property
     def token(self) -> str:
         """This writer's token (unique per :class:`Lease`): its commit records carry it."""
         return self._token
@@ -190,6 +198,9 @@ class Lease:
                 if watched is not None:  # renewed while watched: its holder is alive
                     raise LakeLeased(self._lake, self._store.url(LEASE),
                                      state.holder.describe(), state.duration_s)
+                log.info("object store: the lake is held by %s; watching its lease %s for up "
+                         "to %g s: taken over if it is not renewed, refused if it is",
+                         state.holder.describe(), self._store.url(LEASE), state.duration_s)
                 watched = (fetched.etag, now)
             elif now - watched[1] >= state.duration_s:
                 if self._take(fetched.etag):

@@ -34,7 +34,7 @@ from protocol.gtid import GtidSet
 
 from ..chunks import SnapshotChunk
 from ..contract import CommitOutcome, Flushed, Pending
-from ..errors import LakeError, SinkStateError
+from ..errors import LakeError, SinkError, SinkStateError
 from ..stats import SinkStats
 from ..storage import Storage
 from ..transform import TypeOptions
@@ -97,7 +97,7 @@ class ParquetSink:
         self._opened = False
         self._checkpoint: C.Checkpoint | None = None
         #: Set by a LakeError: buffers and disk may disagree, so nothing more is landed.
-        self._broken: LakeError | None = None
+        self._broken: SinkError | None = None
         self._handlers = self._items.handlers  # by item class; a subclass finds its base's
         self._io = self._items.io  # lake work items left (flush_in_handle=False): run_io
         self.on_flush: Callable[[Flushed], None] | None = None  # (in the flush's thread)
@@ -336,6 +336,13 @@ class ParquetSink:
             checkpoint = self._committer.flush(self._snapshots.state)
         except OSError as exc:
             raise self._failed(exc, "committing to the lake") from exc
+        except SinkError as exc:
+            # The lake's store refused the commit, or another writer took the lake (a mirror's
+            # publish): the local commit happened, so the buffers no longer match the spool, as
+            # after an OSError. Broken, the sink lands nothing more (close() does not flush
+            # again), and this error, not a later one, is what stops the daemon.
+            self._broken = exc
+            raise
         self._checkpoint = checkpoint
         chunks = self._policy.flushed()
         if self.on_flush is not None:

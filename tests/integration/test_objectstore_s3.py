@@ -19,6 +19,7 @@ keys from the standard ``AWS_*`` variables.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import random
 import signal
@@ -26,16 +27,18 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
 
 from sinks.errors import LakeLeased
-from sinks.objectstore.commit import CommitLog, live_objects
+from sinks.objectstore.commit import CommitLog
 from sinks.objectstore.mirror import ObjectLake
 from sinks.objectstore.s3 import S3Settings, open_store
 from sinks.objectstore.store import ObjectStore
 from sinks.parquet import ParquetSink
+from tests.integration.s3_lake import committed_data_keys, data_keys
 
 ENDPOINT_VARIABLE = "BINLAKE_TEST_S3_ENDPOINT"
 KILLS = int(os.environ.get("BINLAKE_S3_KILLS", "8"))
@@ -68,11 +71,6 @@ def _write(url: str, spool: str, lease_s: float, pace: float = 0.0) -> None:
     land(spool, workload(), sink=_sink(url, spool, lease_s), pace=pace)
 
 
-def _data_keys(store: ObjectStore) -> set[str]:
-    return {info.key for info in store.list("")
-            if not any(part[:1] in "_." for part in info.key.split("/"))}
-
-
 @pytest.fixture
 def gateway_env(ceph_gateway: Any, monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
     env = {**ceph_gateway.s3_env(), ENDPOINT_VARIABLE: ceph_gateway.endpoint}
@@ -96,6 +94,27 @@ def _writer(url: str, spool: str, env: dict[str, str], lease_s: float = 30.0,
                             env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
 
 
+@contextlib.contextmanager
+def _first_writer(url: str, spool: str, env: dict[str, str], lease_s: float,
+                  until: Callable[[ObjectStore], bool],
+                  ) -> Iterator[tuple[subprocess.Popen[bytes], ObjectStore]]:
+    """A paced writer process on ``url``, once ``until(store)`` holds (polled for up to a
+    minute while the writer runs); resumed and killed on the way out, whatever its state."""
+    first = _writer(url, spool, env, lease_s, pace=0.2)
+    store = open_store(url, _settings_from_env())
+    try:
+        deadline = time.monotonic() + 60
+        while not until(store):
+            assert time.monotonic() < deadline and first.poll() is None
+            time.sleep(0.05)
+        yield first, store
+    finally:
+        first.send_signal(signal.SIGCONT)
+        if first.poll() is None:
+            first.kill()
+        first.wait()
+
+
 @pytest.mark.s3
 def test_the_lake_on_the_gateway_equals_the_lake_on_disk(
         gateway_env: dict[str, str], s3_bucket: str, tmp_path: Any,
@@ -106,8 +125,7 @@ def test_the_lake_on_the_gateway_equals_the_lake_on_disk(
     _write(url, str(tmp_path / "spool"), 30.0)
     store = open_store(url, _settings_from_env())
     assert store_rows(store) == reference  # type: ignore[arg-type]
-    assert _data_keys(store) == {key for key in live_objects(CommitLog(store).records())
-                                 if not any(p[:1] in "_." for p in key.split("/"))}
+    assert data_keys(store) == committed_data_keys(store)
 
 
 @pytest.mark.s3
@@ -139,8 +157,7 @@ def test_kill_9_at_random_moments_loses_and_duplicates_nothing(
     rows = store_rows(store)  # type: ignore[arg-type]
     assert_no_duplicates(rows)
     assert rows == reference
-    assert _data_keys(store) == {key for key in live_objects(CommitLog(store).records())
-                                 if not any(p[:1] in "_." for p in key.split("/"))}
+    assert data_keys(store) == committed_data_keys(store)
     assert killed == KILLS
 
 
@@ -149,13 +166,9 @@ def test_a_second_writer_refuses_while_the_first_runs_or_is_briefly_stopped(
         gateway_env: dict[str, str], s3_bucket: str, tmp_path: Any) -> None:
     url = f"s3://{s3_bucket}/lake"
     lease_s = 6.0
-    first = _writer(url, str(tmp_path / "first"), gateway_env, lease_s, pace=0.2)
-    store = open_store(url, _settings_from_env())
-    try:
-        deadline = time.monotonic() + 60
-        while store.head("_lease.json") is None:  # the first writer holds the lake
-            assert time.monotonic() < deadline and first.poll() is None
-            time.sleep(0.05)
+    # the first writer holds the lake
+    with _first_writer(url, str(tmp_path / "first"), gateway_env, lease_s,
+                       lambda store: store.head("_lease.json") is not None) as (first, _store):
         with pytest.raises(LakeLeased, match="renewed its lease"):
             _sink(url, str(tmp_path / "second"), lease_s).open()
         # stopped while a third watches, resumed before its lease runs out: the third refuses
@@ -176,10 +189,6 @@ def test_a_second_writer_refuses_while_the_first_runs_or_is_briefly_stopped(
         watcher.join(timeout=4 * lease_s)
         assert len(outcome) == 1 and isinstance(outcome[0], LakeLeased), outcome
         assert first.poll() is None  # the first writer goes on
-    finally:
-        first.send_signal(signal.SIGCONT)
-        first.kill()
-        first.wait()
 
 
 @pytest.mark.s3
@@ -187,13 +196,9 @@ def test_a_writer_stopped_past_its_lease_is_taken_over_and_fenced(
         gateway_env: dict[str, str], s3_bucket: str, tmp_path: Any) -> None:
     url = f"s3://{s3_bucket}/lake"
     lease_s = 3.0
-    first = _writer(url, str(tmp_path / "first"), gateway_env, lease_s, pace=0.2)
-    store = open_store(url, _settings_from_env())
-    try:
-        deadline = time.monotonic() + 60
-        while CommitLog(store).newest_number() < 3:  # it has committed something
-            assert time.monotonic() < deadline and first.poll() is None
-            time.sleep(0.05)
+    # the first writer has committed something
+    with _first_writer(url, str(tmp_path / "first"), gateway_env, lease_s,
+                       lambda store: CommitLog(store).newest_number() >= 3) as (first, store):
         first.send_signal(signal.SIGSTOP)
         second = _sink(url, str(tmp_path / "second"), lease_s)
         second.open()  # watches the stopped writer's lease run out, then takes the lake
@@ -204,11 +209,6 @@ def test_a_writer_stopped_past_its_lease_is_taken_over_and_fenced(
         assert b"LakeFenced" in err or b"LeaseLost" in err, err.decode()[-2000:]
         assert CommitLog(store).newest_number() == taken  # the fenced writer committed nothing
         second.close()
-    finally:
-        first.send_signal(signal.SIGCONT)
-        if first.poll() is None:
-            first.kill()
-            first.wait()
 
 
 if __name__ == "__main__":

@@ -12,9 +12,9 @@ import pyarrow.parquet as pq
 import pytest
 
 from sinks.objectstore.commit import CommitLog, live_objects
-from sinks.objectstore.s3 import S3Settings, open_store
 from sinks.objectstore.view import layout_name
 from tests.integration.daemon_process import DaemonProcess, daemon_settings, unique_db
+from tests.integration.s3_lake import gateway_store
 from tests.servers.ceph import CephGateway
 from tests.servers.handle import ServerHandle
 
@@ -34,9 +34,7 @@ def _daemon(server: ServerHandle, gateway: CephGateway, tmp_path: Path, lake: st
 
 def _lake_ids(gateway: CephGateway, lake: str, database: str) -> list[int]:
     """The ``id`` of every row the lake's log keeps for ``database``.t (one per change)."""
-    store = open_store(lake, S3Settings(endpoint=gateway.endpoint, region=gateway.region,
-                                        access_key_id=gateway.access_key,
-                                        secret_access_key=gateway.secret_key))
+    store = gateway_store(gateway, lake)
     ids: list[int] = []
     for key in live_objects(CommitLog(store).records()):
         name = layout_name(key)

@@ -104,6 +104,7 @@ def test_secrets_stay_hidden(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) ->
     ('[lake.s3]\naddressing = "dns"\n', {}, "lake.s3.addressing: expected one of auto, path"),
     ("", {"AWS_ACCESS_KEY_ID": KEY_ID}, "lake.s3.secret_access_key: the access key id and"),
     ("[lake.s3]\nmax_attempts = 0\n", {}, "lake.s3.max_attempts: must be at least 1"),
+    ("[lake.s3]\nlease_duration = 0\n", {}, "lake.s3.lease_duration: must be greater than 0"),
 ])
 def test_invalid_settings_name_the_key(tmp_path: Path, toml: str, env: dict[str, str],
                                        message: str) -> None:
@@ -161,3 +162,16 @@ def test_a_reader_refuses_what_the_daemon_refuses(tmp_path: Path) -> None:
         assert KEY_ID not in str(caught.value)
         with pytest.raises(ConfigError):
             load(tmp_path, **env)
+
+
+def test_the_lease_duration_reaches_the_daemons_writer(tmp_path: Path) -> None:
+    """``lake.s3.lease_duration`` (default 30 s) is the lease the daemon's sink takes."""
+    from replica.core.daemon import open_sink
+
+    assert load(tmp_path).lake.s3.lease_duration == 30.0
+    config = load(tmp_path, '[lake]\npath = "s3://shop-lake/cdc"\n',
+                  BINLAKE_LAKE_S3_LEASE_DURATION="4s", AWS_ACCESS_KEY_ID=KEY_ID,
+                  AWS_SECRET_ACCESS_KEY=SECRET)
+    assert config.lake.s3.lease_duration == 4.0
+    sink = open_sink(config)  # makes no request: the store is reached by open()
+    assert sink._workspace.mirror.lease.duration_s == 4.0  # type: ignore[attr-defined]

@@ -253,10 +253,14 @@ def test_a_writer_paused_past_its_lease_is_fenced_and_lands_nothing() -> None:
     assert new.open() == {"seq": TXNS}
     assert clock.now >= 1000.0 + DURATION
     # the old one wakes: its PUTs land at its own epoch's keys, its record number is taken
-    with pytest.raises(LakeFenced, match="taken over by another writer"):
+    with pytest.raises(LakeFenced, match=r"its commit record mem://lake/_log/\d+\.json exists"):
         land(old, store, 2)
     with pytest.raises(LeaseLost):
         old._lease.renew()
+    # once its renewal has found the lease taken, that is what the next commit says
+    with pytest.raises(LakeFenced, match="its lease mem://lake/_lease.json replaced this "
+                                         "writer's, so this writer stops without committing"):
+        land(old, store, 3)
     assert committed_seq(store) == TXNS
     land(new, store, 2)
     new.close()
@@ -292,7 +296,9 @@ def test_the_fencing_race_between_the_data_and_the_record() -> None:
     assert landed(store) == []
 
 
-def test_a_second_writer_refuses_while_the_first_renews() -> None:
+def test_a_second_writer_refuses_while_the_first_renews(
+        caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level("INFO", logger="binlake.sinks.objectstore")
     store = MemoryStore()
     clock = FakeClock()
     first = writer(store, clock, pid=7)
@@ -311,6 +317,11 @@ def test_a_second_writer_refuses_while_the_first_renews() -> None:
         second.open()
     assert "stop the other `binlake run`" in refused.value.fix
     assert len(renewals) == 1 and clock.now < 1000.0 + DURATION
+    # the wait is not silent: the log says whose lease is watched, and for how long
+    assert [r.getMessage() for r in caplog.records if "watching its lease" in r.getMessage()] == [
+        f"object store: the lake is held by pid 7 on host; watching its lease "
+        f"{store.url(LEASE)} for up to {DURATION:g} s: taken over if it is not renewed, "
+        "refused if it is"]
     assert committed_seq(store) == 0 and CommitLog(store).newest_number() == first.epoch
     land(first, store, 1)  # the first writer is untouched
 

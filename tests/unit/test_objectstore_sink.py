@@ -180,3 +180,31 @@ def test_the_stores_refusals_exit_4() -> None:
                  LakeFenced(URL, URL + "/_log/00000000000000000003.json")):
         assert exit_code_for(held) == 4 and "binlake run" in (hint_for(held) or "")
     assert recover_compaction_if_idle(URL) is None
+
+
+def test_a_fenced_sink_is_broken_by_it_and_closes_without_flushing_again(tmp_path: Any) -> None:
+    """A writer whose lake another took over fails its flush with ``LakeFenced``; that breaks
+    the sink, so ``close()`` does not flush again (its local commit already moved the staged
+    files: a second flush would fail on them with ENOENT, and that error would hide this one)
+    and nothing of it is committed."""
+    from sinks.errors import LakeFenced, SinkStateError
+
+    store = MemoryStore()
+    transactions = workload(transactions=8)
+    first = object_sink(store, str(tmp_path / "first"), pid=1)
+    first.open()
+    for item in transactions[0]:
+        first.handle(item)
+    first.flush()
+    second = object_sink(store, str(tmp_path / "second"), pid=2)
+    second.open()  # the first stopped renewing (paused): its lease is watched out and taken
+    records = list(CommitLog(store).records())
+    for item in transactions[1]:
+        first.handle(item)
+    with pytest.raises(LakeFenced):
+        first.flush()
+    with pytest.raises(SinkStateError, match="stopped after a lake error"):
+        first.handle(transactions[2][0])
+    first.close()  # no second flush, no error
+    assert list(CommitLog(store).records()) == records
+    second.close()
