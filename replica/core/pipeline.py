@@ -501,7 +501,8 @@ class Pipeline:
     def _handle_rows(self, item: RowsEvent) -> None:
         table = item.table
         key = (table.schema, table.table)
-        if key == self.options.signal_table and not self._skipping:
+        signal_table = self.options.signal_table  # (None mostly: no tuple comparison then)
+        if signal_table is not None and key == signal_table and not self._skipping:
             self._read_signals(item)
         snapshots = self.snapshots  # (tracking: see _handle_begin)
         if snapshots is not None and snapshots.tracking and not self._skipping:

@@ -225,11 +225,20 @@ class TransactionItems:
         begin = txn.begin
         gtid = commit.gtid if commit.gtid is not None else begin.gtid
         self._progress.advance(tags, begin, gtid, commit.end, commit_us, commit.server_id)
-        self._policy.commits += 1
+        policy = self._policy
+        policy.commits += 1
         if deferred:
             self.io.append(functools.partial(self._land_deferred, txn, xa, seq, commit_us, date))
-        else:
-            self._landed(rows)
+            return CommitOutcome.ACCEPTED
+        # What _landed does, written out: two calls fewer on every transaction's path.
+        policy.rows += rows
+        stats = self._stats
+        stats.transactions += 1
+        stats.rows += rows
+        if parts.encoder.job is not None:  # a row group in flight: may it fill its file?
+            parts.wait_if_filling()
+        if policy.full(parts.flush_wanted):
+            self._flush_full()
         return CommitOutcome.ACCEPTED
 
     def _land(self, txn: Transaction, xa: str | None, seq: int, commit_us: int,

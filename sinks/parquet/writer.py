@@ -100,6 +100,13 @@ class ParquetSink:
         self._broken: SinkError | None = None
         self._handlers = self._items.handlers  # by item class; a subclass finds its base's
         self._io = self._items.io  # lake work items left (flush_in_handle=False): run_io
+        #: The last call left lake work for :meth:`run_io` (``flush_in_handle=False``).
+        #: ``io_wanted`` and ``flush_wanted`` are plain attributes, set again at the end of
+        #: every call that may change them (:meth:`_note_wants`): the caller reads both after
+        #: every item, three times per one-row transaction, and a property is a Python call.
+        self.io_wanted = False
+        #: A size or row threshold passed (``flush_in_handle=False``): the caller flushes.
+        self.flush_wanted = False
         self.on_flush: Callable[[Flushed], None] | None = None  # (in the flush's thread)
         self.clock: Callable[[], float] | None = None  # lent by the caller: Flushed.seconds
 
@@ -183,17 +190,22 @@ class ParquetSink:
         handler = self._handlers.get(type(item))
         if handler is None:
             handler = self._items.handler_for(type(item))
+        io = self._io
         try:  # free in CPython 3.11+ while nothing is raised
-            if self._io:
+            if io:
                 self._items.run_io()
             return handler(item)
         except OSError as exc:
             raise self._failed(exc, "landing a transaction") from exc
+        finally:  # _note_wants, inline: this runs for every item
+            self.io_wanted = bool(io)
+            self.flush_wanted = self._policy.wanted
 
-    @property
-    def io_wanted(self) -> bool:
-        """An item left lake work (``flush_in_handle=False``): :meth:`run_io` it next."""
-        return bool(self._io)
+    def _note_wants(self) -> None:
+        """Set :attr:`io_wanted` and :attr:`flush_wanted` from the items' lake work and the
+        flush policy (after any call that may have changed either)."""
+        self.io_wanted = bool(self._io)
+        self.flush_wanted = self._policy.wanted
 
     def run_io(self) -> None:
         """The lake work items left: spills, XA files, transactions that spilled."""
@@ -202,6 +214,8 @@ class ParquetSink:
             self._items.run_io()
         except OSError as exc:
             raise self._failed(exc, "landing a transaction") from exc
+        finally:
+            self._note_wants()
 
     @property
     def handled_gtids(self) -> GtidSet | None:
@@ -262,7 +276,7 @@ class ParquetSink:
         if self.options.flush_in_handle:
             self.flush()
         else:
-            self._policy.wanted = True
+            self._policy.wanted = self.flush_wanted = True
 
     # --- snapshots (see snapshot_landing) --------------------------------------------------------
 
@@ -294,6 +308,8 @@ class ParquetSink:
             return landed.seq
         except OSError as exc:
             raise self._failed(exc, "landing a snapshot chunk") from exc
+        finally:
+            self._note_wants()
 
     def stage_piece(self, staged: P.StagedChunk | None, event: RowsEvent) -> P.StagedChunk:
         """See ``SnapshotLanding.stage_piece``."""
@@ -304,10 +320,6 @@ class ParquetSink:
             raise self._failed(exc, "staging a snapshot chunk") from exc
 
     # --- flushing (see flush_policy) -------------------------------------------------------------
-
-    @property
-    def flush_wanted(self) -> bool:
-        return self._policy.wanted
 
     def maybe_flush(self, now: float, *, behind: bool = False) -> bool:
         if not self.flush_due(now, behind=behind):
@@ -343,8 +355,11 @@ class ParquetSink:
             # again), and this error, not a later one, is what stops the daemon.
             self._broken = exc
             raise
+        finally:
+            self._note_wants()
         self._checkpoint = checkpoint
         chunks = self._policy.flushed()
+        self.flush_wanted = False  # (flushed() cleared the policy's)
         if self.on_flush is not None:
             self.on_flush(Flushed(checkpoint, clock() - started if clock is not None else None,
                                   chunks))
