@@ -894,26 +894,28 @@ class Daemon:
 
 
 async def _in_thread(work: Callable[[Callable[[], bool]], _T], *, wait_on_cancel: bool) -> _T:
-    """``work(stop)`` in a worker thread. Cancelled: with ``wait_on_cancel`` its ``stop()``
-    turns true and the thread is waited for (the background compaction on object storage
-    removes the files it wrote before any record names them, so a clean stop leaves no object
-    outside the log); without, the thread is abandoned (a compaction on disk is crash-safe:
-    the next start recovers it)."""
+    """``work(stop)`` in a worker thread; its exception, if any, as it is (never grouped).
+    Cancelled: with ``wait_on_cancel`` its ``stop()`` turns true and the thread is waited for
+    (the background compaction on object storage removes the files it wrote before any record
+    names them, so a clean stop leaves no object outside the log); without, the thread is
+    abandoned (a compaction on disk is crash-safe: the next start recovers it)."""
     stopping = threading.Event()
+    finished = threading.Event()
 
-    async def stop_when_cancelled() -> None:
+    def run() -> _T:
         try:
-            await trio.sleep_forever()
+            return work(stopping.is_set)
         finally:
+            finished.set()
+
+    try:
+        return await trio.to_thread.run_sync(run, abandon_on_cancel=True)
+    except trio.Cancelled:
+        if wait_on_cancel:
             stopping.set()
-
-    async with trio.open_nursery() as nursery:
-        nursery.start_soon(stop_when_cancelled)
-        try:
-            return await trio.to_thread.run_sync(work, stopping.is_set,
-                                                 abandon_on_cancel=not wait_on_cancel)
-        finally:
-            nursery.cancel_scope.cancel()
+            with trio.CancelScope(shield=True):
+                await trio.to_thread.run_sync(finished.wait)
+        raise
 
 
 async def _read_only(conn: Connection) -> bool:
