@@ -3,6 +3,9 @@ moments while a workload flows (inserts, key-changing updates, deletes, rollback
 10.11 and MySQL 9.7: restarted each time, the lake read through its commit log holds every
 change exactly once and replays to ``SELECT`` cell for cell, and after the last, clean run its
 data objects are exactly those the log keeps (the interrupted commits' orphans were swept).
+The daemon writes a log snapshot every few records, so kills land around snapshots too, every
+start reads through them, and the lake as of the newest snapshot and the records after it is
+the lake every record gives.
 
 ``BINLAKE_S3_CRASH_ITERATIONS`` sets the number of kills (default 6, sized for CI; the issue's proof runs it with 30).
 """
@@ -17,6 +20,7 @@ from pathlib import Path
 import pytest
 
 from sinks.objectstore.commit import CommitLog, live_objects
+from sinks.objectstore.logstate import read_state, snapshot_numbers
 from sinks.objectstore.s3 import S3Settings, open_store
 from sinks.objectstore.store import ObjectStore
 from sinks.objectstore.view import layout_name
@@ -65,7 +69,7 @@ def test_sigkill_into_s3_loses_and_duplicates_nothing(
     lake = f"s3://{s3_bucket}/lake"
     settings = daemon_settings(server, tmp_path / "unused", database, overrides={
         "lake": {"path": lake, "flush_interval": 0.1, "flush_rows": 50},
-        "lake.s3": {"endpoint": ceph_gateway.endpoint}})
+        "lake.s3": {"endpoint": ceph_gateway.endpoint, "log_snapshot_records": 5}})
     daemon = DaemonProcess(tmp_path, settings, password=server.users["repl"].password,
                            env={**ceph_gateway.s3_env(), "TMPDIR": str(tmp_path)})
     store = _store(ceph_gateway, lake)
@@ -109,3 +113,6 @@ def test_sigkill_into_s3_loses_and_duplicates_nothing(
     # After a clean stop the data objects are exactly the committed ones: no orphan is left.
     assert _data_keys(store) == {key for key in live_objects(CommitLog(store).records())
                                  if not any(p[:1] in "_." for p in key.split("/"))}
+    # The log's snapshots were written and give what every record gives.
+    assert snapshot_numbers(store)
+    assert read_state(store).live == live_objects(CommitLog(store).records())

@@ -10,6 +10,7 @@ store operations, snapshots included, still recovers a lake with every transacti
 from __future__ import annotations
 
 import json
+import random
 
 from sinks.objectstore import compact as C
 from sinks.objectstore.commit import CommitLog, ObjectCommitter, Record, record_key
@@ -139,6 +140,15 @@ def test_names_the_keys_alone_do_not_give_survive_a_snapshot() -> None:
     assert state.names == {"a/y.json": "a/y-w0.json"}
     back = LogState.from_bytes(state.to_bytes())
     same(back, state)
+    rng = random.Random(28)  # and any mix of adds and removes of keys sharing names
+    for _ in range(200):
+        state = LogState()
+        for number in range(1, 8):
+            keys = [f"t/{rng.choice('abc')}-w{rng.randint(1, 4)}.json" for _ in range(3)]
+            state.apply(Record(number, "w", adds=tuple(keys[:rng.randint(0, 3)]),
+                               removes=tuple(rng.sample(sorted(state.live),
+                                                        min(len(state.live), rng.randint(0, 2))))))
+        same(LogState.from_bytes(state.to_bytes()), state)
 
 
 def test_a_crash_before_every_operation_with_snapshots_loses_and_duplicates_nothing() -> None:
