@@ -141,7 +141,7 @@ class LocalBackend:
         date = datetime.date.fromisoformat(partition.date)
         files = self._open_all(partition)
         try:
-            for parquet in files:
+            for _source, parquet in files:
                 groups = [i for i, (low, high) in enumerate(seq_bounds(parquet.metadata))
                           if high > start and low <= end]
                 if not groups:
@@ -153,8 +153,7 @@ class LocalBackend:
                     if rows.num_rows:
                         yield align_batch(rows, target, partition.version, date)
         finally:
-            for parquet in files:
-                parquet.close()
+            _close(files)
 
     # --- what the driver and the workers list and open ----------------------------------------
 
@@ -180,7 +179,7 @@ class LocalBackend:
             bounds = seq_bounds(pq.ParquetFile(source).metadata)
         return max((high for _low, high in bounds), default=-1)
 
-    def _open_all(self, partition: RangePartition) -> list[pq.ParquetFile]:
+    def _open_all(self, partition: RangePartition) -> list[tuple[Any, pq.ParquetFile]]:
         """Every file of the partition directory that holds rows of the task's range, open
         (module docstring: list, open all, list again if a name vanished)."""
         import pyarrow.parquet as pq
@@ -193,7 +192,7 @@ class LocalBackend:
                 if partition.start == 0 and dropped_upto(self._path, self._storage) > 0:
                     return []  # a new query reads the change log as retention leaves it
                 raise self._gone(partition) from None
-            opened: list[pq.ParquetFile] = []
+            opened: list[tuple[Any, pq.ParquetFile]] = []
             try:
                 for name in names:
                     first = L.first_seq_of(name) if L.is_data_file(name) else None
@@ -201,16 +200,16 @@ class LocalBackend:
                             name, partition):
                         continue
                     source = self._storage.open_input(os.path.join(partition.directory, name))
-                    parquet = pq.ParquetFile(source)
-                    if first > start or max(
-                            (h for _l, h in seq_bounds(parquet.metadata)), default=-1) > start:
-                        opened.append(parquet)
-                    else:
-                        parquet.close()
+                    opened.append((source, pq.ParquetFile(source)))
+                    if first <= start and max((h for _l, h in seq_bounds(
+                            opened[-1][1].metadata)), default=-1) <= start:
+                        _close([opened.pop()])
             except FileNotFoundError:  # a compaction switched the directory: list it again
-                for parquet in opened:
-                    parquet.close()
+                _close(opened)
                 continue
+            except BaseException:
+                _close(opened)
+                raise
             return opened
         raise RuntimeError(f"{partition.directory}: its files changed under {RELISTS} "
                            "listings in a row; the batch fails and is read again on restart")
@@ -233,6 +232,13 @@ class LocalBackend:
         self._check_retention(partition.start)
         return RuntimeError(f"{partition.directory}: the partition directory is gone while "
                             "this query reads it")
+
+
+def _close(files: list[tuple[Any, pq.ParquetFile]]) -> None:
+    """Close each file's reader and the file itself (a reader does not own what it is given)."""
+    for source, parquet in files:
+        parquet.close()
+        source.close()
 
 
 def _listdir(storage: Storage, path: str) -> list[str]:

@@ -86,10 +86,13 @@ def test_a_switch_between_a_tasks_listing_and_its_opens_lists_again(tmp_path):
     backend = LocalBackend(lake, "shop", "users", OS)
     [partition] = backend.partitions(0, 8)
     reader = LocalBackend(lake, "shop", "users", storage)
-    rows = sorted(r for b in reader.read(partition, target(lake))
+    schema = target(lake)
+    descriptors = len(os.listdir("/proc/self/fd"))
+    rows = sorted(r for b in reader.read(partition, schema)
                   for r in zip(b.column("_seq").to_pylist(), b.column("_row").to_pylist(),
                                strict=True))
     assert storage.switched and rows == everything
+    assert len(os.listdir("/proc/self/fd")) == descriptors  # every file opened is closed
 
 
 def test_a_task_opens_only_the_files_its_range_needs(tmp_path):
