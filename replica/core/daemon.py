@@ -214,6 +214,8 @@ class Daemon:
         self._streamed = trio.Event()
         self.backoff = Backoff.from_config(config.reconnect)
         self._stopping = False
+        #: Set by :meth:`stop`, read by worker threads (a background compaction stops at once).
+        self._halting = threading.Event()
         self._stream_scope: trio.CancelScope | None = None
         self._setup_scope: trio.CancelScope | None = None
         self._session: ReplicationSession | None = None
@@ -230,6 +232,7 @@ class Daemon:
     def stop(self) -> None:
         """Ask the daemon to stop (what SIGTERM does): finish safely, then return 0."""
         self._stopping = True
+        self._halting.set()
         if self._stream_scope is not None:
             self._stream_scope.cancel()
         if self._setup_scope is not None:
@@ -346,9 +349,11 @@ class Daemon:
             wait = True
             try:
                 stats = await _in_thread(
-                    lambda stop: compact_lake(lake.path, options, s3=lake.s3.settings(),
-                                              stop=stop),
-                    wait_on_cancel=lake.on_object_store)
+                    lambda stop: compact_lake(
+                        lake.path, options, s3=lake.s3.settings(),
+                        stop=lambda: stop() or self._halting.is_set()),
+                    wait_on_cancel=self.config.replica.stop_timeout if lake.on_object_store
+                    else 0.0)
             except StoreRefused:
                 raise
             except Exception as exc:  # noqa: BLE001 - reported, retried next interval
@@ -893,12 +898,15 @@ class Daemon:
         return DirectoryRequests(lake.path)
 
 
-async def _in_thread(work: Callable[[Callable[[], bool]], _T], *, wait_on_cancel: bool) -> _T:
+async def _in_thread(work: Callable[[Callable[[], bool]], _T], *,
+                     wait_on_cancel: float) -> _T:
     """``work(stop)`` in a worker thread; its exception, if any, as it is (never grouped).
-    Cancelled: with ``wait_on_cancel`` its ``stop()`` turns true and the thread is waited for
-    (the background compaction on object storage removes the files it wrote before any record
-    names them, so a clean stop leaves no object outside the log); without, the thread is
-    abandoned (a compaction on disk is crash-safe: the next start recovers it)."""
+    Cancelled: with ``wait_on_cancel`` seconds its ``stop()`` turns true and the thread is
+    waited for that long at most (the background compaction on object storage removes the
+    files it wrote before any record names them, so a clean stop leaves no object outside the
+    log); otherwise, or once that time has passed, the thread is abandoned (a compaction on
+    disk is crash-safe: the next start recovers it; one on object storage leaves files no
+    record names, which the next compaction run removes)."""
     stopping = threading.Event()
     finished = threading.Event()
 
@@ -911,10 +919,15 @@ async def _in_thread(work: Callable[[Callable[[], bool]], _T], *, wait_on_cancel
     try:
         return await trio.to_thread.run_sync(run, abandon_on_cancel=True)
     except trio.Cancelled:
-        if wait_on_cancel:
+        if wait_on_cancel > 0:
             stopping.set()
-            with trio.CancelScope(shield=True):
-                await trio.to_thread.run_sync(finished.wait)
+            with trio.move_on_after(wait_on_cancel) as budget:
+                budget.shield = True
+                await trio.to_thread.run_sync(finished.wait, abandon_on_cancel=True)
+            if budget.cancelled_caught:
+                log.warning("stopping with a background compaction still running after %g "
+                            "s: the files it wrote are removed by the next compaction run",
+                            wait_on_cancel)
         raise
 
 

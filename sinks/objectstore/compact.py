@@ -168,6 +168,8 @@ def _rewrite(store: ObjectStore, partition: str, inputs: list[str], base: int, r
     written: the caller deletes what was."""
     tables = []
     for key in inputs:
+        if stopping():
+            return [], 0
         with store.open_input(key) as stream:
             tables.append(pq.read_table(stream))
     schema = tables[0].schema

@@ -89,7 +89,53 @@ def test_a_stop_asks_the_running_work_to_stop_and_waits_for_it() -> None:
 
     async def main() -> None:
         with trio.move_on_after(0.3):
-            await D._in_thread(work, wait_on_cancel=True)
+            await D._in_thread(work, wait_on_cancel=30.0)
         assert finished.is_set()  # the cancellation waited for the thread
 
     trio.run(main)
+
+
+def test_a_daemon_stop_stops_a_running_compaction_at_once(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    asked = threading.Event()
+
+    def compact(lake: str, options: Any, *, s3: Any, stop: Callable[[], bool]) -> Any:
+        deadline = time.monotonic() + 30
+        while not stop():
+            assert time.monotonic() < deadline, "the stop never reached the compaction"
+            time.sleep(0.01)
+        asked.set()
+        raise _Stopped
+
+    monkeypatch.setattr(D, "compact_lake", compact)
+    daemon = _daemon("s3://bucket/lake")
+
+    async def main() -> None:
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(daemon._compact_in_background)
+            await trio.sleep(0.2)
+            daemon.stop()  # SIGTERM: before the daemon cancels its services
+            await trio.to_thread.run_sync(asked.wait, 30)
+            nursery.cancel_scope.cancel()
+
+    trio.run(main)
+    assert asked.is_set()
+
+
+def test_a_compaction_that_does_not_stop_is_abandoned_after_the_wait(
+        caplog: pytest.LogCaptureFixture) -> None:
+    release = threading.Event()
+
+    async def main() -> float:
+        started = time.monotonic()
+        with trio.move_on_after(0.1):
+            await D._in_thread(lambda stop: release.wait(30), wait_on_cancel=0.3)
+        return time.monotonic() - started
+
+    with caplog.at_level(logging.WARNING):
+        took = trio.run(main)
+    release.set()
+    assert 0.4 <= took < 5
+    assert [r.getMessage() for r in caplog.records] == [
+        "stopping with a background compaction still running after 0.3 s: the files it wrote "
+        "are removed by the next compaction run"]
