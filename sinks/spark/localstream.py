@@ -46,7 +46,7 @@ from ..parquet import layout as L
 from ..parquet.compact import dropped_upto, seq_bounds
 from ..parquet.status import read_checkpoint
 from ..storage import Storage
-from .stream import BATCH_ROWS, align_batch
+from .stream import seq_range_batches
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -134,24 +134,13 @@ class LocalBackend:
         return planned
 
     def read(self, partition: InputPartition, target: pa.Schema) -> Iterator[pa.RecordBatch]:
-        import pyarrow.compute as pc
-
         assert isinstance(partition, RangePartition)
-        start, end = partition.start, partition.end
         date = datetime.date.fromisoformat(partition.date)
         files = self._open_all(partition)
         try:
             for _source, parquet in files:
-                groups = [i for i, (low, high) in enumerate(seq_bounds(parquet.metadata))
-                          if high > start and low <= end]
-                if not groups:
-                    continue
-                for batch in parquet.iter_batches(batch_size=BATCH_ROWS, row_groups=groups):
-                    seq = batch.column(batch.schema.get_field_index("_seq"))
-                    keep = pc.and_(pc.greater(seq, start), pc.less_equal(seq, end))
-                    rows = batch.filter(keep)
-                    if rows.num_rows:
-                        yield align_batch(rows, target, partition.version, date)
+                yield from seq_range_batches(parquet, partition.start, partition.end, target,
+                                             partition.version, date)
         finally:
             _close(files)
 

@@ -5,19 +5,26 @@ it would read the objects of a commit whose record does not exist yet (or never 
 remembers paths, so a compaction's new files would look like new rows. This source reads the
 log instead (``sinks/objectstore/view.py``):
 
-* an offset is a log record number: ``{"record": n}`` means "the table's rows as of record
-  ``n`` have been delivered". The first offset is 0;
-* the first micro-batch ``(0, end]`` is the table as of record ``end``: its live data files,
-  each once (compacted files where a compaction replaced parts — the same rows);
-* every later micro-batch ``(start, end]`` is the data files the records ``start+1..end``
-  *added as new rows* for this table, one Spark partition per file. A compaction's record
-  (``data_change`` false) is skipped: its files hold rows already delivered. So each row is
-  delivered exactly once, whatever compactions happen before, during or after the query;
+* an offset is a log record number: ``{"record": n}`` means "the table's changes committed up
+  to record ``n`` have been delivered". The first offset is 0. Record ``n`` carries the
+  checkpoint of the writer's flush it published, so its ``seq`` — ``S(n)`` — says which rows
+  that is: every row with ``_seq <= S(n)``, and no other (``docs/lake-format.md``, "Streaming a
+  lake on disk": the sink numbers and flushes the same way whichever lake it publishes to;
+  compaction and takeover records carry the checkpoint on unchanged);
+* a micro-batch ``(start, end]`` is the rows with ``S(start) < _seq <= S(end)``, read from the
+  files live as of the newest record *when the batch is planned*: those whose name's first
+  ``_seq`` lies in the range, and compacted files that reach into it from below (a daemon's
+  file holds one record's rows, so only a compaction's output can hold rows on both sides of
+  ``S(start)``; its footer, read once per file, tells). Compaction keeps every row and its
+  ``_seq``, so a range is read the same before, during or after any compaction, and a query
+  restarted however far behind goes on where it stopped. Only a batch planned more than the
+  lake's ``compact_grace`` before it is read can find a file gone (a compaction replaced it
+  and a later run deleted it); it then fails and is planned again on restart, never skipping
+  a row;
 * files are read by the Python workers through the lake's own store (``open_input``, ranged
-  reads), each file's columns aligned to the table's union schema as the batch reader aligns
-  them (``schema_version`` and ``commit_date`` from the file's place in the layout). A file a
-  compaction replaced stays readable at its key for the lake's retention
-  (``docs/lake-format.md``); a query further behind than that fails rather than skip rows.
+  reads), each keeping the rows of its range, aligned to the table's union schema as the batch
+  reader aligns them (``schema_version`` and ``commit_date`` from the file's place in the
+  layout).
 
 This is the object-storage :class:`~sinks.spark.stream.Backend` of the one streaming source
 (``sinks/spark/stream.py``: the data source, offsets, schema alignment); the store's settings
@@ -27,6 +34,7 @@ travel with it, pickled, to the workers, never through Spark's options.
 from __future__ import annotations
 
 import datetime
+import posixpath
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -36,10 +44,11 @@ from pyspark.sql import types as S
 from pyspark.sql.datasource import InputPartition
 
 from ..objectstore.commit import CommitLog
-from ..objectstore.logstate import read_state, snapshot_numbers
+from ..objectstore.logstate import LogState, read_state, snapshot_numbers
 from ..objectstore.view import data_additions, is_data_name, layout_name, read_records
 from ..parquet import layout as L
-from .stream import BATCH_ROWS, align_batch, stream_source
+from ..parquet.compact import seq_bounds
+from .stream import seq_range_batches, stream_source
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -51,19 +60,22 @@ __all__ = ["FilePartition", "ObjectBackend", "stream_object_changes"]
 
 @dataclass(frozen=True)
 class FilePartition(InputPartition):
-    """One data file to deliver: its key, schema version and commit date."""
+    """The rows with ``low < _seq <= high`` of one data file: its key, schema version and
+    commit date."""
 
     key: str
     version: int
     date: str
+    low: int
+    high: int
 
 
-def _partition_of(key: str) -> FilePartition:
+def _partition_of(key: str, low: int, high: int) -> FilePartition:
     """``<db>/<table>/schema_version=N/commit_date=D/name`` → its version and date."""
     parts = layout_name(key).split("/")
     version = int(parts[-3].split("=", 1)[1])
     date = parts[-2].split("=", 1)[1]
-    return FilePartition(key, version, date)
+    return FilePartition(key, version, date, low, high)
 
 
 def stream_object_changes(spark: SparkSession, open_store: Callable[[], ObjectStore],
@@ -97,9 +109,12 @@ class ObjectBackend:
         self._open_store = open_store
         self._prefix = prefix
         self._store: ObjectStore | None = None
+        self._seqs: dict[int, int] = {}  # record number -> S(n) (records never change)
+        self._tops: dict[str, int] = {}  # compacted file -> its largest _seq; keys never reused
 
     def __getstate__(self) -> dict[str, Any]:
-        return {"_open_store": self._open_store, "_prefix": self._prefix, "_store": None}
+        return {"_open_store": self._open_store, "_prefix": self._prefix, "_store": None,
+                "_seqs": {}, "_tops": {}}
 
     def _the_store(self) -> ObjectStore:
         if self._store is None:
@@ -128,18 +143,36 @@ class ObjectBackend:
         return end
 
     def partitions(self, start: int, end: int) -> Sequence[InputPartition]:
-        if start == 0:  # the first batch: the table as of `end`, each live file once
-            state = read_state(self._the_store(), upto=end)
-            reached = state.number
-            keys = _live_data(state.names, self._prefix)
-        else:
-            records = read_records(self._the_store(), after=start, upto=end)
-            reached = records[-1].number if records else start
-            keys = data_additions(records, self._prefix)
-        if reached != end:
+        store = self._the_store()
+        state = read_state(store)
+        if state.number < end:
             raise RuntimeError(f"the lake's log ends before record {end}, which this query "
                                "already planned: is this the lake the query started on?")
-        return [_partition_of(key) for key in keys]
+        low, high = self._seq_at(start, state), self._seq_at(end, state)
+        self._seqs = {start: low, end: high}  # the next batch starts at this one's end
+        if high <= low:  # no rows committed in (start, end]: takeover or compaction records
+            return []
+        planned: list[InputPartition] = []
+        tops: dict[str, int] = {}
+        for name, key in sorted(state.names.items()):
+            if not name.startswith(self._prefix) or not is_data_name(name):
+                continue
+            base = posixpath.basename(name)
+            first = L.first_seq_of(base)
+            if first is not None and first > high:
+                continue
+            if first is None or first <= low:
+                if first is not None and not base.startswith(L.COMPACTED_PREFIX):
+                    continue  # a daemon's file: one record's rows, all at or below low
+                top = self._tops.get(key)
+                if top is None:
+                    top = self._top(key)
+                tops[key] = top
+                if top <= low:
+                    continue
+            planned.append(_partition_of(key, low, high))
+        self._tops = tops
+        return planned
 
     def read(self, partition: InputPartition, target: pa.Schema) -> Iterator[pa.RecordBatch]:
         import pyarrow.parquet as pq
@@ -147,6 +180,31 @@ class ObjectBackend:
         assert isinstance(partition, FilePartition)
         date = datetime.date.fromisoformat(partition.date)
         with self._open_store().open_input(partition.key) as stream:
-            parquet = pq.ParquetFile(stream)
-            for batch in parquet.iter_batches(batch_size=BATCH_ROWS):
-                yield align_batch(batch, target, partition.version, date)
+            yield from seq_range_batches(pq.ParquetFile(stream), partition.low, partition.high,
+                                         target, partition.version, date)
+
+    def _seq_at(self, number: int, state: LogState) -> int:
+        """``S(number)``: the ``seq`` of record ``number``'s checkpoint (0: none yet)."""
+        if number == 0:
+            return 0
+        seq = self._seqs.get(number)
+        if seq is None:
+            if number == state.number:
+                checkpoint = state.checkpoint
+            else:
+                record = CommitLog(self._the_store()).read(number)
+                if record is None:
+                    raise RuntimeError(f"the lake's log has no record {number}, which this "
+                                       "query already read: is this the lake the query "
+                                       "started on?")
+                checkpoint = record.checkpoint
+            seq = self._seqs[number] = int((checkpoint or {}).get("seq") or 0)
+        return seq
+
+    def _top(self, key: str) -> int:
+        """The largest ``_seq`` in the file at ``key``, from its footer."""
+        import pyarrow.parquet as pq
+
+        with self._the_store().open_input(key) as stream:
+            bounds = seq_bounds(pq.ParquetFile(stream).metadata)
+        return max((high for _low, high in bounds), default=-1)

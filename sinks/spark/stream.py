@@ -33,8 +33,9 @@ from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPart
 
 if TYPE_CHECKING:
     import pyarrow as pa
+    import pyarrow.parquet as pq
 
-__all__ = ["BATCH_ROWS", "Backend", "align_batch", "stream_source"]
+__all__ = ["BATCH_ROWS", "Backend", "align_batch", "seq_range_batches", "stream_source"]
 
 #: Rows per Arrow batch a worker hands Spark (bounds a worker's memory, not a file's size).
 BATCH_ROWS = 65536
@@ -82,6 +83,26 @@ def align_batch(batch: pa.RecordBatch, target: pa.Schema, version: int,
         else:
             arrays.append(pa.nulls(rows, field.type))
     return pa.RecordBatch.from_arrays(arrays, schema=target)
+
+
+def seq_range_batches(parquet: pq.ParquetFile, start: int, end: int, target: pa.Schema,
+                      version: int, date: datetime.date) -> Iterator[pa.RecordBatch]:
+    """The rows of an open data file with ``start < _seq <= end``, aligned to ``target``
+    (:func:`align_batch`); only the row groups whose ``_seq`` statistics meet the range are
+    read."""
+    import pyarrow.compute as pc
+
+    from ..parquet.compact import seq_bounds
+
+    groups = [i for i, (low, high) in enumerate(seq_bounds(parquet.metadata))
+              if high > start and low <= end]
+    if not groups:
+        return
+    for batch in parquet.iter_batches(batch_size=BATCH_ROWS, row_groups=groups):
+        seq = batch.column(batch.schema.get_field_index("_seq"))
+        rows = batch.filter(pc.and_(pc.greater(seq, start), pc.less_equal(seq, end)))
+        if rows.num_rows:
+            yield align_batch(rows, target, version, date)
 
 
 def _cast(array: pa.Array, target: pa.DataType) -> pa.Array:
