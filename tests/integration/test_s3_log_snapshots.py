@@ -138,16 +138,9 @@ def test_a_reader_configured_by_secret_files_and_path_addressing_reads_the_lake(
     lake = str(tmp_path / "disk")
     build_lake(lake, 6)
     Published(lake, store_from_environment(url)).close()
-    (tmp_path / "key-id").write_text(ceph_gateway.access_key + "\n")
-    (tmp_path / "secret").write_text(ceph_gateway.secret_key + "\n")
-    for name in [n for n in os.environ if n.startswith(("AWS_", "BINLAKE_LAKE_S3_"))]:
-        monkeypatch.delenv(name)
-    monkeypatch.setenv("BINLAKE_LAKE_S3_ENDPOINT", ceph_gateway.endpoint)
-    monkeypatch.setenv("BINLAKE_LAKE_S3_REGION", ceph_gateway.region)
-    monkeypatch.setenv("BINLAKE_LAKE_S3_ADDRESSING", "path")
-    monkeypatch.setenv("BINLAKE_LAKE_S3_ACCESS_KEY_ID_FILE", str(tmp_path / "key-id"))
-    monkeypatch.setenv("BINLAKE_LAKE_S3_SECRET_ACCESS_KEY_FILE", str(tmp_path / "secret"))
-    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "none"))  # no SDK chain
+    gateway_env(ceph_gateway, monkeypatch, secrets=tmp_path / "secrets")
+    assert [name for name in os.environ if name.startswith("AWS_")] == [
+        "AWS_SHARED_CREDENTIALS_FILE"]  # pointing at no file
 
     opener = store_opener(url)
     settings = opener.args[1]  # type: ignore[attr-defined]  # a functools.partial

@@ -37,12 +37,26 @@ from tests.unit.test_compact import build_lake, build_more, data_files
 pytestmark = [pytest.mark.s3, pytest.mark.spark]
 
 
-def gateway_env(gateway: CephGateway, monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
+def gateway_env(gateway: CephGateway, monkeypatch: pytest.MonkeyPatch,
+                secrets: Path | None = None) -> dict[str, str]:
     """This process's environment pointed at the gateway (as an operator's would be), without
-    any other BINLAKE_/AWS_ setting; also returned, for a command run as a subprocess."""
+    any other BINLAKE_/AWS_ setting; also returned, for a command run as a subprocess. With
+    ``secrets`` (a directory), the keys are in files there named by ``*_FILE`` variables and
+    addressing is path-style — a container's way — and no AWS variable is set."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("BINLAKE_", "AWS_"))}
-    env |= {**gateway.s3_env(), "BINLAKE_LAKE_S3_ENDPOINT": gateway.endpoint,
-            "BINLAKE_LAKE_S3_REGION": gateway.region}
+    env |= {"BINLAKE_LAKE_S3_ENDPOINT": gateway.endpoint, "BINLAKE_LAKE_S3_REGION": gateway.region}
+    if secrets is None:
+        env |= gateway.s3_env()
+    else:
+        secrets.mkdir(exist_ok=True)
+        (secrets / "key-id").write_text(gateway.access_key + "\n")
+        (secrets / "secret").write_text(gateway.secret_key + "\n")
+        env |= {"BINLAKE_LAKE_S3_ADDRESSING": "path",
+                "BINLAKE_LAKE_S3_ACCESS_KEY_ID_FILE": str(secrets / "key-id"),
+                "BINLAKE_LAKE_S3_SECRET_ACCESS_KEY_FILE": str(secrets / "secret"),
+                "AWS_SHARED_CREDENTIALS_FILE": str(secrets / "none")}  # no SDK chain either
+    for key in [k for k in os.environ if k.startswith(("BINLAKE_", "AWS_")) and k not in env]:
+        monkeypatch.delenv(key)
     for key, value in env.items():
         monkeypatch.setenv(key, value)
     return env
@@ -102,12 +116,13 @@ def test_binlake_compact_beside_a_writer_and_streams(spark, ceph_gateway, s3_buc
     """``binlake compact`` on the gateway's lake while a writer commits: streams started before,
     during and after see each row once, a batch read after sees every row once, the file count
     falls (as ``binlake status`` reports it), and the writer commits after the compaction's
-    record."""
+    record. The commands and the streams are configured only by secret files and path-style
+    addressing: the daemon's configuration and the readers resolve them by one rule."""
     import threading
 
     from sinks.objectstore.view import is_data_name, live_names, read_records
 
-    env = gateway_env(ceph_gateway, monkeypatch)
+    env = gateway_env(ceph_gateway, monkeypatch, secrets=tmp_path / "secrets")
     url = f"s3://{s3_bucket}/lake"
     lake = str(tmp_path / "disk")
     build_lake(lake, 12)
