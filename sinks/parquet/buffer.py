@@ -138,6 +138,7 @@ class Transaction:
     tables: dict[int, TxnTable] = field(default_factory=dict)  # by id(version)
     statements: list[Statement] = field(default_factory=list)
     spilled: bool = False  # some of its rows are in spill files
+    converted: bool = False  # some of its rows are converted batches (a big transaction)
 
 
 class TransactionBuffer:
@@ -169,6 +170,7 @@ class TransactionBuffer:
         workspace.buffered += size
         if table.pending_rows >= GROUP_ROWS or len(table.pending) >= GROUP_EVENTS:
             self.convert(table)
+            txn.converted = True
         return workspace.buffered > self._limit
 
     def _note_json_diffs(self, event: RowsEvent) -> None:

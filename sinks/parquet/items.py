@@ -11,8 +11,10 @@ flushes (``flush_in_handle``) or says the caller should (``FlushPolicy.wanted``)
 Without ``flush_in_handle`` (the daemon: it runs the sink's lake work on a worker thread, and
 hands items over on its event loop), an item never touches the disk itself: what would —
 spilling the open transaction past the memory budget, staging an XA PREPARE's rows, reading
-an XA COMMIT's prepared rows back, landing or dropping a transaction that spilled, deleting an
-XA ROLLBACK's staged files — waits in :attr:`TransactionItems.io_wanted` for
+an XA COMMIT's prepared rows back, landing or dropping a transaction that spilled (or one
+converted to batches, whose landing writes row groups), deleting an XA ROLLBACK's staged
+files, writing the row groups a commit filled (``PartWriter.write_due``: a part's file opened,
+the row group in flight waited for) — waits in :attr:`TransactionItems.io_wanted` for
 :meth:`TransactionItems.run_io`, which the caller runs on its worker before it hands over the
 next item. The bookkeeping (transaction numbers, GTID state, resume position, the DDL log)
 is done at once, so what the sink reports between the two is already true.
@@ -212,7 +214,8 @@ class TransactionItems:
         parts = self._parts
         date = parts.date_of(commit_us)
         xa = commit.xa
-        deferred = self._defer and (xa is not None or txn.spilled)
+        # (a transaction converted to batches appends them, and may write row groups, at once)
+        deferred = self._defer and (xa is not None or txn.spilled or txn.converted)
         if deferred:
             rows = 0
         elif xa is None:
@@ -235,9 +238,9 @@ class TransactionItems:
         stats = self._stats
         stats.transactions += 1
         stats.rows += rows
-        if parts.encoder.job is not None:  # a row group in flight: may it fill its file?
-            parts.wait_if_filling()
-        if policy.full(parts.flush_wanted):
+        if parts.disk_due or (parts.encoder.job is not None and parts.filling()):
+            self._lake(self._settle)  # a row group to write, or one in flight to wait for
+        elif policy.full(parts.flush_wanted):
             self._flush_full()
         return CommitOutcome.ACCEPTED
 
@@ -258,9 +261,17 @@ class TransactionItems:
         self._landed(self._land(txn, xa, seq, commit_us, date))
 
     def _landed(self, rows: int) -> None:
-        """A commit's rows are in the parts: count them, and see whether a flush is due."""
+        """A commit's rows are in the parts: count them, then :meth:`_settle`."""
         self.committed(rows)
+        self._settle()
+
+    def _settle(self) -> None:
+        """After a commit's rows joined the parts: the disk work they left (the row groups
+        they filled, memory relief: ``PartWriter.write_due``), the row group in flight waited
+        for if it may fill its file; then whether a flush is due."""
         parts = self._parts
+        if parts.disk_due:
+            parts.write_due()
         if parts.encoder.job is not None:  # a row group in flight: may it fill its file?
             parts.wait_if_filling()
         if self._policy.full(parts.flush_wanted):

@@ -2,7 +2,8 @@
 
 Committed rows join per-file *parts*, keyed by table, schema version and commit date. A part
 that reaches ``row_group_bytes`` is written as one row group into its staged Parquet file (on
-a background thread, ``encoder.py``); a staged file that reaches ``file_size_bytes`` is closed
+a background thread, ``encoder.py``; a commit leaves that disk work, its file's open
+included, to :meth:`PartWriter.write_due`, which the daemon runs on its sink worker); a staged file that reaches ``file_size_bytes`` is closed
 and the sink flushes after this commit (:attr:`PartWriter.flush_wanted`). Every other part is
 written whole at the flush, one file per part, by the native pool (``files.run_all``).
 
@@ -97,6 +98,11 @@ class PartWriter:
         self._version_staged: dict[int, str] = {}  # id(new version) -> its schema file, staged
         #: A file filled up, or too many are open: the sink flushes after this commit.
         self.flush_wanted = False
+        #: :meth:`add_transaction` only takes rows in memory; the row groups they fill and the
+        #: memory relief wait here for :meth:`write_due`, which the sink runs where its disk
+        #: work runs (in the daemon, on the sink worker, not on the loop that hands rows over).
+        self.due: list[Part] = []
+        self.disk_due = False
         self._day = -1  # of the last commit (UTC days since the epoch), and its date's text
         self._day_text = ""
 
@@ -112,7 +118,9 @@ class PartWriter:
     def add_transaction(self, tables: Iterable[TxnTable],
                         drain: Callable[[TxnTable], Iterator[pa.RecordBatch]], seq: int,
                         commit_us: int, date: str) -> int:
-        """Move a committed transaction's rows into the parts; returns the rows."""
+        """Move a committed transaction's rows into the parts; returns the rows. The pending
+        rows of a commit are taken in memory only: the row groups they fill, and the memory
+        relief, are left for :meth:`write_due` (:attr:`disk_due`)."""
         rows = 0
         options = self._workspace.options
         for table in tables:
@@ -142,10 +150,21 @@ class PartWriter:
                 if part.pending_rows >= GROUP_ROWS or len(part.pending) >= GROUP_EVENTS:
                     self._convert(part)
                 if part.nbytes >= options.row_group_bytes:
-                    self._write_row_group(part)
-        if self._workspace.buffered > options.memory_limit_bytes:
-            self.relieve()
+                    self.due.append(part)
+        if self.due or self._workspace.buffered > options.memory_limit_bytes:
+            self.disk_due = True
         return rows
+
+    def write_due(self) -> None:
+        """The disk work :meth:`add_transaction` left (:attr:`disk_due`): the row groups its
+        rows filled (each part's file opened if new, the row group in flight waited for), then
+        memory relieved if over budget."""
+        due, self.due = self.due, []
+        self.disk_due = False
+        for part in due:
+            self._write_row_group(part)
+        if self._workspace.buffered > self._workspace.options.memory_limit_bytes:
+            self.relieve()
 
     def append(self, key: PartKey, version: TableVersion, date: str, seq: int,
                batch: pa.RecordBatch) -> None:
@@ -240,11 +259,16 @@ class PartWriter:
             if self.encoder.job is not None and self.encoder.job.future.exception():
                 self.finish_row_group()  # raises it now, as the write itself did
 
+    def filling(self) -> bool:
+        """Whether the row group in flight may fill its file (:meth:`_may_fill`): then a
+        commit waits for it (:meth:`wait_if_filling`)."""
+        job = self.encoder.job
+        return job is not None and self._may_fill(job.owner, job.nbytes)
+
     def wait_if_filling(self) -> None:
         """At a commit: wait for the row group in flight if it may fill its file
         (:meth:`_may_fill`), so a file it fills closes, and flushes, at this commit."""
-        job = self.encoder.job
-        if job is not None and self._may_fill(job.owner, job.nbytes):
+        if self.filling():
             self.finish_row_group()
 
     def _may_fill(self, part: Part, nbytes: int) -> bool:

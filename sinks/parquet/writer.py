@@ -301,6 +301,8 @@ class ParquetSink:
             if landed is None:
                 return self._progress.seq
             self._items.committed(landed.rows)
+            if self._parts.disk_due:  # (this runs where the sink's disk work does)
+                self._parts.write_due()
             if chunk.staged is not None:
                 self.flush()  # the pieces' one commit
             else:
