@@ -26,8 +26,8 @@ from tests.servers.ceph import CephGateway
 from tests.servers.handle import ServerHandle
 
 from .daemon_process import DaemonProcess, daemon_settings, unique_db
+from .s3_lake import committed_copy, data_keys, gateway_store
 from .test_daemon_crash import _Background
-from .test_s3_daemon_crash import _committed_copy, _data_keys, _store
 from .workload import Workload, compare_lake, read_lake
 
 pytestmark = pytest.mark.s3
@@ -77,7 +77,7 @@ def test_the_daemon_compacts_its_s3_lake_in_the_background(
         "lake.s3": {"endpoint": ceph_gateway.endpoint}})
     daemon = DaemonProcess(tmp_path, settings, password=server.users["repl"].password,
                            env={**ceph_gateway.s3_env(), "TMPDIR": str(tmp_path)})
-    store: ObjectStore = _store(ceph_gateway, lake)
+    store: ObjectStore = gateway_store(ceph_gateway, lake)
     workload = Workload(server, database, seed=2829)
     workload.create_tables()
     try:
@@ -92,7 +92,7 @@ def test_the_daemon_compacts_its_s3_lake_in_the_background(
 
         def caught_up() -> bool:
             try:
-                copy = _committed_copy(store, tmp_path / f"read-{time.monotonic_ns()}")
+                copy = committed_copy(store, tmp_path / f"read-{time.monotonic_ns()}")
             except ObjectMissing:  # replaced and deleted meanwhile (no grace here): read again
                 return False
             return {t: c for t, c in read_lake(copy, database).counts().items() if c} == expected
@@ -143,5 +143,5 @@ def test_the_daemon_compacts_its_s3_lake_in_the_background(
     records = list(CommitLog(store).records())
     assert any(r.compaction and not r.adds and not r.removes for r in records)  # the fence
     kept = {k for r in _compactions(records)[-1:] for k in r.removes}
-    assert _data_keys(store) - kept == {k for k in live_objects(records) if _is_data(k)}
-    compare_lake(server, _committed_copy(store, tmp_path / "final"), workload)
+    assert data_keys(store) - kept == {k for k in live_objects(records) if _is_data(k)}
+    compare_lake(server, committed_copy(store, tmp_path / "final"), workload)

@@ -1,62 +1,216 @@
-"""``binlake run`` into a lake on the test bed's Ceph gateway, killed with SIGKILL at random
-moments while a workload flows (inserts, key-changing updates, deletes, rollbacks), on MariaDB
-10.11 and MySQL 9.7: restarted each time, the lake read through its commit log holds every
-change exactly once and replays to ``SELECT`` cell for cell, and after the last, clean run its
-data objects are exactly those the log keeps (the interrupted commits' orphans were swept).
-The daemon writes a log snapshot every few records, so kills land around snapshots too, every
-start reads through them, and the lake as of the newest snapshot and the records after it is
-the lake every record gives.
+"""``binlake run`` into a lake on the test bed's Ceph gateway, killed with SIGKILL while a
+workload flows, on MariaDB 10.11 and MySQL 9.7: restarted each time, the lake read through its
+commit log holds every change exactly once and replays to ``SELECT`` cell for cell, and after
+the last, clean run its data objects are exactly those the log keeps (the interrupted commits'
+orphans were swept by the next start). The daemon writes a log snapshot every few records, so
+kills land around snapshots too, every start reads through them, and the lake as of the newest
+snapshot and the records after it is the lake every record gives.
 
-``BINLAKE_S3_CRASH_ITERATIONS`` sets the number of kills (default 6, sized for CI; the issue's proof runs it with 30).
+The workload: inserts, key-changing updates, deletes and rollbacks on four tables (``workload.
+py``), two ALTERs mid-stream (a column added, a column's type changed) between kills, a
+12-MiB transaction of incompressible rows before every kill aimed at a multipart upload, and, in
+a run of its own, one 2,000,000-row transaction. The kills rotate over three moments:
+
+* at a random moment (start-up included);
+* **during a multipart upload**: the store lists an upload in progress (``ListMultipartUploads``)
+  while a large file streams; confirmed after the kill by the upload still being listed;
+* **between the data and the commit record**: a data object is listed that no record of the
+  log names; confirmed after the kill by the object still being named by none — and the next
+  start removes it.
+
+A kill that missed its moment (the commit was quicker than the poll) counts as one at a random
+moment, and the moment is aimed at again after the restart. A clean run then lands the rest of
+the workload, and a last clean run of its own lands the 2M-row transaction: that daemon's peak
+RSS (its ``VmHWM``) stays within the disk sink's bound (``RSS_LIMIT_MB`` of
+``tests/unit/test_sink_memory.py``), and the large tables equal ``SELECT`` by count and a
+per-row checksum (``CRC32`` of every cell, combined).
+
+``BINLAKE_S3_CRASH_ITERATIONS`` sets the number of moments hit (default 6, two of each kind,
+sized for CI; the issue's proof runs it with 30); the kills, misses included, are printed.
+``BINLAKE_S3_BIG_ROWS`` sets the large transaction's rows (default 2,000,000).
 """
 
 from __future__ import annotations
 
 import os
 import random
+import threading
 import time
+import zlib
+from collections import Counter
 from pathlib import Path
+from typing import Any
 
+import pyarrow.parquet as pq
 import pytest
 
+from bench.measure import vm_hwm_kib
 from sinks.objectstore.commit import CommitLog, live_objects
 from sinks.objectstore.logstate import read_state, snapshot_numbers
-from sinks.objectstore.s3 import S3Settings, open_store
 from sinks.objectstore.store import ObjectStore
 from sinks.objectstore.view import layout_name
 from tests.servers.ceph import CephGateway
 from tests.servers.handle import ServerHandle
+from tests.unit.test_sink_memory import RSS_LIMIT_MB
 
-from .daemon_process import DaemonProcess, daemon_settings, unique_db
+from .daemon_process import DaemonProcess, unique_db
+from .s3_lake import (
+    LogFollower,
+    committed_copy,
+    committed_data_keys,
+    data_keys,
+    gateway_store,
+    s3_daemon,
+    wait_for_s3_lake,
+)
 from .test_daemon_crash import _Background
-from .workload import Workload, compare_lake, read_lake
+from .workload import Workload, compare_lake
 
 pytestmark = pytest.mark.s3
 
 ITERATIONS = int(os.environ.get("BINLAKE_S3_CRASH_ITERATIONS", "6"))
+BIG_ROWS = int(os.environ.get("BINLAKE_S3_BIG_ROWS", "2000000"))
+#: Rows of 1 KiB of random bytes per blob transaction: a 12 MiB file, past the 8 MiB above which
+#: a file is streamed as a multipart upload.
+BLOB_ROWS = 12_000
+MOMENTS = ("random", "multipart", "uncommitted")
+#: Kills aimed at one moment before the test gives up on it (one that missed still counts).
+ATTEMPTS = 10
+
+#: The ALTERs run mid-stream, between kills: a column added, then a column's type changed.
+ALTERS = ("ALTER TABLE numbers ADD COLUMN extra INT NULL",
+          "ALTER TABLE numbers MODIFY c_int BIGINT")
+
+#: Per large table: its columns, and the SELECT expression of each cell for the checksum.
+BIG_TABLES = {"facts": ("id", "label", "qty"), "blobs": ("id", "HEX(payload)")}
 
 
-def _store(gateway: CephGateway, lake: str) -> ObjectStore:
-    return open_store(lake, S3Settings(endpoint=gateway.endpoint, region=gateway.region,
-                                       access_key_id=gateway.access_key,
-                                       secret_access_key=gateway.secret_key))
+def _rows(server: ServerHandle, count: int, first: int) -> str:
+    """A derived table of ``n`` = first .. first + count - 1, on either flavor."""
+    return (f"(WITH RECURSIVE seq (n) AS (SELECT {first} UNION ALL SELECT n + 1 FROM seq "
+            f"WHERE n < {first + count - 1}) SELECT n FROM seq) AS s")
 
 
-def _committed_copy(store: ObjectStore, into: Path) -> Path:
-    """The objects the log keeps, copied under their layout names into a fresh directory: the
-    lake as binlake's readers see it, readable by the disk tests' helpers."""
-    for child in sorted(into.glob("*")) if into.exists() else ():
-        raise AssertionError(f"{into} is not fresh: {child}")
-    for key in live_objects(CommitLog(store).records()):
-        path = into / layout_name(key)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_bytes(store.get(key).data)
-    return into
+def _session(server: ServerHandle) -> str:
+    """Lets a recursive CTE make millions of rows (both flavors stop one at 1000 by default)."""
+    variable = "max_recursive_iterations" if server.is_mariadb else "cte_max_recursion_depth"
+    return f"SET SESSION {variable} = 100000000; "
 
 
-def _data_keys(store: ObjectStore) -> set[str]:
-    return {info.key for info in store.list("")
-            if not any(part[:1] in "_." for part in info.key.split("/"))}
+class _Statement(threading.Thread):
+    """One statement on a thread of its own; :meth:`finish` joins it and raises its error."""
+
+    def __init__(self, server: ServerHandle, statement: str) -> None:
+        super().__init__(name="big-transaction", daemon=True)
+        self.server, self.statement = server, statement
+        self.error: BaseException | None = None
+        self.start()
+
+    def run(self) -> None:
+        try:
+            self.server.sql(self.statement)
+        except BaseException as exc:  # raised by finish()
+            self.error = exc
+
+    def finish(self, timeout: float = 120.0) -> None:
+        self.join(timeout)
+        assert not self.is_alive(), f"still running after {timeout} s: {self.statement}"
+        if self.error is not None:
+            raise self.error
+
+
+class _Big:
+    """The large transactions, in a database of their own (their rows are checked by checksum,
+    not one by one): ``facts`` gets the 2M-row transaction, ``blobs`` one of 12 MiB per kill."""
+
+    def __init__(self, server: ServerHandle) -> None:
+        self.server = server
+        # named to sort after the workload's database: a flush uploads its files in name order,
+        # so while a blob file streams, the workload's files of the same flush are data objects
+        # without a record yet
+        self.database = unique_db("s3zbig")
+        self.blobs = 0
+        server.sql(f"CREATE DATABASE {self.database}; USE {self.database}; "
+                   "CREATE TABLE facts (id BIGINT PRIMARY KEY, label VARCHAR(40), qty INT); "
+                   "CREATE TABLE blobs (id BIGINT PRIMARY KEY, payload VARBINARY(1024))")
+
+    def blob_transaction(self) -> _Statement:
+        """Insert ``BLOB_ROWS`` rows of random bytes in one transaction, on a thread."""
+        first = self.blobs * BLOB_ROWS + 1
+        self.blobs += 1
+        return _Statement(self.server, f"{_session(self.server)}INSERT INTO "
+                          f"{self.database}.blobs SELECT n, RANDOM_BYTES(1024) FROM "
+                          f"{_rows(self.server, BLOB_ROWS, first)}")
+
+    def facts_transaction(self) -> None:
+        self.server.sql(f"{_session(self.server)}INSERT INTO {self.database}.facts "
+                        f"SELECT n, CONCAT('label-', n), n % 1000 FROM "
+                        f"{_rows(self.server, BIG_ROWS, 1)}")
+
+    @property
+    def expected(self) -> dict[str, int]:
+        return {"facts": BIG_ROWS, "blobs": self.blobs * BLOB_ROWS}
+
+    def committed_rows(self, store: ObjectStore) -> dict[str, int]:
+        """Rows per large table in the committed lake (from the Parquet footers)."""
+        rows: Counter[str] = Counter()
+        for key in live_objects(CommitLog(store).records()):
+            name = layout_name(key)
+            if name.startswith(f"{self.database}/") and name.endswith(".parquet"):
+                rows[name.split("/")[1]] += pq.ParquetFile(store.open_input(key)).metadata.num_rows
+        return {table: rows[table] for table in BIG_TABLES}
+
+    def assert_equals_select(self, lake: Path) -> None:
+        """Each large table: every change once (``I`` rows, keys unique) and the same rows as
+        ``SELECT``, by count and an order-free sum of per-row checksums over every cell."""
+        for table, cells in BIG_TABLES.items():
+            files = sorted((lake / self.database / table).rglob("*.parquet"))
+            columns = [c for c in cells if "(" not in c] + (["payload"] if table == "blobs"
+                                                            else [])
+            count, crc_sum, crc_xor, ids = 0, 0, 0, set()
+            for batch in (b for path in files
+                          for b in pq.ParquetFile(path).iter_batches(columns=["_op", *columns])):
+                data = batch.to_pydict()
+                assert set(data["_op"]) <= {"I"}
+                for values in zip(*(data[c] for c in columns), strict=True):
+                    text = "|".join(v.hex().upper() if isinstance(v, bytes) else str(v)
+                                    for v in values)
+                    crc = zlib.crc32(text.encode())
+                    count, crc_sum, crc_xor = count + 1, crc_sum + crc, crc_xor ^ crc
+                    ids.add(values[0])
+            assert count == len(ids), f"{table}: a row landed twice"
+            (row,) = self.server.sql(
+                f"SELECT COUNT(*), COALESCE(SUM(CRC32(CONCAT_WS('|', {', '.join(cells)}))), 0), "
+                f"COALESCE(BIT_XOR(CRC32(CONCAT_WS('|', {', '.join(cells)}))), 0) "
+                f"FROM {self.database}.{table}")
+            assert (count, crc_sum, crc_xor) == tuple(int(v or 0) for v in row), table
+
+
+def _kill_at(moment: str, daemon: DaemonProcess, follower: LogFollower, client: Any,
+             bucket: str, prefixes: tuple[str, ...], deadline_s: float = 20.0) -> bool:
+    """Wait (up to ``deadline_s``) for ``moment`` and kill the daemon there; whether the kill
+    is confirmed to have landed in it (the store, frozen by the kill, still shows it)."""
+    def uploads() -> set[str]:
+        listing = client.list_multipart_uploads(Bucket=bucket, Prefix="lake/")
+        return {upload["UploadId"] for upload in listing.get("Uploads", [])}
+
+    if moment == "multipart":
+        before = uploads()
+        deadline = time.monotonic() + deadline_s
+        while not (seen := uploads() - before) and time.monotonic() < deadline:
+            daemon.check_alive()
+        daemon.kill()
+        hit = bool(seen) and seen <= uploads()
+        for upload in client.list_multipart_uploads(Bucket=bucket, Prefix="lake/").get(
+                "Uploads", []):  # what a dead writer leaves to the bucket's lifecycle rule
+            client.abort_multipart_upload(Bucket=bucket, Key=upload["Key"],
+                                          UploadId=upload["UploadId"])
+        return hit
+    deadline = time.monotonic() + deadline_s
+    while not (pending := follower.uncommitted_data_keys(prefixes)) and time.monotonic() < deadline:
+        daemon.check_alive()
+    daemon.kill()
+    return bool(pending) and bool(pending & follower.uncommitted_data_keys(prefixes))
 
 
 @pytest.mark.slow
@@ -67,52 +221,95 @@ def test_sigkill_into_s3_loses_and_duplicates_nothing(
     server: ServerHandle = request.getfixturevalue(flavor)
     database = unique_db("s3crash")
     lake = f"s3://{s3_bucket}/lake"
-    settings = daemon_settings(server, tmp_path / "unused", database, overrides={
-        "lake": {"path": lake, "flush_interval": 0.1, "flush_rows": 50},
-        "lake.s3": {"endpoint": ceph_gateway.endpoint, "log_snapshot_records": 5}})
-    daemon = DaemonProcess(tmp_path, settings, password=server.users["repl"].password,
-                           env={**ceph_gateway.s3_env(), "TMPDIR": str(tmp_path)})
-    store = _store(ceph_gateway, lake)
+    big = _Big(server)
+    daemon = s3_daemon(server, ceph_gateway, tmp_path, lake, [database, big.database],
+                       overrides={"lake": {"flush_interval": 0.3, "flush_rows": 50},
+                                  "lake.s3": {"log_snapshot_records": 5}})
+    store = gateway_store(ceph_gateway, lake)
+    follower = LogFollower(store)
+    prefixes = (f"{database}/", f"{big.database}/")  # where data objects land
+    client = ceph_gateway.client()
     workload = Workload(server, database, seed=2828)
     workload.create_tables()
     rng = random.Random(ITERATIONS)
-    records = []
+    records: list[int] = []
+    confirmed: Counter[str] = Counter()
+    left: set[str] = set()  # objects an interrupted commit left: the next start removes them
     try:
         with _Background(workload):
-            for _ in range(ITERATIONS):
-                daemon.start()
-                if rng.random() < 0.25:
-                    time.sleep(rng.uniform(0.2, 1.5))  # start-up: probe, lease, sweep
-                else:
-                    daemon.wait_for(r"streaming from", timeout=60)
-                    time.sleep(rng.uniform(0.0, 1.0))
-                    daemon.check_alive()
-                daemon.kill()
-                records.append(sum(1 for r in CommitLog(store).records() if r.data_change))
+            for iteration in range(ITERATIONS):
+                moment = MOMENTS[iteration % len(MOMENTS)]
+                for index, alter in enumerate(ALTERS):  # spread over the first kills
+                    if iteration == min(index * 2 + 1, ITERATIONS - 1):
+                        workload.sql(alter)
+                for _attempt in range(ATTEMPTS):  # a kill that missed its moment: aim again
+                    daemon.start()
+                    if moment == "random" and rng.random() < 0.25:
+                        time.sleep(rng.uniform(0.2, 1.5))  # start-up: probe, lease, sweep
+                        daemon.kill()
+                        confirmed[moment] += 1
+                        break
+                    daemon.wait_for(r"streaming from", timeout=120)
+                    assert not left & data_keys(store), "an interrupted commit's objects stayed"
+                    left = set()
+                    inserting = big.blob_transaction()
+                    hit = True
+                    if moment == "random":
+                        time.sleep(rng.uniform(0.0, 1.0))
+                        daemon.check_alive()
+                        daemon.kill()
+                    else:
+                        hit = _kill_at(moment, daemon, follower, client, s3_bucket, prefixes)
+                        if hit and moment == "uncommitted":
+                            left = follower.uncommitted_data_keys(prefixes)
+                    inserting.finish()
+                    records.append(sum(1 for r in CommitLog(store).records() if r.data_change))
+                    if hit:
+                        confirmed[moment] += 1
+                        break
         # Transactions were committed between the kills, never taken back.
         assert records[-1] > 0 and records == sorted(records), records
+        # Every moment aimed at was hit (the store, frozen by the kill, showed it).
+        assert sum(confirmed.values()) == ITERATIONS, confirmed
+        kills = daemon.runs
+        print(f"kills: {kills}, in their moment: {dict(confirmed)}")
 
-        daemon.start()
+        daemon.start()  # the workload's last transactions, and the sweep of the last kill's
         daemon.wait_for(r"streaming from", timeout=60)
-        expected = {t: c for t, c in workload.expected.items() if c}
-        deadline = time.monotonic() + 120
-        while True:
-            copy = _committed_copy(store, tmp_path / f"read-{time.monotonic_ns()}")
-            counts = {t: c for t, c in read_lake(copy, database).counts().items() if c}
-            if counts == expected:
-                break
+        assert not left & data_keys(store), "an interrupted commit's objects stayed"
+        copy = wait_for_s3_lake(store, workload, daemon, tmp_path, timeout=300)
+        code, _took = daemon.terminate(timeout=30)
+        assert code == 0, daemon.run_stderr()
+
+        daemon.start()  # a run of its own for the 2M-row transaction, for its peak RSS
+        daemon.wait_for(r"streaming from", timeout=60)
+        started = time.monotonic()
+        big.facts_transaction()
+        inserted_s = time.monotonic() - started
+        deadline = time.monotonic() + 300
+        while (rows := big.committed_rows(store)) != big.expected:
             daemon.check_alive()
-            assert time.monotonic() < deadline, f"{counts} != {expected}"
+            assert time.monotonic() < deadline, f"{rows} != {big.expected}"
             time.sleep(1.0)
+        landed_s = time.monotonic() - started
+        peak_mb = vm_hwm_kib(daemon.process.pid) / 1024  # type: ignore[union-attr]
         code, _took = daemon.terminate(timeout=30)
         assert code == 0, daemon.run_stderr()
     finally:
         daemon.kill()
-    assert daemon.runs == ITERATIONS + 1
-    compare_lake(server, _committed_copy(store, tmp_path / "final"), workload)
+    print(f"{BIG_ROWS} rows in one transaction: the server took {inserted_s:.1f} s, the lake had "
+          f"them {landed_s:.1f} s after it began; peak RSS of the daemon {peak_mb:.0f} MB")
+    assert 0 < peak_mb < RSS_LIMIT_MB, f"peak RSS {peak_mb:.0f} MB"
+    assert daemon.runs == kills + 2
+    compare_lake(server, copy, workload)
+    # the ALTERs landed: the added column and the changed type are in the lake's newest files
+    versions = sorted((copy / database / "numbers").glob("schema_version=*"),
+                      key=lambda path: int(path.name.partition("=")[2]))
+    newest = pq.read_schema(next(versions[-1].rglob("*.parquet")))
+    assert "extra" in newest.names and str(newest.field("c_int").type) == "int64", newest
+    big.assert_equals_select(committed_copy(store, tmp_path / "big", big.database))
     # After a clean stop the data objects are exactly the committed ones: no orphan is left.
-    assert _data_keys(store) == {key for key in live_objects(CommitLog(store).records())
-                                 if not any(p[:1] in "_." for p in key.split("/"))}
+    assert data_keys(store) == committed_data_keys(store)
     # The log's snapshots were written and give what every record gives.
     assert snapshot_numbers(store)
     assert read_state(store).live == live_objects(CommitLog(store).records())

@@ -26,8 +26,8 @@ from tests.servers.ceph import CephGateway
 from tests.servers.handle import ServerHandle
 
 from .daemon_process import REPO, DaemonProcess, daemon_settings, unique_db
+from .s3_lake import gateway_store
 from .test_s3_daemon import _wait
-from .test_s3_daemon_crash import _store
 
 pytestmark = pytest.mark.s3
 
@@ -35,7 +35,7 @@ pytestmark = pytest.mark.s3
 def _lake_rows(gateway: CephGateway, lake: str, database: str, table: str = "t"
                ) -> list[dict[str, Any]]:
     """Every row the lake's log keeps for ``database``.``table``, in ``_seq`` order."""
-    store = _store(gateway, lake)
+    store = gateway_store(gateway, lake)
     rows: list[dict[str, Any]] = []
     for key in live_objects(CommitLog(store).records()):
         name = layout_name(key)
@@ -84,7 +84,7 @@ def test_binlake_snapshot_asks_the_daemon_on_an_s3_lake(
         assert code == 0, daemon.run_stderr()
     finally:
         daemon.kill()
-    store = _store(ceph_gateway, lake)
+    store = gateway_store(ceph_gateway, lake)
     assert list(store.list(REQUESTS)) == []  # the request was cleared
     checkpoint = CommitLog(store).read(CommitLog(store).newest_number())
     assert checkpoint is not None and checkpoint.checkpoint is not None

@@ -513,7 +513,8 @@ def current_state(spec: TableSpec, rows: Iterable[dict[str, Any]]) -> dict[Key, 
     """The change log reduced to the latest row per primary key; deleted keys dropped.
 
     Replaying also checks the log against itself: an insert's key must be free, and the before
-    image of an update or delete must equal the row as the log had it until then.
+    image of an update or delete must equal the row as the log had it until then (a nullable
+    column added by an ALTER since then counting as NULL there).
     """
     state: dict[Key, dict[str, Any]] = {}
     for r in rows:  # already in (_seq, _row) order
@@ -526,7 +527,8 @@ def current_state(spec: TableSpec, rows: Iterable[dict[str, Any]]) -> dict[Key, 
             before = r["_before"]
             assert before is not None, f"{spec.name}: {op} without a before image at {_where(r)}"
             previous = state[key]
-            differ = [c for c, v in before.items() if previous[c] != v]
+            # a column added since the key's last change is NULL in its earlier rows
+            differ = [c for c, v in before.items() if previous.get(c) != v]
             assert not differ, f"{spec.name} {key}: before image differs in {differ} at {_where(r)}"
         if op == "D":
             del state[key]
