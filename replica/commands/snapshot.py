@@ -106,9 +106,12 @@ async def _ask_daemon(config: Config, tables: list[tuple[str, str]]) -> int:
 
 
 async def _ask_store_daemon(config: Config, tables: list[tuple[str, str]],
-                            requests: StoreRequests) -> int:
+                            requests: StoreRequests) -> int | None:
     """:func:`_ask_daemon` for a lake on object storage: the daemon counts as stopped once its
-    lease is released, or unchanged for the lease's duration (it renews every third of it)."""
+    lease is released, or unchanged for the lease's duration (it renews every third of it).
+    None: the lease never moved while watched — its holder was gone before the request (it
+    died on another host), so no daemon will take the request up: the caller becomes the
+    lake's writer instead."""
     lake = config.lake.path
     request = await trio.to_thread.run_sync(requests.write, tables)
     log.info("a daemon holds the lake %s: asked it to snapshot %s; waiting", lake,
@@ -119,6 +122,7 @@ async def _ask_store_daemon(config: Config, tables: list[tuple[str, str]],
         return requests_done(_state_of(checkpoint), request, tables)
 
     watched: tuple[str, float] | None = None  # (the lease's ETag, when first seen)
+    renewed = False  # the lease changed while watched: a daemon was alive
     try:
         while True:
             entries = await done()
@@ -127,11 +131,16 @@ async def _ask_store_daemon(config: Config, tables: list[tuple[str, str]],
             seen = await trio.to_thread.run_sync(requests.held)
             now = time.monotonic()
             if seen is not None and (watched is None or watched[0] != seen.etag):
+                renewed = renewed or watched is not None
                 watched = (seen.etag, now)
             if seen is None or (watched is not None and now - watched[1] > seen.duration_s):
                 entries = await done()  # it may have committed them, then stopped
                 if entries is not None:
                     return _report(entries)
+                if not renewed and seen is not None:
+                    log.info("the lake's lease was not renewed for its %g s: its holder is "
+                             "gone", seen.duration_s)
+                    return None
                 log.error("the daemon stopped before the snapshot was done: tables it had taken "
                           "up resume when it runs again; run `binlake snapshot` again to have "
                           "them all and wait for them")
@@ -162,7 +171,9 @@ async def run(config: Config, args: argparse.Namespace) -> int:
     if config.lake.on_object_store:
         requests = StoreRequests(open_store(lake, config.lake.s3.settings()), lake)
         if await trio.to_thread.run_sync(requests.held) is not None:
-            return await _ask_store_daemon(config, tables, requests)
+            code = await _ask_store_daemon(config, tables, requests)
+            if code is not None:
+                return code  # else: no daemon holds it after all; this command takes the lake
     elif lake_in_use(lake):
         return await _ask_daemon(config, tables)
     daemon = Daemon(config, snapshot_tables=tables, snapshot_request=uuid.uuid4().hex)
@@ -170,7 +181,12 @@ async def run(config: Config, args: argparse.Namespace) -> int:
         code = await daemon.run()
     except LakeLocked:  # a daemon started meanwhile
         if requests is not None:
-            return await _ask_store_daemon(config, tables, requests)
+            code = await _ask_store_daemon(config, tables, requests)
+            if code is None:
+                log.error("the lake's lease is held but not renewed, and could not be taken "
+                          "over: run `binlake snapshot` again")
+                return 1
+            return code
         return await _ask_daemon(config, tables)
     if code != 0:
         return code

@@ -6,9 +6,15 @@ says whether a daemon may hold the lake."""
 from __future__ import annotations
 
 import logging
+import threading
+import time
 
 import pytest
+import trio
 
+from replica.commands import snapshot as S
+from replica.config import Config, load_config
+from sinks.contract import SnapshotProgress, TableProgress
 from sinks.objectstore import compact as C
 from sinks.objectstore.commit import ObjectCommitter, Record
 from sinks.objectstore.lease import Holder, Lease
@@ -83,3 +89,73 @@ def test_a_lease_left_by_a_process_dead_on_this_host_is_not_held() -> None:
     seen = requests.lease()
     assert seen is not None and seen.holder == gone and not seen.released
     assert requests.held() is None
+
+
+def _config() -> Config:
+    return load_config(None, env={"BINLAKE_CONFIG": "/dev/null", "BINLAKE_LAKE_PATH": URL,
+                                  "BINLAKE_REPLICA_SERVER_ID": "7"})
+
+
+async def _ask(requests: StoreRequests) -> int | None:
+    """``binlake snapshot`` asking the daemon for shop.orders, bounded (a test never hangs)."""
+    with trio.fail_after(30):
+        return await S._ask_store_daemon(_config(), [("shop", "orders")], requests)
+
+
+def test_the_command_learns_the_outcome_from_the_newest_record(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    store = MemoryStore()
+    monkeypatch.setattr(S, "STORE_WAIT_POLL", 0.01)
+    writer = ObjectCommitter(store, URL, Lease(store, URL, duration_s=30.0))
+    writer.open()
+    requests = StoreRequests(store, URL)
+
+    def daemon() -> None:  # takes the request up and commits the table done
+        deadline = time.monotonic() + 30
+        while not (found := requests.read()):
+            assert time.monotonic() < deadline
+            time.sleep(0.01)
+        (request, tables), = found
+        entry = TableProgress(database="shop", table="orders", status="done",
+                              reason="binlake snapshot", one_time=False, last_key=None, rows=3,
+                              chunks=1, requests=(request,))
+        writer.commit([], [], {"seq": 9, "snapshot": SnapshotProgress(tables=(entry,)).to_json()})
+
+    thread = threading.Thread(target=daemon)
+    thread.start()
+    code = trio.run(_ask, requests)
+    thread.join()
+    writer.close()
+    assert code == 0 and requests.read() == []
+
+
+def test_a_lease_never_renewed_while_watched_is_a_gone_holder(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    store = MemoryStore()
+    monkeypatch.setattr(S, "STORE_WAIT_POLL", 0.01)
+    elsewhere = Holder("another-host", "boot", 4242)  # died there: never renews, never releases
+    Lease(store, URL, duration_s=0.3, holder=elsewhere).acquire()
+    requests = StoreRequests(store, URL)
+    assert requests.held() is not None
+    assert trio.run(_ask, requests) is None
+    assert requests.read() == []  # the request is not left behind
+
+
+def test_a_daemon_that_stops_before_the_snapshot_is_done_fails_the_command(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    store = MemoryStore()
+    monkeypatch.setattr(S, "STORE_WAIT_POLL", 0.01)
+    lease = Lease(store, URL, duration_s=0.3)
+    lease.acquire()
+    lease.start()  # alive: renewed every 0.1 s
+    requests = StoreRequests(store, URL)
+
+    def stop_later() -> None:
+        time.sleep(0.5)
+        lease.release()
+
+    thread = threading.Thread(target=stop_later)
+    thread.start()
+    code = trio.run(_ask, requests)
+    thread.join()
+    assert code == 1 and requests.read() == []
