@@ -157,9 +157,9 @@ def stream_changes(spark: SparkSession, lake: str, database: str, table: str,
     stopped: its offsets are positions in the lake's commit order, not files
     (``sinks/spark/stream``). On disk a position is the checkpoint's ``_seq``
     (``sinks/spark/localstream``); on an ``s3://BUCKET/PREFIX`` lake it is a record number of
-    the lake's commit log (``sinks/spark/objectstream``). ``checkpoint_location`` is not
-    needed (the offsets live in Spark's own checkpoint) and is accepted so that calls made for
-    earlier versions keep working. ``options``: ``maxFilesPerTrigger`` bounds a micro-batch.
+    the lake's commit log (``sinks/spark/objectstream``). ``checkpoint_location`` is
+    accepted and not used: the offsets live in the checkpoint location given to
+    ``writeStream``. ``options``: ``maxFilesPerTrigger`` bounds a micro-batch.
     ``open_store`` (picklable) overrides the object store, which is otherwise configured from
     the environment (``sinks/spark/objectlake``).
     """
