@@ -25,6 +25,7 @@ from sinks.objectstore.lease import Holder, Lease
 from sinks.objectstore.memory import MemoryStore, StoreCrashed
 from sinks.objectstore.mirror import ObjectLake, spool_for
 from sinks.parquet import ParquetSink
+from sinks.parquet.options import SinkOptions
 from tests.unit.test_objectstore_commit import FakeClock
 from tests.unit.test_sink_crash import SMALL, assert_no_duplicates, lake_rows, workload
 from tests.unit.test_sink_crash import land as land_on_disk
@@ -34,14 +35,15 @@ URL = "s3://bucket/lake"
 CRASH_TRANSACTIONS = int(os.environ.get("BINLAKE_OBJECT_SINK_TRANSACTIONS", "16"))
 
 
-def object_sink(store: MemoryStore, spool: str, pid: int) -> ParquetSink:
+def object_sink(store: MemoryStore, spool: str, pid: int,
+                options: SinkOptions = SMALL) -> ParquetSink:
     """A sink on ``store`` as the factory builds one, with a lease on a fake clock (a dead
     writer's lease is watched out on it) that renews only when asked."""
     clock = FakeClock()
     lease = Lease(store, URL, duration_s=30.0, holder=Holder("host", "boot", pid),
                   clock=clock, sleep=clock.sleep)
     lease.start = lambda: None  # type: ignore[method-assign]
-    return ParquetSink(spool, SMALL, mirror=ObjectLake(store, URL, spool, lease=lease,
+    return ParquetSink(spool, options, mirror=ObjectLake(store, URL, spool, lease=lease,
                                                        retry=Retry(sleep=clock.sleep)))
 
 
