@@ -26,7 +26,7 @@ RSS (its ``VmHWM``) stays within the disk sink's bound (``RSS_LIMIT_MB`` of
 per-row checksum (``CRC32`` of every cell, combined).
 
 ``BINLAKE_S3_CRASH_ITERATIONS`` sets the number of moments hit (default 6, two of each kind,
-sized for CI; the issue's proof runs it with 30); the kills, misses included, are printed.
+sized for CI; 30 or more for a thorough run); the kills, misses included, are printed.
 ``BINLAKE_S3_BIG_ROWS`` sets the large transaction's rows (default 2,000,000).
 """
 
