@@ -113,6 +113,7 @@ def _summary(runs: list[Measurement]) -> dict[str, Any]:
             "min_seconds": round(min(wall), 3), "max_seconds": round(max(wall), 3),
             "all_seconds": [round(s, 3) for s in wall],
             "cpu_seconds": round(statistics.median(cpu), 3),
+            "all_cpu_seconds": [round(s, 3) for s in cpu],
             "peak_rss_mib": round(max(m.peak_rss_kib for m in runs) / 1024, 1)}
 
 
