@@ -1,10 +1,11 @@
 """Spark reads the lake ``binlake run`` lands on the real S3 gateway, equal to ``SELECT``.
 
-MariaDB 10.11 feeds a daemon whose lake is a bucket of the test bed's Ceph gateway: inserts, a
-key-changing update, updates, deletes and a rolled-back transaction, each landed as a file of
-its own; ``binlake compact`` beside the daemon makes them one, and more rows land after it. Spark then reads the lake through its commit
-log (objects through an s3fs mount: ``spark_root``): the current state equals the server's
-``SELECT``, and the change log holds every change once.
+MariaDB 10.11 and MySQL 9.7 each feed a daemon whose lake is a bucket of the test bed's Ceph
+gateway: inserts, a key-changing update, updates, deletes and a rolled-back transaction, each
+landed as a file of its own; ``binlake compact`` beside the daemon makes them one, and more rows
+land after it. Spark then reads the lake through its commit log (objects through an s3fs mount:
+``spark_root``): the current state equals the server's ``SELECT``, and the change log holds
+every change once.
 """
 
 from __future__ import annotations
@@ -18,11 +19,11 @@ from typing import Any
 
 import pytest
 
-from sinks.objectstore.s3 import S3Settings, open_store
 from sinks.objectstore.status import object_lake_facts
 from sinks.spark.readers import read_changes
 from sinks.spark.state import read_current_state
 from tests.integration.daemon_process import DaemonProcess, daemon_settings, unique_db
+from tests.integration.s3_lake import gateway_store
 from tests.servers.ceph import CephGateway, S3fsMount
 from tests.servers.handle import ServerHandle
 
@@ -30,10 +31,7 @@ pytestmark = [pytest.mark.s3, pytest.mark.spark]
 
 
 def _facts(gateway: CephGateway, lake: str) -> Any:
-    store = open_store(lake, S3Settings(endpoint=gateway.endpoint, region=gateway.region,
-                                        access_key_id=gateway.access_key,
-                                        secret_access_key=gateway.secret_key))
-    return object_lake_facts(store, lake)
+    return object_lake_facts(gateway_store(gateway, lake), lake)
 
 
 def _lake_rows(gateway: CephGateway, lake: str) -> int:
@@ -52,10 +50,12 @@ def _wait_rows(gateway: CephGateway, lake: str, rows: int, daemon: DaemonProcess
         time.sleep(0.5)
 
 
+@pytest.mark.parametrize("flavor", ["mariadb_10_11", "mysql_9_7"])
 def test_spark_reads_the_daemons_s3_lake_equal_to_select(
-        spark: Any, mariadb_10_11: ServerHandle, ceph_gateway: CephGateway, s3_bucket: str,
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    server, lake = mariadb_10_11, f"s3://{s3_bucket}/lake"
+        flavor: str, request: pytest.FixtureRequest, spark: Any, ceph_gateway: CephGateway,
+        s3_bucket: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    server: ServerHandle = request.getfixturevalue(flavor)
+    lake = f"s3://{s3_bucket}/lake"
     database = unique_db("s3spark")
     server.sql(f"CREATE DATABASE {database}; CREATE TABLE {database}.t "
                "(id INT PRIMARY KEY, v VARCHAR(20))")
