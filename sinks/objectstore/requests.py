@@ -8,7 +8,7 @@ primitives:
   the document a lake on disk holds) with ``If-None-Match: *``: a random id, created whole or
   not at all, never over another request;
 * the daemon lists ``_snapshot_requests/`` (one LIST, paged by 1,000 requests) and GETs each
-  request it has not seen yet; it plans the tables into its snapshot state, which its next
+  request it has not read yet (a request never changes); it plans the tables into its snapshot state, which its next
   commit records carry, and deletes a request once its tables are done in a committed
   checkpoint (the command, still waiting, deletes its own request when it returns);
 * the command learns the outcome from the lake's truth, the newest record's checkpoint
@@ -53,7 +53,10 @@ class StoreRequests:
         self._store = store
         self._url = url
         self._retry = retry or Retry()
-        self._unreadable: set[str] = set()  # keys already warned about (polled repeatedly)
+        #: What each request key read so far held (None: unreadable, warned about once). A
+        #: request never changes (created whole, with If-None-Match), so a poll GETs only the
+        #: keys it has not read yet.
+        self._known: dict[str, tuple[str, Tables] | None] = {}
 
     def write(self, tables: Sequence[tuple[str, str]]) -> str:
         """Leave a request for the daemon holding the lake; its id."""
@@ -69,25 +72,33 @@ class StoreRequests:
         return request
 
     def read(self) -> list[tuple[str, Tables]]:
-        """Every readable request, in key order; an unreadable one is warned about once."""
+        """Every readable request, in key order (one LIST, and a GET of each request not read
+        before); an unreadable one is warned about once."""
         listing = self._retry.call("listing snapshot requests",
                                    lambda: list(self._store.list(REQUESTS)))
+        keys = [info.key for info in listing
+                if info.key.endswith(".json") and "/" not in info.key[len(REQUESTS):]]
+        self._known = {key: self._known[key] for key in keys if key in self._known}
         found: list[tuple[str, Tables]] = []
-        for info in listing:
-            if not info.key.endswith(".json") or "/" in info.key[len(REQUESTS):]:
-                continue
-            try:
-                data = self._get(info.key)
-                doc: dict[str, Any] = json.loads(data)
-                found.append((str(doc["id"]), [(str(d), str(t)) for d, t in doc["tables"]]))
-            except ObjectMissing:  # removed by its waiter meanwhile
-                continue
-            except (ValueError, KeyError, TypeError) as exc:
-                if info.key not in self._unreadable:
-                    self._unreadable.add(info.key)
-                    log.warning("ignoring the unreadable snapshot request %s: %s",
-                                self._store.url(info.key), exc)
+        for key in keys:
+            if key not in self._known:
+                try:
+                    self._known[key] = self._parse(key, self._get(key))
+                except ObjectMissing:  # removed by its waiter meanwhile
+                    continue
+            request = self._known[key]
+            if request is not None:
+                found.append(request)
         return found
+
+    def _parse(self, key: str, data: bytes) -> tuple[str, Tables] | None:
+        try:
+            doc: dict[str, Any] = json.loads(data)
+            return str(doc["id"]), [(str(d), str(t)) for d, t in doc["tables"]]
+        except (ValueError, KeyError, TypeError) as exc:
+            log.warning("ignoring the unreadable snapshot request %s: %s", self._store.url(key),
+                        exc)
+            return None
 
     def _get(self, key: str) -> bytes:
         return self._retry.call(f"reading {key}", lambda: self._store.get(key)).data

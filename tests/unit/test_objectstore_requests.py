@@ -40,6 +40,28 @@ def test_a_request_is_created_read_and_removed() -> None:
     assert requests.read() == [(second, [("shop", "items")])]
 
 
+def test_a_pending_request_is_read_once_however_often_the_daemon_polls() -> None:
+    """Requests never change (each is created whole, with If-None-Match), so the daemon's poll
+    costs one LIST and a GET per request it has not read yet — a request waiting through a
+    long snapshot is not fetched again every 5 seconds."""
+    store = MemoryStore()
+    requests = StoreRequests(store, URL)
+    first = requests.write([("shop", "orders")])
+    store.put(f"{REQUESTS}broken.json", b'{"id": ')
+
+    def gets() -> int:
+        return sum(1 for op, key in store.operations if op == "get" and key.startswith(REQUESTS))
+
+    before = gets()
+    for _ in range(3):
+        assert requests.read() == [(first, [("shop", "orders")])]
+    assert gets() - before == 2  # the request and the unreadable one, once each
+    second = requests.write([("shop", "items")])
+    requests.remove(first)
+    assert requests.read() == [(second, [("shop", "items")])]
+    assert gets() - before == 3
+
+
 def test_an_unreadable_request_is_warned_about_once(caplog: pytest.LogCaptureFixture) -> None:
     store = MemoryStore()
     requests = StoreRequests(store, URL)
