@@ -17,7 +17,7 @@ from typing import Any
 import pyarrow as pa
 
 from sinks.errors import ObjectMissing
-from sinks.objectstore.store import Fetched, ObjectInfo
+from sinks.objectstore.store import Fetched, ObjectInfo, Upload
 
 
 def _etag(data: bytes) -> str:
@@ -70,6 +70,12 @@ class DirectoryStore:
 
     def open_output(self, key: str) -> pa.NativeFile:
         raise NotImplementedError("DirectoryStore takes whole PUTs only")
+
+    def uploads(self, prefix: str) -> Iterator[Upload]:
+        return iter(())  # whole PUTs only: never a multipart upload
+
+    def abort_upload(self, upload: Upload) -> None:
+        pass
 
     def delete(self, key: str) -> None:
         try:

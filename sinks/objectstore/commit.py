@@ -46,7 +46,9 @@ At start (:meth:`ObjectCommitter.open`):
 4. the lake is listed (outside ``_log/``) and every object carrying an epoch tag that no live
    entry names — added and not since removed — and whose epoch is older than this writer's
    is deleted: what interrupted commits and fenced writers left. Objects without an epoch tag
-   (``_log/``, the lease, snapshot requests) are not the protocol's and are left alone;
+   (``_log/``, the lease, snapshot requests) are not the protocol's and are left alone; the
+   multipart uploads such writers left unfinished (killed while streaming a file: no object,
+   but stored parts) are aborted by the same rule;
 5. the checkpoint of the newest record is where the stream resumes.
 
 Invariants, and why they hold:
@@ -95,7 +97,7 @@ from .log import (
     record_key,
 )
 from .logstate import LogState, lake_objects, read_state, write_snapshot
-from .store import ObjectStore
+from .store import ObjectStore, Upload
 
 __all__ = ["HINT", "LOG_DIR", "CommitLog", "ObjectCommitter", "Record", "Retry", "epoch_of",
            "layout_name", "live_objects", "record_key"]
@@ -119,6 +121,7 @@ class ObjectCommitter:
         self.epoch = 0
         self.checkpoint: dict[str, Any] | None = None
         self.swept: list[str] = []
+        self.aborted: list[Upload] = []  # unfinished uploads of older epochs the start aborted
         #: The lake as of this writer's last record (``logstate.py``), kept up to date by every
         #: record it creates or steps over; its snapshots are written from it.
         self.state = LogState()
@@ -170,6 +173,20 @@ class ObjectCommitter:
                      "interrupted commit)", len(doomed))
             self._retry.call("removing orphaned objects", lambda: self._store.delete_many(doomed))
         self.swept = doomed
+        # A writer killed while streaming a file leaves its multipart upload unfinished: no
+        # object, but parts the store keeps (and bills) until the upload is aborted.
+        unfinished = [upload for upload in self._retry.call(
+                          "listing unfinished uploads", lambda: list(self._store.uploads("")))
+                      if (epoch := epoch_of(upload.key)) is not None and epoch < self.epoch]
+        if unfinished:
+            log.info("object store: aborting %d multipart uploads an interrupted commit left "
+                     "unfinished", len(unfinished))
+            for upload in unfinished:
+                self._abort(upload)
+        self.aborted = unfinished
+
+    def _abort(self, upload: Upload) -> None:
+        self._retry.call("aborting an unfinished upload", lambda: self._store.abort_upload(upload))
 
     def commit(self, adds: Iterable[str], removes: Iterable[str],
                checkpoint: dict[str, Any], *, data_change: bool = True,

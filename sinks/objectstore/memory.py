@@ -24,7 +24,7 @@ from collections.abc import Callable, Iterable, Iterator
 from typing import TYPE_CHECKING
 
 from ..errors import ObjectMissing, StoreError
-from .store import Fetched, ObjectInfo
+from .store import Fetched, ObjectInfo, Upload
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -44,6 +44,8 @@ class MemoryStore:
     def __init__(self, name: str = "lake") -> None:
         self.name = name
         self._objects: dict[str, tuple[bytes, str]] = {}
+        self._uploads: dict[str, str] = {}  # upload id -> key, of streams not closed yet
+        self._upload_count = 0
         self._lock = threading.RLock()
         self._crash_at: int | None = None
         self._rejections: list[tuple[str, str, StoreError]] = []
@@ -133,7 +135,11 @@ class MemoryStore:
     def open_output(self, key: str) -> pa.NativeFile:
         import pyarrow as pa
 
-        return pa.PythonFile(_Upload(self, key), mode="w")
+        with self._lock:
+            self._upload_count += 1
+            upload_id = f"upload-{self._upload_count}"
+            self._uploads[upload_id] = key
+        return pa.PythonFile(_Upload(self, key, upload_id), mode="w")
 
     def delete(self, key: str) -> None:
         with self._operation("delete", key):
@@ -142,6 +148,16 @@ class MemoryStore:
     def delete_many(self, keys: Iterable[str]) -> None:
         for key in keys:
             self.delete(key)
+
+    def uploads(self, prefix: str) -> Iterator[Upload]:
+        with self._operation("uploads", prefix):
+            found = [Upload(key, upload_id) for upload_id, key in self._uploads.items()
+                     if key.startswith(prefix)]
+        return iter(sorted(found, key=lambda upload: (upload.key, upload.upload_id)))
+
+    def abort_upload(self, upload: Upload) -> None:
+        with self._operation("abort_upload", upload.key):
+            self._uploads.pop(upload.upload_id, None)
 
     def get(self, key: str) -> Fetched:
         with self._operation("get", key):
@@ -177,9 +193,10 @@ class MemoryStore:
             time.sleep(self._delay)
         return _Operation(self, operation, key)
 
-    def _complete_upload(self, key: str, data: bytes) -> None:
+    def _complete_upload(self, key: str, data: bytes, upload_id: str) -> None:
         with self._operation("complete_upload", key):
             self._objects[key] = (data, _etag(data))
+            self._uploads.pop(upload_id, None)
 
 
 class _Operation:
@@ -214,10 +231,11 @@ class _Operation:
 class _Upload(io.RawIOBase):
     """A streamed upload: bytes gather in memory and become the object at :meth:`close`."""
 
-    def __init__(self, store: MemoryStore, key: str) -> None:
+    def __init__(self, store: MemoryStore, key: str, upload_id: str) -> None:
         super().__init__()
         self._store = store
         self._key = key
+        self._upload_id = upload_id
         self._parts: list[bytes] = []
 
     def writable(self) -> bool:
@@ -232,7 +250,7 @@ class _Upload(io.RawIOBase):
         if not self.closed:
             parts, self._parts = self._parts, []
             super().close()
-            self._store._complete_upload(self._key, b"".join(parts))
+            self._store._complete_upload(self._key, b"".join(parts), self._upload_id)
 
 
 def _etag(data: bytes) -> str:

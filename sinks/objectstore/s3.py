@@ -28,7 +28,7 @@ from urllib.parse import urlsplit
 
 from ..errors import ObjectMissing, StoreError
 from .s3errors import classify
-from .store import Fetched, ObjectInfo
+from .store import Fetched, ObjectInfo, Upload
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -293,6 +293,25 @@ class S3Store:
             error = classify(_ClientAnswer(failed), "DELETE", self.url(key), self.bucket)
             if not isinstance(error, ObjectMissing):
                 raise error
+
+    def uploads(self, prefix: str) -> Iterator[Upload]:
+        kwargs: dict[str, Any] = {"Prefix": self.prefix + prefix}
+        skip = len(self.prefix)
+        while True:
+            page = self._call("LIST uploads", prefix, "list_multipart_uploads", **kwargs)
+            for item in page.get("Uploads", []):
+                yield Upload(str(item["Key"])[skip:], str(item["UploadId"]))
+            if not page.get("IsTruncated"):
+                return
+            kwargs["KeyMarker"] = page.get("NextKeyMarker", "")
+            kwargs["UploadIdMarker"] = page.get("NextUploadIdMarker", "")
+
+    def abort_upload(self, upload: Upload) -> None:
+        try:
+            self._call("ABORT upload", upload.key, "abort_multipart_upload",
+                       Key=self.prefix + upload.key, UploadId=upload.upload_id)
+        except ObjectMissing:  # NoSuchUpload: completed or aborted meanwhile
+            pass
 
     # --- reads ----------------------------------------------------------------------------------
 

@@ -34,7 +34,8 @@ _TRANSIENT_CODES = frozenset({
     "ServiceUnavailable", "SERVICE_UNAVAILABLE", "RequestTimeout", "REQUEST_TIMEOUT",
     "NETWORK_CONNECTION", "ConditionalRequestConflict", "OperationAborted",
 })
-_MISSING_CODES = frozenset({"NoSuchKey", "NO_SUCH_KEY", "RESOURCE_NOT_FOUND", "NotFound"})
+_MISSING_CODES = frozenset({"NoSuchKey", "NO_SUCH_KEY", "RESOURCE_NOT_FOUND", "NotFound",
+                            "NoSuchUpload"})
 _NO_BUCKET = frozenset({"NoSuchBucket", "NO_SUCH_BUCKET"})
 _BAD_KEY_ID = frozenset({"InvalidAccessKeyId", "INVALID_ACCESS_KEY_ID"})
 _BAD_SECRET = frozenset({"SignatureDoesNotMatch", "SIGNATURE_DOES_NOT_MATCH"})

@@ -14,8 +14,8 @@ The promises (what S3 gives since December 2020, and Ceph's RADOS Gateway):
 
 * **Whole objects.** An object appears complete or not at all: a PUT, or a streamed upload
   (:meth:`ObjectStore.open_output`, a multipart upload) once closed. A writer that dies before
-  the close leaves no object (an incomplete multipart upload is invisible; a bucket lifecycle
-  rule aborts it). Objects are never appended to; the protocol never overwrites a data object.
+  the close leaves no object (an incomplete multipart upload is invisible; the next writer's
+  start aborts it, :meth:`ObjectStore.abort_upload`). Objects are never appended to; the protocol never overwrites a data object.
 * **Read-after-write.** Once a call that created, replaced or deleted an object has returned,
   every later GET, HEAD and listing, from any process, sees the change.
 * **Consistent listing.** :meth:`ObjectStore.list` returns every key under the prefix that
@@ -45,7 +45,7 @@ from typing import TYPE_CHECKING, Protocol
 if TYPE_CHECKING:
     import pyarrow as pa
 
-__all__ = ["Fetched", "ObjectInfo", "ObjectStore"]
+__all__ = ["Fetched", "ObjectInfo", "ObjectStore", "Upload"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,6 +63,15 @@ class Fetched:
 
     data: bytes
     etag: str
+
+
+@dataclass(frozen=True, slots=True)
+class Upload:
+    """A multipart upload begun and neither completed nor aborted: ``key`` (under the store's
+    prefix) and the store's id for it."""
+
+    key: str
+    upload_id: str
 
 
 class ObjectStore(Protocol):
@@ -103,6 +112,16 @@ class ObjectStore(Protocol):
     def delete_many(self, keys: Iterable[str]) -> None:
         """:meth:`delete` each of ``keys`` (S3: batches of up to 1,000 per request). Each
         deletion is atomic, the set is not: a crash may leave any subset done."""
+        ...
+
+    def uploads(self, prefix: str) -> Iterator[Upload]:
+        """Every multipart upload under ``prefix`` begun and neither completed nor aborted: a
+        writer that died while streaming (:meth:`open_output`) leaves one, invisible to reads
+        and listings, but its parts stay stored (and billed) until it is aborted."""
+        ...
+
+    def abort_upload(self, upload: Upload) -> None:
+        """Abort ``upload``, freeing its parts; nothing if it is already gone."""
         ...
 
     # --- reads ----------------------------------------------------------------------------------

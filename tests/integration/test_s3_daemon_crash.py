@@ -13,7 +13,8 @@ a run of its own, one 2,000,000-row transaction. The kills rotate over three mom
 
 * at a random moment (start-up included);
 * **during a multipart upload**: the store lists an upload in progress (``ListMultipartUploads``)
-  while a large file streams; confirmed after the kill by the upload still being listed;
+  while a large file streams; confirmed after the kill by the upload still being listed — and
+  the next start aborts it;
 * **between the data and the commit record**: a data object is listed that no record of the
   log names; confirmed after the kill by the object still being named by none — and the next
   start removes it.
@@ -186,26 +187,23 @@ class _Big:
             assert (count, crc_sum, crc_xor) == tuple(int(v or 0) for v in row), table
 
 
+def _uploads(client: Any, bucket: str) -> set[str]:
+    """The ids of the multipart uploads in progress (or left unfinished) under the lake."""
+    listing = client.list_multipart_uploads(Bucket=bucket, Prefix="lake/")
+    return {upload["UploadId"] for upload in listing.get("Uploads", [])}
+
+
 def _kill_at(moment: str, daemon: DaemonProcess, follower: LogFollower, client: Any,
              bucket: str, prefixes: tuple[str, ...], deadline_s: float = 20.0) -> bool:
     """Wait (up to ``deadline_s``) for ``moment`` and kill the daemon there; whether the kill
     is confirmed to have landed in it (the store, frozen by the kill, still shows it)."""
-    def uploads() -> set[str]:
-        listing = client.list_multipart_uploads(Bucket=bucket, Prefix="lake/")
-        return {upload["UploadId"] for upload in listing.get("Uploads", [])}
-
     if moment == "multipart":
-        before = uploads()
+        before = _uploads(client, bucket)
         deadline = time.monotonic() + deadline_s
-        while not (seen := uploads() - before) and time.monotonic() < deadline:
+        while not (seen := _uploads(client, bucket) - before) and time.monotonic() < deadline:
             daemon.check_alive()
         daemon.kill()
-        hit = bool(seen) and seen <= uploads()
-        for upload in client.list_multipart_uploads(Bucket=bucket, Prefix="lake/").get(
-                "Uploads", []):  # what a dead writer leaves to the bucket's lifecycle rule
-            client.abort_multipart_upload(Bucket=bucket, Key=upload["Key"],
-                                          UploadId=upload["UploadId"])
-        return hit
+        return bool(seen) and seen <= _uploads(client, bucket)
     deadline = time.monotonic() + deadline_s
     while not (pending := follower.uncommitted_data_keys(prefixes)) and time.monotonic() < deadline:
         daemon.check_alive()
@@ -235,6 +233,7 @@ def test_sigkill_into_s3_loses_and_duplicates_nothing(
     records: list[int] = []
     confirmed: Counter[str] = Counter()
     left: set[str] = set()  # objects an interrupted commit left: the next start removes them
+    unfinished: set[str] = set()  # uploads a killed daemon left: the next start aborts them
     try:
         with _Background(workload):
             for iteration in range(ITERATIONS):
@@ -251,7 +250,8 @@ def test_sigkill_into_s3_loses_and_duplicates_nothing(
                         break
                     daemon.wait_for(r"streaming from", timeout=120)
                     assert not left & data_keys(store), "an interrupted commit's objects stayed"
-                    left = set()
+                    assert not unfinished & _uploads(client, s3_bucket), "an upload stayed"
+                    left, unfinished = set(), set()
                     inserting = big.blob_transaction()
                     hit = True
                     if moment == "random":
@@ -262,6 +262,8 @@ def test_sigkill_into_s3_loses_and_duplicates_nothing(
                         hit = _kill_at(moment, daemon, follower, client, s3_bucket, prefixes)
                         if hit and moment == "uncommitted":
                             left = follower.uncommitted_data_keys(prefixes)
+                        if hit and moment == "multipart":
+                            unfinished = _uploads(client, s3_bucket)
                     inserting.finish()
                     records.append(sum(1 for r in CommitLog(store).records() if r.data_change))
                     if hit:
@@ -277,6 +279,7 @@ def test_sigkill_into_s3_loses_and_duplicates_nothing(
         daemon.start()  # the workload's last transactions, and the sweep of the last kill's
         daemon.wait_for(r"streaming from", timeout=60)
         assert not left & data_keys(store), "an interrupted commit's objects stayed"
+        assert not unfinished & _uploads(client, s3_bucket), "an upload stayed"
         copy = wait_for_s3_lake(store, workload, daemon, tmp_path, timeout=300)
         code, _took = daemon.terminate(timeout=30)
         assert code == 0, daemon.run_stderr()

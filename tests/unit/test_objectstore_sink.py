@@ -144,14 +144,19 @@ def test_killed_before_every_store_operation_the_lake_ends_exactly_once(
     assert ("complete_upload" in {op for op, _ in probe.operations})
     assert store_rows(probe) == reference
     step = max(1, total // int(os.environ.get("BINLAKE_OBJECT_SINK_CRASHES", "400")))
-    crashed = 0
+    crashed = aborted = 0
     for at in range(0, total, step):
         store = MemoryStore()
         spool = str(tmp_path / f"spool-{at}")
         _land_until_crash(store, spool, crash_workload, at)
         crashed += 1
+        unfinished = list(store.uploads(""))  # killed while a file streamed
         survivor = object_sink(store, spool, pid=2)  # pid 1 is dead: taken over at once
         run(survivor, crash_workload)
+        # its start aborted the dead writer's unfinished multipart upload, and left none of its own
+        assert survivor._workspace.mirror.committer.aborted == unfinished  # type: ignore[union-attr]
+        assert list(store.uploads("")) == []
+        aborted += len(unfinished)
         rows = store_rows(store)
         assert_no_duplicates(rows)
         assert rows == reference, f"crash before operation {at} of {total}"
@@ -160,6 +165,7 @@ def test_killed_before_every_store_operation_the_lake_ends_exactly_once(
         # the layout's promise after a clean stop: the data objects are exactly the live ones
         assert data_keys(store) <= live_objects(CommitLog(store).records())
     assert crashed >= min(total, 30)
+    assert aborted > 0  # some crashes came while a file streamed
 
 
 @pytest.fixture(autouse=True)
