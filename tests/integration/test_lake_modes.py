@@ -100,6 +100,9 @@ def test_a_fresh_lake_is_0640_and_0750_and_its_group_reads_it(
     with_umask(0, daemon.start)  # a umask that would leave everything world-writable
     try:
         daemon.wait_for(r"streaming from", timeout=60)
+        # The row count below assumes the snapshot's 50 R rows: a change made while its chunk is
+        # read replaces that row's R row (the stream carries the newer image), so wait for it.
+        daemon.wait_for(r"snapshot of \S+ done: 50 rows", timeout=60)
         server.sql(f"UPDATE {database}.t SET v = v + 1 WHERE id <= 10")
         server.sql(f"ALTER TABLE {database}.t ADD COLUMN w INT")
         server.sql(f"INSERT INTO {database}.t VALUES "
