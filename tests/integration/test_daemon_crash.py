@@ -30,10 +30,11 @@ ITERATIONS = int(os.environ.get("BINLAKE_CRASH_ITERATIONS", "20"))
 
 
 class _Background:
-    """Runs the workload in small batches on a thread until stopped."""
+    """Runs the workload in small batches on a thread until stopped, ``pause`` seconds apart."""
 
-    def __init__(self, workload: Workload) -> None:
+    def __init__(self, workload: Workload, pause: float = 0.02) -> None:
         self.workload = workload
+        self.pause = pause
         self._stop = threading.Event()
         self.error: BaseException | None = None
         self._thread = threading.Thread(target=self._run, name="workload", daemon=True)
@@ -42,7 +43,7 @@ class _Background:
         try:
             while not self._stop.is_set():
                 self.workload.run(5, batch=5)
-                time.sleep(0.02)
+                time.sleep(self.pause)
         except BaseException as exc:  # reported by stop()
             self.error = exc
 
