@@ -20,6 +20,7 @@ storage too).
 from __future__ import annotations
 
 import os
+import warnings
 from collections.abc import Callable, Collection
 from typing import TYPE_CHECKING, Any, cast
 
@@ -157,12 +158,18 @@ def stream_changes(spark: SparkSession, lake: str, database: str, table: str,
     stopped: its offsets are positions in the lake's commit order, not files
     (``sinks/spark/stream``). On disk a position is the checkpoint's ``_seq``
     (``sinks/spark/localstream``); on an ``s3://BUCKET/PREFIX`` lake it is a record number of
-    the lake's commit log (``sinks/spark/objectstream``). ``checkpoint_location`` is
-    accepted and not used: the offsets live in the checkpoint location given to
-    ``writeStream``. ``options``: ``maxFilesPerTrigger`` bounds a micro-batch.
+    the lake's commit log (``sinks/spark/objectstream``). The offsets live in the checkpoint
+    location given to ``writeStream``; ``checkpoint_location`` is still accepted, for callers
+    written when the source kept a position of its own, and warns that it is not used (a
+    caller relying on it to resume would otherwise restart from the beginning without a word).
+    ``options``: ``maxFilesPerTrigger`` bounds a micro-batch.
     ``open_store`` (picklable) overrides the object store, which is otherwise configured from
     the environment (``sinks/spark/objectlake``).
     """
+    if checkpoint_location is not None:
+        warnings.warn(f"stream_changes ignores checkpoint_location={checkpoint_location!r}: the "
+                      "stream resumes from the checkpointLocation option of writeStream; pass "
+                      "it there", FutureWarning, stacklevel=2)
     if is_store_url(lake):
         opener = open_store or store_opener(lake)
         with object_view(lake, store=opener()) as view:

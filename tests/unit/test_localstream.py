@@ -142,3 +142,14 @@ def test_retention_fails_a_query_that_had_not_read_what_it_removed(tmp_path):
     assert read(backend, lake, 0, 6) == []  # a new query starts from the change log as it is
     build_more(lake, 1)
     assert read(backend, lake, 6, 7) == [(7, 0), (7, 1)]
+
+
+def test_a_checkpoint_location_given_to_stream_changes_is_not_silently_dropped(
+        tmp_path: Any) -> None:
+    """Offsets live in writeStream's checkpointLocation: the argument kept for older callers
+    warns that it is unused, and says where to pass it."""
+    from sinks.spark.readers import stream_changes
+
+    with pytest.warns(FutureWarning, match="checkpointLocation option of writeStream"), \
+            pytest.raises(FileNotFoundError, match="no landed table shop.users"):
+        stream_changes(None, str(tmp_path), "shop", "users", str(tmp_path / "chk"))  # type: ignore[arg-type]
