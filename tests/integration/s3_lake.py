@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from sinks.objectstore.commit import LOG_DIR, CommitLog, live_objects
+from sinks.objectstore.log import record_key
 from sinks.objectstore.s3 import S3Settings, open_store
 from sinks.objectstore.store import ObjectStore
 from sinks.objectstore.view import layout_name
@@ -80,7 +81,9 @@ class LogFollower:
 
     def added(self) -> set[str]:
         """Every key any record of the log (as of now) has added."""
-        for info in self.store.list(LOG_DIR):
+        newest = max(self._added, default=None)
+        after = "" if newest is None else record_key(newest)
+        for info in self.store.list(LOG_DIR, start_after=after):
             match = _RECORD.match(info.key)
             if match and int(match.group(1)) not in self._added:
                 record = self._log.read(int(match.group(1)))

@@ -8,8 +8,9 @@ snapshot and the records after it is the lake every record gives.
 
 The workload: inserts, key-changing updates, deletes and rollbacks on four tables (``workload.
 py``), two ALTERs mid-stream (a column added, a column's type changed) between kills, a
-12-MiB transaction of incompressible rows before every kill aimed at a multipart upload, and, in
-a run of its own, one 2,000,000-row transaction. The kills rotate over three moments:
+12-MiB transaction of incompressible rows (and a one-row mark: ``_Big``) before every kill but a
+start-up one, and, in a run of its own, one 2,000,000-row transaction. The kills rotate over
+three moments:
 
 * at a random moment (start-up included);
 * **during a multipart upload**: the store lists an upload in progress (``ListMultipartUploads``)
@@ -19,10 +20,13 @@ a run of its own, one 2,000,000-row transaction. The kills rotate over three mom
   log names; confirmed after the kill by the object still being named by none — and the next
   start removes it.
 
-A kill that missed its moment (the commit was quicker than the poll) counts as one at a random
-moment, and the moment is aimed at again after the restart. A clean run then lands the rest of
-the workload, and a last clean run of its own lands the 2M-row transaction: that daemon's peak
-RSS (its ``VmHWM``) stays within the disk sink's bound (``RSS_LIMIT_MB`` of
+Each kill but a start-up one is aimed at a blob transaction, after the one the last kill
+interrupted has landed (so the lake moves on between kills), and the wait for its moment lasts
+until that blob is committed, however far behind the restart left the daemon: never a fixed
+time. A kill that missed its moment (the commit was quicker than the poll) counts as one at a
+random moment, and the moment is aimed at again after the restart. A clean run then lands the
+rest of the workload, and a last clean run of its own lands the 2M-row transaction: that
+daemon's peak RSS (its ``VmHWM``) stays within the disk sink's bound (``RSS_LIMIT_MB`` of
 ``tests/unit/test_sink_memory.py``), and the large tables equal ``SELECT`` by count and a
 per-row checksum (``CRC32`` of every cell, combined).
 
@@ -39,6 +43,7 @@ import threading
 import time
 import zlib
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -122,26 +127,44 @@ class _Statement(threading.Thread):
 
 class _Big:
     """The large transactions, in a database of their own (their rows are checked by checksum,
-    not one by one): ``facts`` gets the 2M-row transaction, ``blobs`` one of 12 MiB per kill."""
+    not one by one): ``facts`` gets the 2M-row transaction, ``blobs`` one of 12 MiB per kill.
+
+    Each blob transaction also inserts a row into ``a_marks``, whose name sorts before
+    ``blobs``: a flush uploads its files in name order, so while the blob file streams, the
+    small ``a_marks`` file of the same commit is a data object no record names yet. That window
+    lasts as long as the upload, whatever else the flush holds, so a kill aimed between the data
+    and the commit record finds it without depending on the workload's pace."""
 
     def __init__(self, server: ServerHandle) -> None:
         self.server = server
-        # named to sort after the workload's database: a flush uploads its files in name order,
-        # so while a blob file streams, the workload's files of the same flush are data objects
-        # without a record yet
         self.database = unique_db("s3zbig")
         self.blobs = 0
+        self._marks: dict[str, int] = {}  # committed a_marks file -> its rows
         server.sql(f"CREATE DATABASE {self.database}; USE {self.database}; "
                    "CREATE TABLE facts (id BIGINT PRIMARY KEY, label VARCHAR(40), qty INT); "
-                   "CREATE TABLE blobs (id BIGINT PRIMARY KEY, payload VARBINARY(1024))")
+                   "CREATE TABLE blobs (id BIGINT PRIMARY KEY, payload VARBINARY(1024)); "
+                   "CREATE TABLE a_marks (id BIGINT PRIMARY KEY)")
 
     def blob_transaction(self) -> _Statement:
-        """Insert ``BLOB_ROWS`` rows of random bytes in one transaction, on a thread."""
+        """Insert ``BLOB_ROWS`` rows of random bytes, and their mark, in one transaction, on a
+        thread."""
         first = self.blobs * BLOB_ROWS + 1
         self.blobs += 1
-        return _Statement(self.server, f"{_session(self.server)}INSERT INTO "
-                          f"{self.database}.blobs SELECT n, RANDOM_BYTES(1024) FROM "
-                          f"{_rows(self.server, BLOB_ROWS, first)}")
+        return _Statement(self.server, f"{_session(self.server)}START TRANSACTION; "
+                          f"INSERT INTO {self.database}.a_marks VALUES ({self.blobs}); "
+                          f"INSERT INTO {self.database}.blobs SELECT n, RANDOM_BYTES(1024) FROM "
+                          f"{_rows(self.server, BLOB_ROWS, first)}; COMMIT")
+
+    def blob_landed(self, follower: LogFollower) -> bool:
+        """Whether the newest blob transaction is in the committed lake: its mark row is (the
+        rows of each committed ``a_marks`` file are read once, from its footer)."""
+        for key in follower.added():
+            name = layout_name(key)
+            if (key not in self._marks and name.startswith(f"{self.database}/a_marks/")
+                    and name.endswith(".parquet")):
+                parquet = pq.ParquetFile(follower.store.open_input(key))
+                self._marks[key] = parquet.metadata.num_rows
+        return sum(self._marks.values()) >= self.blobs
 
     def facts_transaction(self) -> None:
         self.server.sql(f"{_session(self.server)}INSERT INTO {self.database}.facts "
@@ -194,21 +217,27 @@ def _uploads(client: Any, bucket: str) -> set[str]:
 
 
 def _kill_at(moment: str, daemon: DaemonProcess, follower: LogFollower, client: Any,
-             bucket: str, prefixes: tuple[str, ...], deadline_s: float = 20.0) -> bool:
-    """Wait (up to ``deadline_s``) for ``moment`` and kill the daemon there; whether the kill
-    is confirmed to have landed in it (the store, frozen by the kill, still shows it)."""
-    if moment == "multipart":
-        before = _uploads(client, bucket)
-        deadline = time.monotonic() + deadline_s
-        while not (seen := _uploads(client, bucket) - before) and time.monotonic() < deadline:
-            daemon.check_alive()
-        daemon.kill()
-        return bool(seen) and seen <= _uploads(client, bucket)
-    deadline = time.monotonic() + deadline_s
-    while not (pending := follower.uncommitted_data_keys(prefixes)) and time.monotonic() < deadline:
+             bucket: str, prefixes: tuple[str, ...], missed: Callable[[], bool],
+             timeout: float = 600.0) -> bool:
+    """Wait for ``moment`` and kill the daemon there; whether the kill is confirmed to have
+    landed in it (the store, frozen by the kill, still shows it). The wait ends, as a miss, once
+    ``missed()`` says the commit aimed at is in the lake: however far behind a restart left the
+    daemon, it is given until then, never a fixed time (``timeout`` only stops a hang)."""
+    deadline = time.monotonic() + timeout
+    before = _uploads(client, bucket)
+    while True:
+        if moment == "multipart":
+            seen = _uploads(client, bucket) - before
+        else:
+            seen = follower.uncommitted_data_keys(prefixes)
+        if seen or missed():
+            break
         daemon.check_alive()
+        assert time.monotonic() < deadline, f"no {moment} moment within {timeout} s"
     daemon.kill()
-    return bool(pending) and bool(pending & follower.uncommitted_data_keys(prefixes))
+    if moment == "multipart":
+        return bool(seen) and seen <= _uploads(client, bucket)
+    return bool(seen) and bool(seen & follower.uncommitted_data_keys(prefixes))
 
 
 @pytest.mark.slow
@@ -221,7 +250,7 @@ def test_sigkill_into_s3_loses_and_duplicates_nothing(
     lake = f"s3://{s3_bucket}/lake"
     big = _Big(server)
     daemon = s3_daemon(server, ceph_gateway, tmp_path, lake, [database, big.database],
-                       overrides={"lake": {"flush_interval": 0.3, "flush_rows": 50},
+                       overrides={"lake": {"flush_interval": 0.3, "flush_rows": 500},
                                   "lake.s3": {"log_snapshot_records": 5}})
     store = gateway_store(ceph_gateway, lake)
     follower = LogFollower(store)
@@ -235,9 +264,9 @@ def test_sigkill_into_s3_loses_and_duplicates_nothing(
     left: set[str] = set()  # objects an interrupted commit left: the next start removes them
     unfinished: set[str] = set()  # uploads a killed daemon left: the next start aborts them
     try:
-        # At a fixed, modest rate: unthrottled, the workload outruns a daemon that commits to
-        # the store every 50 rows, so every restart starts further behind and the run's length
-        # grows with the machine's speed instead of with the number of kills.
+        # At a fixed, modest rate: unthrottled, the workload can outrun a daemon that restarts
+        # every few seconds, and the run's length would grow with the machine's speed instead
+        # of with the number of kills.
         with _Background(workload, pause=0.25):
             for iteration in range(ITERATIONS):
                 moment = MOMENTS[iteration % len(MOMENTS)]
@@ -255,6 +284,14 @@ def test_sigkill_into_s3_loses_and_duplicates_nothing(
                     assert not left & data_keys(store), "an interrupted commit's objects stayed"
                     assert not unfinished & _uploads(client, s3_bucket), "an upload stayed"
                     left, unfinished = set(), set()
+                    # The blob transaction a kill interrupted lands first, so that every kill
+                    # is aimed at a commit that comes after progress.
+                    deadline = time.monotonic() + 300
+                    while not big.blob_landed(follower):
+                        daemon.check_alive()
+                        assert time.monotonic() < deadline, "the last blob transaction never landed"
+                        time.sleep(0.1)
+                    records.append(sum(1 for r in CommitLog(store).records() if r.data_change))
                     inserting = big.blob_transaction()
                     hit = True
                     if moment == "random":
@@ -262,18 +299,19 @@ def test_sigkill_into_s3_loses_and_duplicates_nothing(
                         daemon.check_alive()
                         daemon.kill()
                     else:
-                        hit = _kill_at(moment, daemon, follower, client, s3_bucket, prefixes)
+                        hit = _kill_at(moment, daemon, follower, client, s3_bucket, prefixes,
+                                       missed=lambda: big.blob_landed(follower))
                         if hit and moment == "uncommitted":
                             left = follower.uncommitted_data_keys(prefixes)
                         if hit and moment == "multipart":
                             unfinished = _uploads(client, s3_bucket)
                     inserting.finish()
-                    records.append(sum(1 for r in CommitLog(store).records() if r.data_change))
                     if hit:
                         confirmed[moment] += 1
                         break
-        # Transactions were committed between the kills, never taken back.
-        assert records[-1] > 0 and records == sorted(records), records
+        # Transactions were committed between the kills (every blob but the first was
+        # committed before the next was aimed at), never taken back.
+        assert records[-1] > 0 and records == sorted(set(records)), records
         # Every moment aimed at was hit (the store, frozen by the kill, showed it).
         assert sum(confirmed.values()) == ITERATIONS, confirmed
         kills = daemon.runs
