@@ -48,6 +48,7 @@ from sinks.errors import (
     LakeError,
     LakeFormatTooNew,
     LakeLocked,
+    StoreAbandoned,
     StoreRefused,
     StoreUnavailable,
     TransformRefused,
@@ -71,7 +72,8 @@ EXIT_CODES_HELP = """\
 exit codes:
   0  success; `run` stopped cleanly on SIGTERM/SIGINT
   1  `check` found a problem, `status` could not reach the server (or found no
-     lake), `run` gave up after reconnect.max_attempts, or a runtime error
+     lake), `run` gave up after reconnect.max_attempts, `run` stopped with its
+     object store unreachable (its last flush not committed), or a runtime error
   2  usage or configuration error (also: a flag the command does not use, a
      metrics.address another process listens on, a lake written by a newer binlake)
   3  permanent replication error (authentication, privileges, purged position,
@@ -356,7 +358,7 @@ def hint_for(exc: BaseException) -> str | None:
     if isinstance(exc, ConfigError):
         return exc.hint
     if isinstance(exc, LakeError | LakeLocked | LakeFormatTooNew | TransformRefused
-                  | StoreRefused):
+                  | StoreRefused | StoreAbandoned):
         return exc.fix
     if isinstance(exc, StoreUnavailable):
         return ("the object store did not answer or asked to slow down, and the retries ran "

@@ -124,6 +124,31 @@ class StoreRefused(StoreError):
         self.fix = fix
 
 
+class StoreAbandoned(StoreError):
+    """A call the store kept failing transiently (:class:`StoreUnavailable`) was given up
+    because the daemon is stopping and its stop budget (``replica.stop_timeout``) is spent: an
+    unreachable store must not keep a stopping daemon alive. A flush given up before its
+    commit record commits nothing: no record names its objects, the lake is as of its last
+    record, and the next start removes them and streams those transactions again (a record's
+    own create given up may have happened, its answer lost: the next start finds it and
+    resumes after it). Not a :class:`StoreUnavailable`: nothing retries it. ``what``: the
+    operation given up."""
+
+    def __init__(self, what: str, last: StoreUnavailable) -> None:
+        super().__init__(last.operation, last.url,
+                         f"{last.detail} (the object store was unreachable while stopping: "
+                         f"{what} was given up once the stop budget was spent)")
+        self.what = what
+        self.last = last
+
+    @property
+    def fix(self) -> str:
+        return ("nothing is lost or landed twice: the next start resumes after the lake's "
+                "last commit record (it removes what an abandoned flush uploaded and streams "
+                "that flush's transactions again); once the store is reachable (check "
+                "lake.s3.endpoint and the network to it), start binlake again")
+
+
 class ObjectMissing(StoreError):
     """The object read does not exist (a GET or an open for reading of an absent key)."""
 

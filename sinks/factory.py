@@ -9,6 +9,7 @@ this module is: ``binlake run`` chooses Arrow's allocator (:func:`prefer_jemallo
 from __future__ import annotations
 
 import os
+import threading
 import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
@@ -48,7 +49,7 @@ def build_sink(lake_dir: str, *, file_size_bytes: int, flush_rows: int,
                flush_in_handle: bool = True, transform: Transform | None = None,
                object_store: ObjectStore | None = None, s3: S3Settings | None = None,
                spool: str | None = None, log_snapshot_records: int = 100,
-               lease_duration_s: float = 30.0) -> Sink:
+               lease_duration_s: float = 30.0, give_up: threading.Event | None = None) -> Sink:
     """A closed sink on ``lake_dir`` (``open()`` takes and recovers the lake), from the
     configuration's lake keys.
 
@@ -64,7 +65,11 @@ def build_sink(lake_dir: str, *, file_size_bytes: int, flush_rows: int,
     ``objectstore.mirror.spool_for``) and each commit published to the store (``object_store``, else one
     built from ``s3``, the ``[lake.s3]`` settings), a log snapshot written every
     ``log_snapshot_records`` records (``objectstore/logstate.py``), the writer holding the
-    lake by a lease of ``lease_duration_s`` (``sinks/objectstore/lease.py``).
+    lake by a lease of ``lease_duration_s`` (``sinks/objectstore/lease.py``). The store's
+    transient failures are retried for as long as it takes until ``give_up`` is set (the
+    daemon sets it once a stop has spent its budget): then a failing store call raises
+    :class:`~sinks.errors.StoreAbandoned`, nothing more is committed, and the lease is left to
+    run out.
     """
     from .parquet.writer import ParquetSink, SinkOptions
 
@@ -73,6 +78,7 @@ def build_sink(lake_dir: str, *, file_size_bytes: int, flush_rows: int,
         flush_interval_s=flush_interval_s, catch_up_interval_s=catch_up_interval_s,
         compression=compression, flush_in_handle=flush_in_handle, transform=transform)
     if is_object_url(lake_dir):
+        from .objectstore.log import Retry
         from .objectstore.mirror import ObjectLake, spool_for
         from .objectstore.probe import probe_conditional_writes
 
@@ -83,7 +89,8 @@ def build_sink(lake_dir: str, *, file_size_bytes: int, flush_rows: int,
         directory = spool or spool_for(lake_dir)
         sink = ParquetSink(directory, options, mirror=ObjectLake(
             object_store, lake_dir, directory, probe=probe_conditional_writes,
-            log_snapshot_records=log_snapshot_records, lease_duration_s=lease_duration_s))
+            log_snapshot_records=log_snapshot_records, lease_duration_s=lease_duration_s,
+            retry=Retry(give_up=give_up)))
     else:
         sink = ParquetSink(lake_dir, options)
     delay = float(os.environ.get(FLUSH_DELAY_VARIABLE) or 0)
@@ -106,17 +113,20 @@ def _slow_flushes(sink: Any, delay: float) -> None:
 
 
 def object_requests(lake_url: str, s3: S3Settings | None = None,
-                    object_store: ObjectStore | None = None) -> StoreRequests:
+                    object_store: ObjectStore | None = None,
+                    give_up: threading.Event | None = None) -> StoreRequests:
     """``binlake snapshot``'s requests on the lake at ``lake_url`` on object storage
     (``sinks.objectstore.requests``: objects under ``_snapshot_requests/``, what a directory
-    holds on disk); ``object_store``, else one built from ``s3``."""
+    holds on disk); ``object_store``, else one built from ``s3``. ``give_up``: as
+    :func:`build_sink`'s."""
+    from .objectstore.log import Retry
     from .objectstore.requests import StoreRequests
 
     if object_store is None:
         from .objectstore.s3 import S3Settings, open_store
 
         object_store = open_store(lake_url, s3 if s3 is not None else S3Settings())
-    return StoreRequests(object_store, lake_url)
+    return StoreRequests(object_store, lake_url, Retry(give_up=give_up))
 
 
 def recover_compaction_if_idle(lake_dir: str) -> bool | None:

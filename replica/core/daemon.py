@@ -87,7 +87,7 @@ from replica.observe.progress import (
     format_duration,
     format_summary,
 )
-from sinks.contract import FilterRecord, Sink, StoreRefused, TableProgress
+from sinks.contract import Checkpoint, FilterRecord, Sink, StoreRefused, TableProgress
 from sinks.factory import (
     COMPACT_LOCK,
     build_sink,
@@ -111,9 +111,10 @@ OUTAGE_REPORT_INTERVAL = 60.0
 __all__ = ["Daemon", "open_sink", "run"]
 
 
-def open_sink(config: Config) -> Sink:
+def open_sink(config: Config, give_up: threading.Event | None = None) -> Sink:
     """The daemon's sink (not open yet): flushes past a size or row threshold are left to the
-    pipeline, which runs them on the sink worker."""
+    pipeline, which runs them on the sink worker. ``give_up``: set once a stop has spent its
+    budget, so that an object store's failing calls are no longer retried."""
     lake = config.lake
     return build_sink(
         lake.path,
@@ -127,6 +128,7 @@ def open_sink(config: Config) -> Sink:
         s3=lake.s3.settings(),  # how to reach an s3:// lake (unused for a directory)
         log_snapshot_records=lake.s3.log_snapshot_records,
         lease_duration_s=lake.s3.lease_duration,
+        give_up=give_up,
     )
 
 
@@ -197,7 +199,13 @@ class Daemon:
         self._requests: RequestBox | None = None  # built on first use (a store client)
         self._requests_read = float("-inf")  # when (monotonic) requests were last read
         self.metrics = metrics or Metrics(ready_max_lag=config.metrics.ready_max_lag)
-        self.sink = open_sink(config)
+        #: Set once the daemon is ending and ``replica.stop_timeout`` has passed since it
+        #: began to (:meth:`_count_stop_budget`): the object store's transient failures are
+        #: then given up instead of retried, so an unreachable store cannot keep the process
+        #: alive (the flush it held fails with StoreAbandoned: exit 1, nothing of it committed).
+        self._give_up = threading.Event()
+        self._stop_budget: threading.Timer | None = None
+        self.sink = open_sink(config, self._give_up)
         self.pipeline = Pipeline(self.sink, pipeline_options(config), self.metrics)
         self.pipeline.on_signal = self._signal
         self.lag = self.pipeline.lag
@@ -233,10 +241,26 @@ class Daemon:
         """Ask the daemon to stop (what SIGTERM does): finish safely, then return 0."""
         self._stopping = True
         self._halting.set()
+        self._count_stop_budget()
         if self._stream_scope is not None:
             self._stream_scope.cancel()
         if self._setup_scope is not None:
             self._setup_scope.cancel()
+
+    def _count_stop_budget(self) -> None:
+        """Start counting ``replica.stop_timeout`` (once: from the first stop request, or from
+        the final flush of a daemon ending otherwise). When it runs out, :attr:`_give_up` is
+        set: a flush in progress is not cut short, but a store call of it that fails is no
+        longer retried, so the worker call returns and the daemon exits. A timer thread, not a
+        trio deadline: the flush may hold the loop's task (the sink worker's call is not
+        cancellable), and the timer must fire regardless."""
+        if self._stop_budget is not None:
+            return
+        timer = threading.Timer(self.config.replica.stop_timeout, self._give_up.set)
+        timer.daemon = True
+        timer.name = "binlake-stop-budget"
+        self._stop_budget = timer
+        timer.start()
 
     @contextlib.contextmanager
     def _abandoned_on_stop(self) -> Iterator[trio.CancelScope]:
@@ -252,7 +276,7 @@ class Daemon:
                 self._setup_scope = None
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> int:
-        checkpoint = await self.pipeline.open()
+        checkpoint = await self._open_lake()
         self._new_lake = checkpoint is None
         self._clean_compaction_leftovers()
         native_rows.warn_once(log.warning)
@@ -274,13 +298,33 @@ class Daemon:
         except BaseExceptionGroup as group:
             raise sole_exception(group) from None
         finally:
-            with trio.CancelScope(shield=True):  # what is complete lands, however we stop
-                final = await self.pipeline.close()
+            self._count_stop_budget()
+            try:
+                with trio.CancelScope(shield=True):  # what is complete lands, however we stop
+                    final = await self.pipeline.close()
+            finally:
+                if self._stop_budget is not None:
+                    self._stop_budget.cancel()
             where = (f"; the lake is complete up to transaction {final.seq} ({final.position})"
                      if final is not None else "")
             log.info("stopped: %s%s", format_summary(self.landed, time.monotonic() - self.started),
                      where)
         return 0
+
+    async def _open_lake(self) -> Checkpoint | None:
+        """``pipeline.open()``, with SIGTERM/SIGINT heard meanwhile: an object store that does
+        not answer is retried for as long as it takes, and a stop must not wait for it for
+        ever — it gives up once the stop budget is spent (:meth:`_count_stop_budget`). A
+        signal heard here, or recorded before (``early_stop``), stops the daemon as soon as
+        the lake is open."""
+        try:
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(self._watch_signals)
+                checkpoint = await self.pipeline.open()
+                nursery.cancel_scope.cancel()
+        except BaseExceptionGroup as group:
+            raise sole_exception(group) from None
+        return checkpoint
 
     @property
     def landed(self) -> Landed:
@@ -366,7 +410,7 @@ class Daemon:
 
     async def _watch_signals(self) -> None:
         with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
-            if early_stop.requested():
+            if early_stop.requested() and not self._stopping:
                 log.info("SIGTERM before start: stopping")
                 self.stop()
             async for signum in signals:
@@ -613,6 +657,7 @@ class Daemon:
                 if finished:
                     log.info("snapshots done; stopping")
                     self._stopping = True
+                    self._count_stop_budget()
                     with trio.move_on_after(config.replica.stop_timeout) as budget:
                         budget.shield = True
                         await self.pipeline.close()
@@ -872,7 +917,9 @@ class Daemon:
         box = self._requests
         if box is None:
             box = self._requests = await trio.to_thread.run_sync(self._request_box)
-        found = await trio.to_thread.run_sync(box.read)
+        # Abandoned on stop: reading requests holds nothing worth finishing, and with the store
+        # unreachable it would retry until the stop budget runs out.
+        found = await trio.to_thread.run_sync(box.read, abandon_on_cancel=True)
         state = self.snapshots.state  # as it is now, after the await
         filters = self.config.filter
         changed = False
@@ -894,7 +941,7 @@ class Daemon:
     def _request_box(self) -> RequestBox:
         lake = self.config.lake
         if lake.on_object_store:
-            return object_requests(lake.path, lake.s3.settings())
+            return object_requests(lake.path, lake.s3.settings(), give_up=self._give_up)
         return DirectoryRequests(lake.path)
 
 

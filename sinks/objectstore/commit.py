@@ -229,5 +229,7 @@ class ObjectCommitter:
         return number
 
     def close(self) -> None:
-        """Release the lease (a clean stop: the next writer takes the lake at once)."""
-        self._lease.release()
+        """Release the lease (a clean stop: the next writer takes the lake at once) — unless a
+        store call was given up (:class:`Retry`): the store is unreachable, the lease runs
+        out by itself."""
+        self._lease.release(write=not self._retry.given_up)

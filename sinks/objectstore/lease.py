@@ -267,16 +267,27 @@ class Lease:
             except StoreUnavailable:
                 continue
 
-    def release(self) -> None:
+    def release(self, *, write: bool = True) -> None:
         """Stop renewing and mark the lease released (a clean stop): the next writer takes it
-        at once. Nothing if it was lost or never held."""
+        at once. Nothing if it was lost or never held. Without ``write`` (the store is known
+        to be unreachable: nothing is written, and a renewal in flight, on its daemon thread,
+        is not waited for), or if that write fails transiently, the lease is left to run out:
+        a next writer takes it over after its duration (on this host, at once: its pid is
+        dead)."""
         self._stop.set()
+        if not write:  # a renewal in flight is not waited for; none starts after this
+            self._thread = None
+            return
         if self._thread is not None:
             self._thread.join()
             self._thread = None
         with self._lock:
             if self._etag is None or self.lost is not None:
                 return
+            etag, self._etag = self._etag, None
             self._count += 1
-            self._store.put_if_match(LEASE, self._state(released=True).to_bytes(), self._etag)
-            self._etag = None
+            try:
+                self._store.put_if_match(LEASE, self._state(released=True).to_bytes(), etag)
+            except StoreUnavailable as exc:
+                log.warning("object store: could not mark the lease %s released (%s): it runs "
+                            "out in %g s", self._store.url(LEASE), exc, self._duration)

@@ -12,12 +12,13 @@ from __future__ import annotations
 import json
 import logging
 import re
+import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from ..errors import ObjectMissing, StoreUnavailable
+from ..errors import ObjectMissing, StoreAbandoned, StoreUnavailable
 from .store import ObjectStore
 
 __all__ = ["HINT", "LOG_DIR", "CommitLog", "Record", "Retry", "epoch_of", "layout_name",
@@ -100,11 +101,16 @@ class Record:
 class Retry:
     """Backoff for :class:`~sinks.errors.StoreUnavailable`: ``first`` seconds, doubling up to
     ``cap``, for as long as it takes (the store coming back is what a daemon waits for; a
-    permanent refusal is :class:`~sinks.errors.StoreRefused`, never retried)."""
+    permanent refusal is :class:`~sinks.errors.StoreRefused`, never retried) — unless
+    ``give_up`` is set: then a failed call raises :class:`~sinks.errors.StoreAbandoned` instead
+    of waiting again, and a wait in progress ends at once. The daemon sets it once it is
+    stopping and its stop budget is spent (an unreachable store must not keep it alive); the
+    sink never sets it. ``sleep`` (tests: a fake clock) replaces the wait."""
 
     first: float = 0.2
     cap: float = 10.0
-    sleep: Callable[[float], None] = field(default=time.sleep)
+    sleep: Callable[[float], None] | None = None
+    give_up: threading.Event | None = None
 
     def call(self, what: str, operation: Callable[[], _T]) -> _T:
         delay = self.first
@@ -112,9 +118,30 @@ class Retry:
             try:
                 return operation()
             except StoreUnavailable as exc:
-                log.warning("object store: %s failed (%s); retrying in %.1f s", what, exc, delay)
-                self.sleep(delay)
+                self.wait_after(what, exc, delay)
                 delay = min(self.cap, delay * 2)
+
+    def wait_after(self, what: str, failure: StoreUnavailable, delay: float) -> None:
+        """``failure`` of ``what`` is retried in ``delay`` seconds: wait that long, or raise
+        :class:`~sinks.errors.StoreAbandoned` if told to give up (before or while waiting)."""
+        self._check(what, failure)
+        log.warning("object store: %s failed (%s); retrying in %.1f s", what, failure, delay)
+        if self.sleep is not None:
+            self.sleep(delay)
+        elif self.give_up is not None:
+            self.give_up.wait(delay)
+        else:
+            time.sleep(delay)
+        self._check(what, failure)
+
+    @property
+    def given_up(self) -> bool:
+        """Told to give up: the store calls retried here fail at once."""
+        return self.give_up is not None and self.give_up.is_set()
+
+    def _check(self, what: str, failure: StoreUnavailable) -> None:
+        if self.given_up:
+            raise StoreAbandoned(what, failure) from failure
 
 
 class CommitLog:
@@ -167,8 +194,8 @@ class CommitLog:
             try:
                 created = self._store.put_if_absent(key, data)
             except StoreUnavailable as exc:
-                log.warning("object store: creating %s failed (%s); reading it back", key, exc)
-                self._retry.sleep(self._retry.first)
+                self._retry.wait_after(f"creating {key} (then reading it back)", exc,
+                                       self._retry.first)
                 found = self.read(record.number)  # did the lost attempt happen?
                 if found is None:
                     continue
