@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from sinks.objectstore.commit import LOG_DIR, CommitLog, live_objects
-from sinks.objectstore.log import record_key
+from sinks.objectstore.log import Record, record_key
 from sinks.objectstore.s3 import S3Settings, open_store
 from sinks.objectstore.store import ObjectStore
 from sinks.objectstore.view import layout_name
@@ -77,19 +77,24 @@ class LogFollower:
     def __init__(self, store: ObjectStore) -> None:
         self.store = store
         self._log = CommitLog(store)
-        self._added: dict[int, tuple[str, ...]] = {}
+        self._records: dict[int, Record] = {}
 
-    def added(self) -> set[str]:
-        """Every key any record of the log (as of now) has added."""
-        newest = max(self._added, default=None)
+    def records(self) -> list[Record]:
+        """Every record of the log as of now, oldest first (those not read yet are listed from
+        the newest one read on, and read)."""
+        newest = max(self._records, default=None)
         after = "" if newest is None else record_key(newest)
         for info in self.store.list(LOG_DIR, start_after=after):
             match = _RECORD.match(info.key)
-            if match and int(match.group(1)) not in self._added:
+            if match and int(match.group(1)) not in self._records:
                 record = self._log.read(int(match.group(1)))
                 assert record is not None, info.key  # records are never deleted
-                self._added[record.number] = record.adds
-        return {key for adds in self._added.values() for key in adds}
+                self._records[record.number] = record
+        return [self._records[number] for number in sorted(self._records)]
+
+    def added(self) -> set[str]:
+        """Every key any record of the log (as of now) has added."""
+        return {key for record in self.records() for key in record.adds}
 
     def uncommitted_data_keys(self, prefixes: tuple[str, ...] = ("",)) -> set[str]:
         """Data objects (under ``prefixes``) no record has added, listed before the log is

@@ -53,7 +53,6 @@ import pytest
 from bench.measure import vm_hwm_kib
 from sinks.objectstore.commit import CommitLog, live_objects
 from sinks.objectstore.logstate import read_state, snapshot_numbers
-from sinks.objectstore.store import ObjectStore
 from sinks.objectstore.view import layout_name
 from tests.servers.ceph import CephGateway
 from tests.servers.handle import ServerHandle
@@ -139,7 +138,7 @@ class _Big:
         self.server = server
         self.database = unique_db("s3zbig")
         self.blobs = 0
-        self._marks: dict[str, int] = {}  # committed a_marks file -> its rows
+        self._rows: dict[str, int] = {}  # committed file of this database -> its rows
         server.sql(f"CREATE DATABASE {self.database}; USE {self.database}; "
                    "CREATE TABLE facts (id BIGINT PRIMARY KEY, label VARCHAR(40), qty INT); "
                    "CREATE TABLE blobs (id BIGINT PRIMARY KEY, payload VARBINARY(1024)); "
@@ -156,15 +155,8 @@ class _Big:
                           f"{_rows(self.server, BLOB_ROWS, first)}; COMMIT")
 
     def blob_landed(self, follower: LogFollower) -> bool:
-        """Whether the newest blob transaction is in the committed lake: its mark row is (the
-        rows of each committed ``a_marks`` file are read once, from its footer)."""
-        for key in follower.added():
-            name = layout_name(key)
-            if (key not in self._marks and name.startswith(f"{self.database}/a_marks/")
-                    and name.endswith(".parquet")):
-                parquet = pq.ParquetFile(follower.store.open_input(key))
-                self._marks[key] = parquet.metadata.num_rows
-        return sum(self._marks.values()) >= self.blobs
+        """Whether the newest blob transaction is in the committed lake: its mark row is."""
+        return self.committed_rows(follower)["a_marks"] >= self.blobs
 
     def facts_transaction(self) -> None:
         self.server.sql(f"{_session(self.server)}INSERT INTO {self.database}.facts "
@@ -173,16 +165,20 @@ class _Big:
 
     @property
     def expected(self) -> dict[str, int]:
-        return {"facts": BIG_ROWS, "blobs": self.blobs * BLOB_ROWS}
+        return {"facts": BIG_ROWS, "blobs": self.blobs * BLOB_ROWS, "a_marks": self.blobs}
 
-    def committed_rows(self, store: ObjectStore) -> dict[str, int]:
-        """Rows per large table in the committed lake (from the Parquet footers)."""
+    def committed_rows(self, follower: LogFollower) -> Counter[str]:
+        """Rows per table of this database in the committed lake (each file's from its footer,
+        read once)."""
         rows: Counter[str] = Counter()
-        for key in live_objects(CommitLog(store).records()):
+        for key in live_objects(follower.records()):
             name = layout_name(key)
             if name.startswith(f"{self.database}/") and name.endswith(".parquet"):
-                rows[name.split("/")[1]] += pq.ParquetFile(store.open_input(key)).metadata.num_rows
-        return {table: rows[table] for table in BIG_TABLES}
+                if key not in self._rows:
+                    parquet = pq.ParquetFile(follower.store.open_input(key))
+                    self._rows[key] = parquet.metadata.num_rows
+                rows[name.split("/")[1]] += self._rows[key]
+        return rows
 
     def assert_equals_select(self, lake: Path) -> None:
         """Each large table: every change once (``I`` rows, keys unique) and the same rows as
@@ -254,7 +250,7 @@ def test_sigkill_into_s3_loses_and_duplicates_nothing(
                                   "lake.s3": {"log_snapshot_records": 5}})
     store = gateway_store(ceph_gateway, lake)
     follower = LogFollower(store)
-    prefixes = (f"{database}/", f"{big.database}/")  # where data objects land
+    prefixes = (f"{big.database}/",)  # where the aimed-at data objects land (``_Big``)
     client = ceph_gateway.client()
     workload = Workload(server, database, seed=2828)
     workload.create_tables()
@@ -291,7 +287,7 @@ def test_sigkill_into_s3_loses_and_duplicates_nothing(
                         daemon.check_alive()
                         assert time.monotonic() < deadline, "the last blob transaction never landed"
                         time.sleep(0.1)
-                    records.append(sum(1 for r in CommitLog(store).records() if r.data_change))
+                    records.append(sum(1 for r in follower.records() if r.data_change))
                     inserting = big.blob_transaction()
                     hit = True
                     if moment == "random":
@@ -331,7 +327,7 @@ def test_sigkill_into_s3_loses_and_duplicates_nothing(
         big.facts_transaction()
         inserted_s = time.monotonic() - started
         deadline = time.monotonic() + 300
-        while (rows := big.committed_rows(store)) != big.expected:
+        while (rows := big.committed_rows(follower)) != big.expected:
             daemon.check_alive()
             assert time.monotonic() < deadline, f"{rows} != {big.expected}"
             time.sleep(1.0)
