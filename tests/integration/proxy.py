@@ -15,8 +15,11 @@ ways and, on request:
 * :meth:`TcpProxy.corrupt_once` flips one bit in the first server-to-client chunk holding a
   given byte string (a damaged event: its CRC32 no longer matches);
 * :meth:`TcpProxy.before_request` runs a function before forwarding each client-to-server
-  chunk holding a given byte string (a query: to force what the server does just before it;
-  plaintext connections only, ``tls_mode = "disabled"``).
+  request holding a given byte string (a query: to force what the server does just before it;
+  plaintext connections only, ``tls_mode = "disabled"``). A client may pipeline requests (send
+  the next before the reply to the last): the proxy then holds the marked request until the
+  server has begun replying to the one before it, so the function runs after that one began
+  running on the server, as if the client had waited.
 
 Threads rather than trio, because the tests around it are synchronous (subprocesses and the
 stock client). Two pump threads per connection; each forwards one direction in chunks and holds
@@ -63,7 +66,11 @@ class TcpProxy:
         self._open_ids: set[int] = set()
         self._rate: float | None = None
         self._corrupt: bytes | None = None
-        self._before: tuple[bytes, Callable[[bytes], None]] | None = None
+        self._before: tuple[bytes, Callable[[bytes, bytes], None]] | None = None
+        #: Per connection: the last request bytes forwarded, and whether the server has sent
+        #: anything since (before_request's wait for a pipelined request's predecessor).
+        self._last_request: dict[int, bytes] = {}
+        self._replied: dict[int, threading.Event] = {}
         #: Chunks corrupt_once() has damaged.
         self.corrupted = 0
         self._acceptor = threading.Thread(target=self._accept_loop, name="proxy-accept",
@@ -107,9 +114,13 @@ class TcpProxy:
         holds it."""
         self._corrupt = marker
 
-    def before_request(self, marker: bytes, action: Callable[[bytes], None] | None) -> None:
-        """Call ``action`` with each client-to-server chunk that holds ``marker`` (in the
-        forwarding thread, before forwarding it: the request waits); None stops it."""
+    def before_request(self, marker: bytes,
+                       action: Callable[[bytes, bytes], None] | None) -> None:
+        """Call ``action(request, previous)`` before forwarding each client-to-server request
+        (MySQL packets) holding ``marker``: ``request`` is the bytes from its packet on,
+        ``previous`` the request bytes this connection forwarded before it. It runs in the
+        forwarding thread, once the server has begun replying to ``previous`` (waited for
+        when the client pipelined the request), and the request waits for it. None stops it."""
         self._before = None if action is None else (marker, action)
 
     @property
@@ -167,9 +178,13 @@ class TcpProxy:
                 self._flowing.wait()
                 while conn_id in self._held:
                     time.sleep(0.05)
-                before = None if down else self._before
-                if before is not None and before[0] in chunk:
-                    before[1](chunk)
+                if not down:
+                    before = self._before
+                    if before is not None and before[0] in chunk:
+                        chunk = self._before_marked(chunk, before, sink, conn_id)
+                    self._forwarded_request(conn_id, chunk)
+                else:
+                    self._replied.setdefault(conn_id, threading.Event()).set()
                 marker = self._corrupt if down else None
                 if marker is not None and marker in chunk:
                     self._corrupt = None
@@ -190,6 +205,43 @@ class TcpProxy:
             if other_done:  # both directions are over
                 _reset(source)
                 _reset(sink)
+
+
+    def _forwarded_request(self, conn_id: int, request: bytes) -> None:
+        """Note ``request`` as the connection's last, not replied to yet (set before it is
+        sent: the reply cannot come first)."""
+        self._last_request[conn_id] = request
+        self._replied.setdefault(conn_id, threading.Event()).clear()
+
+    def _before_marked(self, chunk: bytes, before: tuple[bytes, Callable[[bytes, bytes], None]],
+                       sink: socket.socket, conn_id: int) -> bytes:
+        """Run the action for the request holding the marker; what is left to forward. The
+        requests ahead of it in the chunk (pipelined) are forwarded first; the action waits
+        until the server has begun replying to the request before it."""
+        marker, action = before
+        start = _packet_at(chunk, chunk.index(marker))
+        if start:
+            self._forwarded_request(conn_id, chunk[:start])
+            sink.sendall(chunk[:start])
+            chunk = chunk[start:]
+        replied = self._replied.get(conn_id)
+        if replied is not None and not replied.wait(30):
+            raise AssertionError("the server sent nothing back for 30 s to the request "
+                                 "before a marked one")
+        action(chunk, self._last_request.get(conn_id, b""))
+        return chunk
+
+
+def _packet_at(chunk: bytes, offset: int) -> int:
+    """Where the MySQL packet holding ``offset`` starts in ``chunk`` (read from its first
+    packet's header on; 0 if the framing does not add up)."""
+    start = 0
+    while start + 4 <= len(chunk):
+        end = start + 4 + int.from_bytes(chunk[start:start + 3], "little")
+        if offset < end:
+            return start
+        start = end
+    return 0
 
 
 def _reset(sock: socket.socket) -> None:

@@ -90,7 +90,7 @@ class _Respeller:
                                 f"INSERT INTO {table} VALUES (X'{_hex(new)}', @v + 100); COMMIT")
             self.changes += 1
 
-    def after_read_view(self, request: bytes) -> None:
+    def after_read_view(self, request: bytes, previous: bytes) -> None:
         """Respell keys of the ci chunk being read (and of the next two: the checkpoint lags
         and the next chunk is read while one lands) — after the chunk's read view was taken
         and before its position was: MariaDB's chunk SELECT runs in a transaction WITH

@@ -4,8 +4,11 @@ The daemon streams an ``XA PREPARE`` (its rows kept durable in the lake, invisib
 killed -9; ``binlake snapshot`` then resumes the stream from the lake and snapshots the table.
 The interleaving is forced through a proxy: right after the first chunk's ``SELECT`` (which
 cannot see the prepared rows) and before its high watermark, the test runs ``XA COMMIT`` —
-so the stream lands the prepared rows before the chunk can land. (MariaDB: right before the
-first chunk's consistent snapshot, whose binlog point is its high watermark.) The process never saw that
+so the stream lands the prepared rows before the chunk can land. On MySQL the daemon sends the
+high watermark's ``SHOW BINARY LOG STATUS`` right behind the ``SELECT`` (pipelined); the proxy
+holds it until the server has begun sending the ``SELECT``'s rows, so the read view exists
+before the commit whatever the machine's load. (MariaDB: right before the first chunk's
+consistent snapshot, whose binlog point is its high watermark.) The process never saw that
 prepared part (its key log started after it), so the chunk must not land rows read before it
 (it is discarded and read again): the lake replayed in ``(_seq, _row)`` order equals SELECT,
 exactly once, no XA left in doubt.
@@ -71,30 +74,31 @@ def test_xa_prepared_before_a_restart_commits_while_a_chunk_waits(
             time.sleep(0.05)
         daemon.kill()  # between XA PREPARE and XA COMMIT
 
-        seen = {"select": False, "committed": False}
+        committed = False
 
-        def between_select_and_high_watermark(request: bytes) -> None:
+        def between_select_and_high_watermark(request: bytes, previous: bytes) -> None:
+            nonlocal committed
+            if committed:
+                return
             if server.is_mariadb:
                 # A chunk's binlog point is its read view's, taken before its SELECT: commit
                 # just before the first one, so the point is after the XA COMMIT and the chunk
                 # can only land once the stream has passed it (after it, the chunk's point
                 # would precede the XA COMMIT and landing before it would be right too).
-                if b"WITH CONSISTENT SNAPSHOT" in request and not seen["committed"]:
-                    server.sql(f"XA COMMIT '{xid}'")
-                    seen["select"] = seen["committed"] = True
-                return
-            if f"LIMIT {CHUNK}".encode() in request and b"`t`" in request:
-                seen["select"] = True
-            elif b"SHOW BINARY LOG STATUS" in request and seen["select"] and (
-                    not seen["committed"]):
                 server.sql(f"XA COMMIT '{xid}'")
-                seen["committed"] = True
+                committed = True
+            elif f"LIMIT {CHUNK}".encode() in previous and b"`t`" in previous:
+                # the high watermark the daemon pipelines after the first chunk's SELECT: the
+                # proxy holds it until the server has begun sending the SELECT's rows
+                server.sql(f"XA COMMIT '{xid}'")
+                committed = True
 
-        proxy.before_request(b"", between_select_and_high_watermark)
+        marker = b"WITH CONSISTENT SNAPSHOT" if server.is_mariadb else b"SHOW BINARY LOG STATUS"
+        proxy.before_request(marker, between_select_and_high_watermark)
         done = _snapshot(daemon, table)
-        proxy.before_request(b"", None)
+        proxy.before_request(marker, None)
         assert done.returncode == 0, done.stderr
-        assert seen["committed"]
+        assert committed
         assert "chunk discarded (XA COMMIT " in done.stderr
         assert " of rows prepared before the table's snapshot started)" in done.stderr
         daemon.start()  # streams on to the server's end
