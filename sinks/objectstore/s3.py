@@ -3,9 +3,9 @@
 Two clients, each for what it does best, both from one :class:`S3Settings`:
 
 * **pyarrow's ``S3FileSystem``** carries the bulk data: :meth:`S3Store.open_output` streams a
-  Parquet file as a multipart upload (memory bounded by a part, uploads in the background, no
-  GIL), :meth:`S3Store.open_input` reads one with ranged GETs (a footer first, then column
-  chunks).
+  Parquet file as a multipart upload (memory bounded by a part, each part uploaded by the write
+  that fills it, no GIL), :meth:`S3Store.open_input` reads one with ranged GETs (a footer
+  first, then column chunks).
 * **boto3**, the field's standard S3 client, does the small requests whose answers the seam
   needs and ``pyarrow.fs`` does not give: conditional writes (``If-None-Match: *``,
   ``If-Match``), the ETag of a PUT, GET or HEAD, and listings with ETags in key order.
@@ -214,6 +214,11 @@ class S3Store:
                     "retry_strategy": fs.AwsStandardS3RetryStrategy(max_attempts=s.max_attempts),
                     "force_virtual_addressing": not s.path_style and bool(endpoint),
                     "check_directory_existence_before_creation": False,
+                    # A part is uploaded by the write that fills it. In the background, parts
+                    # pile up in memory whenever the store is slower than the spool is read
+                    # (up to the IO pool's size), so a large file's memory would depend on the
+                    # store's speed instead of being one part.
+                    "background_writes": False,
                 }
                 if endpoint is not None:
                     kwargs["endpoint_override"] = endpoint.netloc
